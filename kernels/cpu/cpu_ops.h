@@ -1,0 +1,94 @@
+// The CPU backend: every op of kernels/ops.h, templated on the element type (float for training, double for
+// gradient checks against finite differences). Contracts and shapes are documented in kernels/ops.h; the
+// dispatcher (kernels/ops.cpp) has checked devices and dtypes before these run.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/ops.h"
+
+namespace nanoforge::cpu {
+
+using ops::Accumulate;
+using ops::Transpose;
+
+template <class T>
+void fill(TensorView t, double value);
+template <class T>
+void copy(TensorView dst, TensorView src);
+template <class T>
+void accumulate(TensorView into, TensorView add);
+
+template <class T>
+void matmul(TensorView out, TensorView a, Transpose transpose_a, TensorView b, Transpose transpose_b,
+            double alpha, double beta);
+
+template <class T>
+void embedding_forward(TensorView out, TensorView table, TensorView ids);
+template <class T>
+void embedding_backward(TensorView d_table, TensorView d_out, TensorView ids);
+
+template <class T>
+void rmsnorm_forward(TensorView out, TensorView rstd, TensorView x, double scale);
+template <class T>
+void rmsnorm_backward(TensorView d_x, TensorView d_out, TensorView out, TensorView rstd, double scale,
+                      Accumulate mode);
+
+template <class T>
+void rotary_forward(TensorView x, TensorView cos, TensorView sin);
+template <class T>
+void rotary_backward(TensorView d_x, TensorView cos, TensorView sin);
+
+int64_t attention_workspace_bytes(DType dtype, int64_t seq, int64_t window);
+template <class T>
+void attention_forward(TensorView out, TensorView lse, TensorView q, TensorView k, TensorView v,
+                       int64_t window, double scale, TensorView workspace);
+template <class T>
+void attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorView d_out, TensorView q,
+                        TensorView k, TensorView v, TensorView out, TensorView lse, int64_t window,
+                        double scale, TensorView workspace);
+
+template <class T>
+void relu_squared_forward(TensorView out, TensorView x);
+template <class T>
+void relu_squared_backward(TensorView d_x, TensorView d_out, TensorView x);
+
+template <class T>
+void smear_forward(TensorView out, TensorView gate_sigmoid, TensorView x, TensorView gate_weight,
+                   TensorView lambda);
+template <class T>
+void smear_backward(TensorView d_x, TensorView d_gate_weight, TensorView d_lambda, TensorView d_out,
+                    TensorView x, TensorView gate_sigmoid, TensorView gate_weight, TensorView lambda);
+
+template <class T>
+void value_embed_gate_forward(TensorView v, TensorView gate_sigmoid, TensorView u, TensorView gate_weight,
+                              TensorView table, TensorView ids);
+template <class T>
+void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorView d_table, TensorView d_v,
+                               TensorView u, TensorView gate_sigmoid, TensorView gate_weight,
+                               TensorView table, TensorView ids);
+
+template <class T>
+void residual_mix_forward(TensorView out, TensorView x, TensorView x0, TensorView resid_lambda,
+                          TensorView x0_lambda);
+template <class T>
+void residual_mix_backward(TensorView d_x, TensorView d_x0, TensorView d_resid_lambda, TensorView d_x0_lambda,
+                           TensorView d_out, TensorView x, TensorView x0, TensorView resid_lambda,
+                           TensorView x0_lambda);
+
+template <class T>
+void backout_forward(TensorView out, TensorView x, TensorView x_backout, TensorView lambda);
+template <class T>
+void backout_backward(TensorView d_x_backout, TensorView d_lambda, TensorView d_out, TensorView x_backout,
+                      TensorView lambda);
+
+template <class T>
+void softcap_cross_entropy_forward(TensorView losses, TensorView lse, TensorView logits, TensorView targets,
+                                   double softcap);
+template <class T>
+void softcap_cross_entropy_backward(TensorView d_logits, TensorView logits_capped, TensorView lse,
+                                    TensorView targets, double softcap, double grad_scale);
+template <class T>
+ops::LossSum sum_loss(TensorView losses, TensorView targets);
+
+}  // namespace nanoforge::cpu

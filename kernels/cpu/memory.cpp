@@ -1,0 +1,44 @@
+// CPU fill / copy / accumulate: the elementwise memory ops, parallel over elements.
+#include <cstring>
+
+#include "kernels/cpu/cpu_ops.h"
+
+namespace nanoforge::cpu {
+
+template <class T>
+void fill(TensorView t, double value) {
+  T* data = t.as<T>();
+  const int64_t n = t.numel();
+  const T v = static_cast<T>(value);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    data[i] = v;
+}
+
+template <class T>
+void copy(TensorView dst, TensorView src) {
+  check_same_shape(dst, src, "copy");
+  if (dst.data != src.data) std::memcpy(dst.data, src.data, static_cast<size_t>(dst.bytes()));
+}
+
+template <class T>
+void accumulate(TensorView into, TensorView add) {
+  check_same_shape(into, add, "accumulate");
+  T* out = into.as<T>();
+  const T* in = add.as<T>();
+  const int64_t n = into.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    out[i] += in[i];
+}
+
+template void fill<float>(TensorView, double);
+template void fill<double>(TensorView, double);
+template void fill<int32_t>(TensorView, double);
+template void copy<float>(TensorView, TensorView);
+template void copy<double>(TensorView, TensorView);
+template void copy<int32_t>(TensorView, TensorView);
+template void accumulate<float>(TensorView, TensorView);
+template void accumulate<double>(TensorView, TensorView);
+
+}  // namespace nanoforge::cpu

@@ -1,0 +1,39 @@
+// CPU ReLU^2, the MLP activation of nanochat: relu(x)^2, with gradient 2 relu(x).
+#include <algorithm>
+
+#include "kernels/cpu/cpu_ops.h"
+
+namespace nanoforge::cpu {
+
+template <class T>
+void relu_squared_forward(TensorView out, TensorView x) {
+  check_same_shape(out, x, "relu_squared_forward");
+  const T* in = x.as<T>();
+  T* result = out.as<T>();
+  const int64_t n = x.numel();
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const T r = std::max(in[i], T{0});
+    result[i] = r * r;
+  }
+}
+
+template <class T>
+void relu_squared_backward(TensorView d_x, TensorView d_out, TensorView x) {
+  check_same_shape(d_out, x, "relu_squared_backward");
+  check_same_shape(d_x, x, "relu_squared_backward");
+  const T* in = x.as<T>();
+  const T* grad = d_out.as<T>();
+  T* result = d_x.as<T>();
+  const int64_t n = x.numel();
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    result[i] = T{2} * std::max(in[i], T{0}) * grad[i];
+}
+
+template void relu_squared_forward<float>(TensorView, TensorView);
+template void relu_squared_forward<double>(TensorView, TensorView);
+template void relu_squared_backward<float>(TensorView, TensorView, TensorView);
+template void relu_squared_backward<double>(TensorView, TensorView, TensorView);
+
+}  // namespace nanoforge::cpu

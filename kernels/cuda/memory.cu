@@ -1,0 +1,58 @@
+// CUDA device memory behind DeviceBuffer: whether a GPU is usable, zeroed allocation, release, and
+// synchronous host<->device copies (cuda_memory.h). Allocation happens once per buffer when a run is planned,
+// never inside a step, so plain cudaMalloc is enough and there is no caching allocator.
+#include <fmt/format.h>
+
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/cuda_memory.h"
+
+namespace nanoforge::cuda {
+
+bool available(std::string* reason) {
+  int device_count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&device_count);
+  if (status != cudaSuccess) {
+    cudaGetLastError();  // clear the error so that the next kernel launch check does not report it
+    if (reason != nullptr) {
+      *reason = fmt::format("cudaGetDeviceCount failed: {} ({} = {})", cudaGetErrorString(status),
+                            cudaGetErrorName(status), static_cast<int>(status));
+    }
+    return false;
+  }
+  if (device_count == 0) {
+    if (reason != nullptr) *reason = "the CUDA driver reports no GPU (check CUDA_VISIBLE_DEVICES)";
+    return false;
+  }
+  return true;
+}
+
+void* allocate_zeroed(int64_t bytes) {
+  NANOFORGE_CHECK(bytes >= 0, "negative CUDA allocation of {} bytes", bytes);
+  void* pointer = nullptr;
+  const cudaError_t status = cudaMalloc(&pointer, static_cast<size_t>(bytes));
+  NANOFORGE_CHECK(
+      status == cudaSuccess,
+      "cudaMalloc of {:.3f} GB failed: {} ({}); if the GPU is out of memory, use a smaller batch or "
+      "model, or check nvidia-smi for other processes",
+      bytes / 1e9, cudaGetErrorString(status), cudaGetErrorName(status));
+  NANOFORGE_CUDA_CHECK(cudaMemset(pointer, 0, static_cast<size_t>(bytes)));
+  return pointer;
+}
+
+void free(void* pointer) {
+  NANOFORGE_CUDA_CHECK(cudaFree(pointer));
+}
+
+void copy_from_host(void* device_dst, const void* host_src, int64_t bytes) {
+  NANOFORGE_CUDA_CHECK(cudaMemcpy(device_dst, host_src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice));
+}
+
+void copy_to_host(void* host_dst, const void* device_src, int64_t bytes) {
+  NANOFORGE_CUDA_CHECK(cudaMemcpy(host_dst, device_src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost));
+}
+
+void synchronize() {
+  NANOFORGE_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+}  // namespace nanoforge::cuda

@@ -1,0 +1,124 @@
+// The memory ops of kernels/ops.h on the GPU: fill and copy (f32, bf16, i32) and accumulate (f32, bf16).
+// copy is a device-to-device cudaMemcpyAsync. fill and accumulate are memory-bound grid-stride loops over
+// 16-byte packs (one element at a time where a view is not 16-byte aligned); accumulate adds in fp32 and
+// rounds once, as torch's bf16 add does. Everything runs on the default stream.
+#include <algorithm>
+
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/vector_pack.cuh"
+
+namespace nanoforge::cuda {
+namespace {
+
+constexpr int kThreadsPerBlock = 256;
+// Beyond this many blocks the loops stride instead: an H200 runs 132 SMs x 8 such blocks at once, so this is
+// about 8 waves; more blocks would only add scheduling work.
+constexpr int64_t kMaxBlocks = 8192;
+
+// Blocks for one thread per work item, capped (the kernels below loop when there are more items).
+int blocks_for(int64_t work_items) {
+  return static_cast<int>(
+      std::clamp<int64_t>((work_items + kThreadsPerBlock - 1) / kThreadsPerBlock, 1, kMaxBlocks));
+}
+
+// data: (numel) T, flat. Whole packs first, then the numel % kCount trailing elements one per thread.
+template <class T, int kCount>
+__global__ void fill_kernel(T* data, int64_t numel, T value) {
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  Pack<T, kCount> pack;
+#pragma unroll
+  for (int k = 0; k < kCount; ++k)
+    pack.values[k] = value;
+  const int64_t packs = numel / kCount;
+  for (int64_t i = first; i < packs; i += stride)
+    pack_at<kCount>(data, i) = pack;
+  for (int64_t i = packs * kCount + first; i < numel; i += stride)
+    data[i] = value;
+}
+
+// into, add: (numel) T, flat; into += add, summed in fp32. into may alias add.
+template <class T, int kCount>
+__global__ void accumulate_kernel(T* into, const T* add, int64_t numel) {
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t packs = numel / kCount;
+  for (int64_t i = first; i < packs; i += stride) {
+    Pack<T, kCount> sum = pack_at<kCount>(into, i);
+    const Pack<T, kCount> addend = pack_at<kCount>(add, i);
+#pragma unroll
+    for (int k = 0; k < kCount; ++k) {
+      sum.values[k] = from_float<T>(to_float(sum.values[k]) + to_float(addend.values[k]));
+    }
+    pack_at<kCount>(into, i) = sum;
+  }
+  for (int64_t i = packs * kCount + first; i < numel; i += stride) {
+    into[i] = from_float<T>(to_float(into[i]) + to_float(add[i]));
+  }
+}
+
+template <class T>
+void launch_fill(TensorView t, T value) {
+  const int64_t numel = t.numel();
+  if (numel == 0) return;
+  with_pack_count<T>(pack_aligned({t.data}), [&](auto count) {
+    constexpr int kCount = decltype(count)::value;
+    fill_kernel<T, kCount>
+        <<<blocks_for((numel + kCount - 1) / kCount), kThreadsPerBlock>>>(t.as<T>(), numel, value);
+  });
+  NANOFORGE_CUDA_CHECK_LAUNCH("fill");
+}
+
+template <class T>
+void launch_accumulate(TensorView into, TensorView add) {
+  const int64_t numel = into.numel();
+  if (numel == 0) return;
+  with_pack_count<T>(pack_aligned({into.data, add.data}), [&](auto count) {
+    constexpr int kCount = decltype(count)::value;
+    accumulate_kernel<T, kCount>
+        <<<blocks_for((numel + kCount - 1) / kCount), kThreadsPerBlock>>>(into.as<T>(), add.as<T>(), numel);
+  });
+  NANOFORGE_CUDA_CHECK_LAUNCH("accumulate");
+}
+
+}  // namespace
+
+void fill(TensorView t, double value) {
+  check_on_gpu(t, "fill", "t");
+  switch (t.dtype) {
+    case DType::kF32:
+      return launch_fill<float>(t, static_cast<float>(value));
+    case DType::kBF16:
+      return launch_fill<__nv_bfloat16>(t, __float2bfloat16_rn(static_cast<float>(value)));
+    case DType::kI32:
+      return launch_fill<int32_t>(t, static_cast<int32_t>(value));
+    default:
+      NANOFORGE_CHECK(false, "fill on CUDA: t must be f32, bf16 or i32, got {}", t.describe());
+  }
+}
+
+void copy(TensorView dst, TensorView src) {
+  check_same_shape(dst, src, "copy");
+  check_on_gpu(dst, "copy", "dst");
+  check_tensor(src, dst.dtype, "copy", "src");
+  if (dst.data == src.data || dst.bytes() == 0) return;
+  NANOFORGE_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, static_cast<size_t>(dst.bytes()),
+                                       cudaMemcpyDeviceToDevice, cudaStreamDefault));
+}
+
+void accumulate(TensorView into, TensorView add) {
+  check_same_shape(into, add, "accumulate");
+  check_on_gpu(into, "accumulate", "into");
+  check_tensor(add, into.dtype, "accumulate", "add");
+  switch (into.dtype) {
+    case DType::kF32:
+      return launch_accumulate<float>(into, add);
+    case DType::kBF16:
+      return launch_accumulate<__nv_bfloat16>(into, add);
+    default:
+      NANOFORGE_CHECK(false, "accumulate on CUDA: into must be f32 or bf16, got {}", into.describe());
+  }
+}
+
+}  // namespace nanoforge::cuda

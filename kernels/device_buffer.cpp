@@ -1,0 +1,89 @@
+// DeviceBuffer and ArenaAllocator. CPU memory is 256-byte aligned and zeroed; CUDA memory comes from the
+// CUDA backend (kernels/cuda/memory.cu) when it is built.
+#include "kernels/device_buffer.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "kernels/cuda/cuda_memory.h"
+
+namespace nanoforge {
+
+DeviceBuffer::DeviceBuffer(Device device, int64_t bytes) : bytes_(bytes), device_(device) {
+  NANOFORGE_CHECK(bytes >= 0, "negative allocation of {} bytes", bytes);
+  if (bytes == 0) return;
+  if (device == Device::kCpu) {
+    int64_t rounded = (bytes + ArenaAllocator::kAlignmentBytes - 1) / ArenaAllocator::kAlignmentBytes *
+                      ArenaAllocator::kAlignmentBytes;
+    data_ = std::aligned_alloc(ArenaAllocator::kAlignmentBytes, static_cast<size_t>(rounded));
+    NANOFORGE_CHECK(data_ != nullptr, "out of host memory allocating {:.3f} GB", bytes / 1e9);
+    std::memset(data_, 0, static_cast<size_t>(rounded));
+  } else {
+    data_ = cuda::allocate_zeroed(bytes);
+  }
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)),
+      device_(other.device_) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    release();
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+    device_ = other.device_;
+  }
+  return *this;
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  release();
+}
+
+void DeviceBuffer::release() {
+  if (data_ == nullptr) return;
+  if (device_ == Device::kCpu) {
+    std::free(data_);
+  } else {
+    cuda::free(data_);
+  }
+  data_ = nullptr;
+}
+
+TensorView ArenaAllocator::take(std::initializer_list<int64_t> shape, DType dtype) {
+  TensorView view(nullptr, shape, dtype, device_);
+  int64_t offset = (used_bytes_ + kAlignmentBytes - 1) / kAlignmentBytes * kAlignmentBytes;
+  used_bytes_ = offset + view.bytes();
+  if (!measuring()) {
+    NANOFORGE_CHECK(used_bytes_ <= capacity_bytes_, "arena overflow: plan needs {} bytes, buffer has {}",
+                    used_bytes_, capacity_bytes_);
+    view.data = base_ + offset;
+  }
+  return view;
+}
+
+TensorView ArenaAllocator::take_bytes(int64_t bytes) {
+  const int64_t element_bytes = dtype_bytes(default_dtype_);
+  return take({(bytes + element_bytes - 1) / element_bytes});
+}
+
+void copy_from_host(TensorView dst, const void* src) {
+  if (dst.device == Device::kCpu) {
+    std::memcpy(dst.data, src, static_cast<size_t>(dst.bytes()));
+  } else {
+    cuda::copy_from_host(dst.data, src, dst.bytes());
+  }
+}
+
+void copy_to_host(void* dst, TensorView src) {
+  if (src.device == Device::kCpu) {
+    std::memcpy(dst, src.data, static_cast<size_t>(src.bytes()));
+  } else {
+    cuda::copy_to_host(dst, src.data, src.bytes());
+  }
+}
+
+}  // namespace nanoforge

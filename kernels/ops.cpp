@@ -1,0 +1,272 @@
+// The op dispatcher: checks that an op's tensors share one device, then runs the CPU kernel for the dtype
+// (f32 or f64) or the CUDA kernel. An op the CUDA backend does not have yet stops with its name, and a
+// CUDA tensor in a build without CUDA stops with how to get one.
+#include "kernels/ops.h"
+
+#include <initializer_list>
+
+#include "kernels/cpu/cpu_ops.h"
+#ifdef NANOFORGE_HAVE_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
+
+namespace nanoforge::ops {
+namespace {
+
+// The device all of an op's tensors live on. On the CPU every floating-point tensor of one call must also
+// share a dtype (the kernel's T); CUDA kernels mix bf16 activations with fp32 statistics and check their own.
+Device common_device(std::initializer_list<const TensorView*> tensors, const char* op) {
+  const TensorView& first = **tensors.begin();
+  const TensorView* first_float = nullptr;
+  for (const TensorView* t : tensors) {
+    NANOFORGE_CHECK(t->device == first.device, "{}: tensors on different devices ({} and {})", op,
+                    first.describe(), t->describe());
+    if (t->dtype == DType::kI32) continue;
+    if (first_float == nullptr) first_float = t;
+    NANOFORGE_CHECK(first.device != Device::kCpu || t->dtype == first_float->dtype,
+                    "{}: CPU tensors of one op share a float dtype ({} and {})", op, first_float->describe(),
+                    t->describe());
+  }
+  return first.device;
+}
+
+// Runs fn(T{}) with T the CPU element type for `dtype`.
+template <class Fn>
+void on_cpu(DType dtype, const char* op, Fn&& fn) {
+  switch (dtype) {
+    case DType::kF32:
+      fn(float{});
+      return;
+    case DType::kF64:
+      fn(double{});
+      return;
+    default:
+      NANOFORGE_CHECK(false, "{}: the CPU backend computes in f32 or f64, not {}", op, dtype_name(dtype));
+  }
+}
+
+[[noreturn]] void missing_cuda_op(const char* op) {
+#ifdef NANOFORGE_HAVE_CUDA
+  NANOFORGE_CHECK(false, "{}: the CUDA backend has no kernel for this op yet (see docs/kernels.md)", op);
+#else
+  NANOFORGE_CHECK(false, "{}: this nanoforge was built without the CUDA backend (-DNANOFORGE_CUDA=ON)", op);
+#endif
+  __builtin_unreachable();
+}
+
+}  // namespace
+
+// One CPU call for the dtype of `dtype_source`: cpu::op<T>(args...).
+#define NANOFORGE_CPU(op, dtype_source, ...) \
+  on_cpu((dtype_source).dtype, #op, [&](auto zero) { cpu::op<decltype(zero)>(__VA_ARGS__); })
+#ifdef NANOFORGE_HAVE_CUDA
+#define NANOFORGE_CUDA(op, ...) cuda::op(__VA_ARGS__)
+#else
+#define NANOFORGE_CUDA(op, ...) missing_cuda_op(#op)
+#endif
+
+void fill(TensorView t, double value) {
+  if (t.device == Device::kCuda) return NANOFORGE_CUDA(fill, t, value);
+  if (t.dtype == DType::kI32) return cpu::fill<int32_t>(t, value);
+  NANOFORGE_CPU(fill, t, t, value);
+}
+
+void copy(TensorView dst, TensorView src) {
+  NANOFORGE_CHECK(dst.dtype == src.dtype, "copy: dtypes differ ({} vs {})", dst.describe(), src.describe());
+  if (common_device({&dst, &src}, "copy") == Device::kCuda) return NANOFORGE_CUDA(copy, dst, src);
+  if (dst.dtype == DType::kI32) return cpu::copy<int32_t>(dst, src);
+  NANOFORGE_CPU(copy, dst, dst, src);
+}
+
+void accumulate(TensorView into, TensorView add) {
+  if (common_device({&into, &add}, "accumulate") == Device::kCuda)
+    return NANOFORGE_CUDA(accumulate, into, add);
+  NANOFORGE_CPU(accumulate, into, into, add);
+}
+
+void matmul(TensorView out, TensorView a, Transpose transpose_a, TensorView b, Transpose transpose_b,
+            double alpha, double beta) {
+  if (common_device({&out, &a, &b}, "matmul") == Device::kCuda) return missing_cuda_op("matmul");
+  NANOFORGE_CPU(matmul, out, out, a, transpose_a, b, transpose_b, alpha, beta);
+}
+
+void embedding_forward(TensorView out, TensorView table, TensorView ids) {
+  if (common_device({&out, &table, &ids}, "embedding_forward") == Device::kCuda) {
+    return missing_cuda_op("embedding_forward");
+  }
+  NANOFORGE_CPU(embedding_forward, out, out, table, ids);
+}
+
+void embedding_backward(TensorView d_table, TensorView d_out, TensorView ids) {
+  if (common_device({&d_table, &d_out, &ids}, "embedding_backward") == Device::kCuda) {
+    return missing_cuda_op("embedding_backward");
+  }
+  NANOFORGE_CPU(embedding_backward, d_table, d_table, d_out, ids);
+}
+
+void rmsnorm_forward(TensorView out, TensorView rstd, TensorView x, double scale) {
+  if (common_device({&out, &rstd, &x}, "rmsnorm_forward") == Device::kCuda) {
+    return NANOFORGE_CUDA(rmsnorm_forward, out, rstd, x, scale);
+  }
+  NANOFORGE_CPU(rmsnorm_forward, x, out, rstd, x, scale);
+}
+
+void rmsnorm_backward(TensorView d_x, TensorView d_out, TensorView out, TensorView rstd, double scale,
+                      Accumulate mode) {
+  if (common_device({&d_x, &d_out, &out, &rstd}, "rmsnorm_backward") == Device::kCuda) {
+    return NANOFORGE_CUDA(rmsnorm_backward, d_x, d_out, out, rstd, scale, mode);
+  }
+  NANOFORGE_CPU(rmsnorm_backward, out, d_x, d_out, out, rstd, scale, mode);
+}
+
+void rotary_forward(TensorView x, TensorView cos, TensorView sin) {
+  if (common_device({&x, &cos, &sin}, "rotary_forward") == Device::kCuda)
+    return missing_cuda_op("rotary_forward");
+  NANOFORGE_CPU(rotary_forward, x, x, cos, sin);
+}
+
+void rotary_backward(TensorView d_x, TensorView cos, TensorView sin) {
+  if (common_device({&d_x, &cos, &sin}, "rotary_backward") == Device::kCuda) {
+    return missing_cuda_op("rotary_backward");
+  }
+  NANOFORGE_CPU(rotary_backward, d_x, d_x, cos, sin);
+}
+
+int64_t attention_workspace_bytes(Device device, DType dtype, int64_t /*batch*/, int64_t seq,
+                                  int64_t /*heads*/, int64_t /*kv_heads*/, int64_t /*head_dim*/,
+                                  int64_t window) {
+  if (device == Device::kCuda) missing_cuda_op("attention_workspace_bytes");
+  return cpu::attention_workspace_bytes(dtype, seq, window);
+}
+
+void attention_forward(TensorView out, TensorView lse, TensorView q, TensorView k, TensorView v,
+                       int64_t window, double scale, TensorView workspace) {
+  if (common_device({&out, &lse, &q, &k, &v, &workspace}, "attention_forward") == Device::kCuda) {
+    return missing_cuda_op("attention_forward");
+  }
+  NANOFORGE_CPU(attention_forward, q, out, lse, q, k, v, window, scale, workspace);
+}
+
+void attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorView d_out, TensorView q,
+                        TensorView k, TensorView v, TensorView out, TensorView lse, int64_t window,
+                        double scale, TensorView workspace) {
+  if (common_device({&d_q, &d_k, &d_v, &d_out, &q, &k, &v, &out, &lse, &workspace}, "attention_backward") ==
+      Device::kCuda) {
+    return missing_cuda_op("attention_backward");
+  }
+  NANOFORGE_CPU(attention_backward, q, d_q, d_k, d_v, d_out, q, k, v, out, lse, window, scale, workspace);
+}
+
+void relu_squared_forward(TensorView out, TensorView x) {
+  if (common_device({&out, &x}, "relu_squared_forward") == Device::kCuda) {
+    return missing_cuda_op("relu_squared_forward");
+  }
+  NANOFORGE_CPU(relu_squared_forward, x, out, x);
+}
+
+void relu_squared_backward(TensorView d_x, TensorView d_out, TensorView x) {
+  if (common_device({&d_x, &d_out, &x}, "relu_squared_backward") == Device::kCuda) {
+    return missing_cuda_op("relu_squared_backward");
+  }
+  NANOFORGE_CPU(relu_squared_backward, x, d_x, d_out, x);
+}
+
+void smear_forward(TensorView out, TensorView gate_sigmoid, TensorView x, TensorView gate_weight,
+                   TensorView lambda) {
+  if (common_device({&out, &gate_sigmoid, &x, &gate_weight, &lambda}, "smear_forward") == Device::kCuda) {
+    return missing_cuda_op("smear_forward");
+  }
+  NANOFORGE_CPU(smear_forward, x, out, gate_sigmoid, x, gate_weight, lambda);
+}
+
+void smear_backward(TensorView d_x, TensorView d_gate_weight, TensorView d_lambda, TensorView d_out,
+                    TensorView x, TensorView gate_sigmoid, TensorView gate_weight, TensorView lambda) {
+  if (common_device({&d_x, &d_gate_weight, &d_lambda, &d_out, &x, &gate_sigmoid, &gate_weight, &lambda},
+                    "smear_backward") == Device::kCuda) {
+    return missing_cuda_op("smear_backward");
+  }
+  NANOFORGE_CPU(smear_backward, x, d_x, d_gate_weight, d_lambda, d_out, x, gate_sigmoid, gate_weight, lambda);
+}
+
+void value_embed_gate_forward(TensorView v, TensorView gate_sigmoid, TensorView u, TensorView gate_weight,
+                              TensorView table, TensorView ids) {
+  if (common_device({&v, &gate_sigmoid, &u, &gate_weight, &table, &ids}, "value_embed_gate_forward") ==
+      Device::kCuda) {
+    return missing_cuda_op("value_embed_gate_forward");
+  }
+  NANOFORGE_CPU(value_embed_gate_forward, v, v, gate_sigmoid, u, gate_weight, table, ids);
+}
+
+void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorView d_table, TensorView d_v,
+                               TensorView u, TensorView gate_sigmoid, TensorView gate_weight,
+                               TensorView table, TensorView ids) {
+  if (common_device({&d_u, &d_gate_weight, &d_table, &d_v, &u, &gate_sigmoid, &gate_weight, &table, &ids},
+                    "value_embed_gate_backward") == Device::kCuda) {
+    return missing_cuda_op("value_embed_gate_backward");
+  }
+  NANOFORGE_CPU(value_embed_gate_backward, u, d_u, d_gate_weight, d_table, d_v, u, gate_sigmoid, gate_weight,
+                table, ids);
+}
+
+void residual_mix_forward(TensorView out, TensorView x, TensorView x0, TensorView resid_lambda,
+                          TensorView x0_lambda) {
+  if (common_device({&out, &x, &x0, &resid_lambda, &x0_lambda}, "residual_mix_forward") == Device::kCuda) {
+    return missing_cuda_op("residual_mix_forward");
+  }
+  NANOFORGE_CPU(residual_mix_forward, x, out, x, x0, resid_lambda, x0_lambda);
+}
+
+void residual_mix_backward(TensorView d_x, TensorView d_x0, TensorView d_resid_lambda, TensorView d_x0_lambda,
+                           TensorView d_out, TensorView x, TensorView x0, TensorView resid_lambda,
+                           TensorView x0_lambda) {
+  if (common_device({&d_x, &d_x0, &d_resid_lambda, &d_x0_lambda, &d_out, &x, &x0, &resid_lambda, &x0_lambda},
+                    "residual_mix_backward") == Device::kCuda) {
+    return missing_cuda_op("residual_mix_backward");
+  }
+  NANOFORGE_CPU(residual_mix_backward, x, d_x, d_x0, d_resid_lambda, d_x0_lambda, d_out, x, x0, resid_lambda,
+                x0_lambda);
+}
+
+void backout_forward(TensorView out, TensorView x, TensorView x_backout, TensorView lambda) {
+  if (common_device({&out, &x, &x_backout, &lambda}, "backout_forward") == Device::kCuda) {
+    return missing_cuda_op("backout_forward");
+  }
+  NANOFORGE_CPU(backout_forward, x, out, x, x_backout, lambda);
+}
+
+void backout_backward(TensorView d_x_backout, TensorView d_lambda, TensorView d_out, TensorView x_backout,
+                      TensorView lambda) {
+  if (common_device({&d_x_backout, &d_lambda, &d_out, &x_backout, &lambda}, "backout_backward") ==
+      Device::kCuda) {
+    return missing_cuda_op("backout_backward");
+  }
+  NANOFORGE_CPU(backout_backward, x_backout, d_x_backout, d_lambda, d_out, x_backout, lambda);
+}
+
+void softcap_cross_entropy_forward(TensorView losses, TensorView lse, TensorView logits, TensorView targets,
+                                   double softcap) {
+  if (common_device({&losses, &lse, &logits, &targets}, "softcap_cross_entropy_forward") == Device::kCuda) {
+    return missing_cuda_op("softcap_cross_entropy_forward");
+  }
+  NANOFORGE_CPU(softcap_cross_entropy_forward, logits, losses, lse, logits, targets, softcap);
+}
+
+void softcap_cross_entropy_backward(TensorView d_logits, TensorView logits_capped, TensorView lse,
+                                    TensorView targets, double softcap, double grad_scale) {
+  if (common_device({&d_logits, &logits_capped, &lse, &targets}, "softcap_cross_entropy_backward") ==
+      Device::kCuda) {
+    return missing_cuda_op("softcap_cross_entropy_backward");
+  }
+  NANOFORGE_CPU(softcap_cross_entropy_backward, logits_capped, d_logits, logits_capped, lse, targets, softcap,
+                grad_scale);
+}
+
+LossSum sum_loss(TensorView losses, TensorView targets) {
+  if (common_device({&losses, &targets}, "sum_loss") == Device::kCuda) missing_cuda_op("sum_loss");
+  LossSum result;
+  on_cpu(losses.dtype, "sum_loss",
+         [&](auto zero) { result = cpu::sum_loss<decltype(zero)>(losses, targets); });
+  return result;
+}
+
+}  // namespace nanoforge::ops

@@ -1,0 +1,139 @@
+// The op list: the only compute entry points model/ and optim/ call. Each op takes TensorViews and runs on
+// the device its tensors live on (all tensors of one call share a device and, except ids/targets, a dtype);
+// kernels/cpu/ implements every op for f32 and f64, kernels/cuda/ for bf16 activations (growing, see
+// docs/kernels.md). Ops never allocate: scratch space is passed in as a workspace sized by the matching
+// *_workspace_bytes() function. Shapes below use N = B*T token rows, C channels, H query heads, Hkv key/value
+// heads, D head dim, V vocab. All tensors are row-major and contiguous.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/tensor.h"
+
+namespace nanoforge::ops {
+
+// nanochat's F.rms_norm(x, (C,)) with eps=None: torch uses fp32 machine epsilon 2^-23 for fp32 math.
+inline constexpr double kRmsNormEps = 1.1920928955078125e-07;
+
+enum class Transpose : bool { kNo, kYes };
+enum class Accumulate : bool { kNo, kYes };  // write the gradient, or add it to what is there
+
+// ---- memory ----
+void fill(TensorView t, double value);
+void copy(TensorView dst, TensorView src);         // same shape, dtype and device
+void accumulate(TensorView into, TensorView add);  // into += add
+
+// ---- dense algebra ----
+// out (M, N) = alpha * op(a) @ op(b) + beta * out, where op(a) is (M, K) and op(b) is (K, N). With beta = 0,
+// out is not read (stale NaNs there do not leak through).
+// A Linear layer y = x W^T with W (out, in) is matmul(y, x, kNo, W, kYes, 1, 0).
+void matmul(TensorView out, TensorView a, Transpose transpose_a, TensorView b, Transpose transpose_b,
+            double alpha, double beta);
+
+// ---- embeddings ----
+// out (N, C) = table (V, C) [ids (N) i32]. Ids must lie in [0, V).
+void embedding_forward(TensorView out, TensorView table, TensorView ids);
+// d_table (V, C) += d_out rows scattered by ids; summed in token order (deterministic).
+void embedding_backward(TensorView d_table, TensorView d_out, TensorView ids);
+
+// ---- normalisation ----
+// out (R, D) = scale * x * rstd with rstd (R) = 1 / sqrt(mean(x^2) + kRmsNormEps). out may alias x. rstd is
+// in the accumulation type (f32 for f32/bf16, f64 for f64). scale is 1 for nanochat's norm() and 1.2 for its
+// QK-norm.
+void rmsnorm_forward(TensorView out, TensorView rstd, TensorView x, double scale);
+// d_x (R, D) = rstd * (scale * d_out - out * mean(d_out * out) / scale), written or added. With
+// Accumulate::kNo, d_x may alias d_out.
+void rmsnorm_backward(TensorView d_x, TensorView d_out, TensorView out, TensorView rstd, double scale,
+                      Accumulate mode);
+
+// ---- rotary position embedding (nanochat's convention) ----
+// x (B, T, heads, D) rotated in place. With x1 = x[..., :D/2], x2 = x[..., D/2:], position t:
+//   out = cat(x1 cos + x2 sin, -x1 sin + x2 cos)    (a rotation by -theta; halves, not interleaved)
+// cos, sin (T_max, D/2), T_max >= T; row t holds position t.
+void rotary_forward(TensorView x, TensorView cos, TensorView sin);
+// The transpose rotation, in place on the gradient: d_x = R^T d_out.
+void rotary_backward(TensorView d_x, TensorView cos, TensorView sin);
+
+// ---- causal attention with a sliding window ----
+// q (B, T, H, D), k and v (B, T, Hkv, D), H % Hkv == 0 (query head h reads kv head h / (H / Hkv)).
+// out (B, T, H, D). Query t attends to keys j with t - window <= j <= t (window + 1 keys, as FA3's
+// window_size=(window, 0); window >= T is plain causal). Scores are scale * q.k, softmaxed per query.
+// lse (B, H, T), in the accumulation type (f32 for f32/bf16, f64 for f64): log-sum-exp of each query's
+// scaled scores, saved for the backward pass.
+int64_t attention_workspace_bytes(Device device, DType dtype, int64_t batch, int64_t seq, int64_t heads,
+                                  int64_t kv_heads, int64_t head_dim, int64_t window);
+void attention_forward(TensorView out, TensorView lse, TensorView q, TensorView k, TensorView v,
+                       int64_t window, double scale, TensorView workspace);
+// Writes d_q, d_k, d_v (same shapes as q, k, v) from d_out and the forward's q, k, v, out, lse. No gradient
+// may alias an input.
+void attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorView d_out, TensorView q,
+                        TensorView k, TensorView v, TensorView out, TensorView lse, int64_t window,
+                        double scale, TensorView workspace);
+
+// ---- MLP activation ----
+// out = relu(x)^2, elementwise. out may alias x.
+void relu_squared_forward(TensorView out, TensorView x);
+// d_x = 2 relu(x) d_out. d_x may alias d_out.
+void relu_squared_backward(TensorView d_x, TensorView d_out, TensorView x);
+
+// ---- nanochat's smear: mix the previous token's embedding into each token ----
+// x (B, T, C) normalised embeddings, gate_weight (1, G) with G = 24 channels, lambda (1).
+//   out[:, 0] = x[:, 0];  out[:, t] = x[:, t] + lambda * sigmoid(x[:, t, :G] . gate_weight) * x[:, t-1]
+// gate_sigmoid (B, T) keeps the sigmoid for the backward pass (column 0 unused). out must not alias x.
+void smear_forward(TensorView out, TensorView gate_sigmoid, TensorView x, TensorView gate_weight,
+                   TensorView lambda);
+// d_x (B, T, C) is written and must not alias d_out (row t reads d_out[t + 1]); d_gate_weight (1, G) and
+// d_lambda (1) are added to.
+void smear_backward(TensorView d_x, TensorView d_gate_weight, TensorView d_lambda, TensorView d_out,
+                    TensorView x, TensorView gate_sigmoid, TensorView gate_weight, TensorView lambda);
+
+// ---- value embeddings with their gate (nanochat's value residual) ----
+// v (N, Hkv, D) += 3 * sigmoid(u[:, :G] @ gate_weight^T) (N, Hkv) * table[ids] seen as (N, Hkv, D), in place.
+// u (N, C) is the block's normalised input, gate_weight (Hkv, G) with G = 12, table (V, Hkv*D), ids (N).
+// gate_sigmoid (N, Hkv) keeps the sigmoid for the backward pass.
+void value_embed_gate_forward(TensorView v, TensorView gate_sigmoid, TensorView u, TensorView gate_weight,
+                              TensorView table, TensorView ids);
+// d_v is the gradient of the mixed v (it is also that of the projected v, unchanged). Adds to d_u[:, :G],
+// d_gate_weight and d_table (scattered by ids in token order).
+void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorView d_table, TensorView d_v,
+                               TensorView u, TensorView gate_sigmoid, TensorView gate_weight,
+                               TensorView table, TensorView ids);
+
+// ---- per-layer residual scalars ----
+// out = resid_lambda * x + x0_lambda * x0, with 1-element lambda views (parameters, read on the device).
+void residual_mix_forward(TensorView out, TensorView x, TensorView x0, TensorView resid_lambda,
+                          TensorView x0_lambda);
+// d_x = resid_lambda * d_out (written; may alias d_out); d_x0 += x0_lambda * d_out;
+// d_resid_lambda += sum(d_out * x); d_x0_lambda += sum(d_out * x0).
+void residual_mix_backward(TensorView d_x, TensorView d_x0, TensorView d_resid_lambda, TensorView d_x0_lambda,
+                           TensorView d_out, TensorView x, TensorView x0, TensorView resid_lambda,
+                           TensorView x0_lambda);
+
+// ---- backout: subtract a scaled mid-network snapshot before the final norm ----
+// out = x - lambda * x_backout. out may alias x.
+void backout_forward(TensorView out, TensorView x, TensorView x_backout, TensorView lambda);
+// The gradient of x is d_out itself. Writes d_x_backout = -lambda * d_out; d_lambda += -sum(d_out *
+// x_backout).
+void backout_backward(TensorView d_x_backout, TensorView d_lambda, TensorView d_out, TensorView x_backout,
+                      TensorView lambda);
+
+// ---- loss: logit softcap fused with cross-entropy ----
+// logits (N, V) are replaced in place by z = softcap * tanh(logits / softcap). For each row with
+// targets[n] != -1: losses[n] = logsumexp(z[n]) - z[n, targets[n]]; rows with target -1 get loss 0.
+// lse (N) keeps logsumexp(z[n]) for the backward pass. targets (N) i32.
+void softcap_cross_entropy_forward(TensorView losses, TensorView lse, TensorView logits, TensorView targets,
+                                   double softcap);
+// d_logits (N, V) = grad_scale * (softmax(z) - onehot(target)) * (1 - (z / softcap)^2), 0 for ignored rows.
+// d_logits may alias the capped logits.
+void softcap_cross_entropy_backward(TensorView d_logits, TensorView logits_capped, TensorView lse,
+                                    TensorView targets, double softcap, double grad_scale);
+
+// Sum of losses over rows whose target is not -1, and how many such rows there are; the mean loss is
+// sum / count (count 0 means every target was ignored). Read back to the host.
+struct LossSum {
+  double sum = 0;
+  int64_t count = 0;
+};
+LossSum sum_loss(TensorView losses, TensorView targets);
+
+}  // namespace nanoforge::ops

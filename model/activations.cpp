@@ -1,0 +1,64 @@
+// plan_activations: the activation arena layout. The attention workspace is sized for the widest window.
+#include "model/activations.h"
+
+#include <algorithm>
+
+#include "kernels/ops.h"
+
+namespace nanoforge {
+
+void plan_activations(const GPTConfig& config, int64_t batch, int64_t seq, ArenaAllocator& arena,
+                      Activations& a) {
+  const int64_t N = batch * seq, C = config.n_embd, H = config.n_head, Hkv = config.n_kv_head;
+  const int64_t D = config.head_dim(), V = config.vocab_size, hidden = config.mlp_dim();
+  a.batch = batch;
+  a.seq = seq;
+  a.ids = arena.take({N}, DType::kI32);
+  a.targets = arena.take({N}, DType::kI32);
+  a.embedding = arena.take({N, C});
+  a.embedding_rstd = arena.take({N});
+  a.smear_gate = arena.take({batch, seq});
+  a.x0 = arena.take({N, C});
+  a.layers.resize(static_cast<size_t>(config.n_layer));
+  for (int64_t i = 0; i < config.n_layer; ++i) {
+    LayerActivations& l = a.layers[i];
+    l.residual = arena.take({N, C});
+    l.norm1 = arena.take({N, C});
+    l.rstd1 = arena.take({N});
+    l.q = arena.take({batch, seq, H, D});
+    l.k = arena.take({batch, seq, Hkv, D});
+    l.v = arena.take({batch, seq, Hkv, D});
+    l.q_rstd = arena.take({N * H});
+    l.k_rstd = arena.take({N * Hkv});
+    if (config.has_value_embed(i)) l.value_gate = arena.take({N, Hkv});
+    l.attention = arena.take({batch, seq, H, D});
+    l.lse = arena.take({batch, H, seq});
+    l.norm2 = arena.take({N, C});
+    l.rstd2 = arena.take({N});
+    l.fc = arena.take({N, hidden});
+    l.fc_act = arena.take({N, hidden});
+  }
+  a.final_norm = arena.take({N, C});
+  a.final_rstd = arena.take({N});
+  a.logits = arena.take({N, V});
+  a.logits_lse = arena.take({N});
+  a.losses = arena.take({N});
+  int64_t workspace_bytes = 0;
+  for (int64_t i = 0; i < config.n_layer; ++i) {
+    workspace_bytes =
+        std::max(workspace_bytes, ops::attention_workspace_bytes(arena.device(), arena.dtype(), batch, seq, H,
+                                                                 Hkv, D, config.window(i)));
+  }
+  a.attention_workspace = arena.take_bytes(workspace_bytes);
+  a.d_residual = arena.take({N, C});
+  a.d_x0 = arena.take({N, C});
+  a.d_norm = arena.take({N, C});
+  a.d_backout = arena.take({N, C});
+  a.d_q = arena.take({batch, seq, H, D});
+  a.d_k = arena.take({batch, seq, Hkv, D});
+  a.d_v = arena.take({batch, seq, Hkv, D});
+  a.d_attention = arena.take({batch, seq, H, D});
+  a.d_fc = arena.take({N, hidden});
+}
+
+}  // namespace nanoforge

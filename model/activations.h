@@ -1,0 +1,47 @@
+// The activation plan of one (B, T): every tensor the forward pass keeps for the backward pass, and the
+// backward pass's scratch, as views into one arena. Built twice by plan_activations — once to measure,
+// once over the allocated buffer — so a step never allocates. Shapes use N = B*T rows.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/device_buffer.h"
+#include "model/gpt_config.h"
+
+namespace nanoforge {
+
+struct LayerActivations {
+  TensorView residual;        // (N, C) the block's output x; built in place: mix, + attention, + MLP
+  TensorView norm1, rstd1;    // (N, C), (N): norm of the mixed input, read by q/k/v and the value gate
+  TensorView q;               // (B, T, H, D) after rotary and QK-norm
+  TensorView k, v;            // (B, T, Hkv, D); k after rotary and QK-norm, v after the value embedding
+  TensorView q_rstd, k_rstd;  // (N*H), (N*Hkv)
+  TensorView value_gate;      // (N, Hkv) sigmoid of the value-embedding gate (value-embedding layers only)
+  TensorView attention, lse;  // (B, T, H, D), (B, H, T)
+  TensorView norm2, rstd2;    // (N, C), (N)
+  TensorView fc, fc_act;      // (N, 4C) before and after ReLU^2
+};
+
+struct Activations {
+  int64_t batch = 0, seq = 0;
+  TensorView ids, targets;               // (N) i32 copies of the step's inputs
+  TensorView embedding, embedding_rstd;  // (N, C) normalised token embedding, (N)
+  TensorView smear_gate;                 // (B, T) smear gate sigmoid
+  TensorView x0;                         // (N, C) after smear: every block's x0 input
+  std::vector<LayerActivations> layers;
+  TensorView final_norm, final_rstd;  // (N, C), (N)
+  TensorView logits;                  // (N, V) capped logits, then their gradient
+  TensorView logits_lse, losses;      // (N), (N)
+  TensorView attention_workspace;     // per-thread attention scratch
+  // Backward scratch.
+  TensorView d_residual, d_x0, d_norm, d_backout;  // (N, C)
+  TensorView d_q, d_k, d_v, d_attention;           // (B, T, H|Hkv, D)
+  TensorView d_fc;                                 // (N, 4C)
+};
+
+// Assigns every view of `activations` from `arena` for (batch, seq).
+void plan_activations(const GPTConfig& config, int64_t batch, int64_t seq, ArenaAllocator& arena,
+                      Activations& activations);
+
+}  // namespace nanoforge

@@ -1,0 +1,71 @@
+// GPT: nanochat's model — forward to the mean loss, backward to the gradients of every parameter — over one
+// flat parameter buffer, one flat gradient buffer (same layout, see param_layout.h) and an activation arena
+// planned once per (B, T). It calls only kernels/ops.h, so it runs on any backend the tensors live on.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/device_buffer.h"
+#include "model/activations.h"
+#include "model/gpt_config.h"
+#include "model/param_layout.h"
+
+namespace nanoforge {
+
+class GPT {
+ public:
+  // The config must be valid (GPTConfig::validate()). dtype is the parameter and activation type (f32 for
+  // training on the CPU, f64 for gradient checks). Parameters start at zero: call init_weights or load them.
+  GPT(const GPTConfig& config, Device device, DType dtype);
+
+  const GPTConfig& config() const { return config_; }
+  const ParamLayout& layout() const { return layout_; }
+  Device device() const { return device_; }
+  DType dtype() const { return dtype_; }
+
+  void init_weights(uint64_t seed);
+
+  TensorView params() const { return view_of(params_); }  // flat, layout order
+  TensorView grads() const { return view_of(grads_); }
+  TensorView param(const std::string& name) const { return param_view(params_, layout_.at(name)); }
+  TensorView grad(const std::string& name) const { return param_view(grads_, layout_.at(name)); }
+
+  // Plans (and allocates) the activations for batches of (batch, seq), seq <= config.sequence_len.
+  void plan(int64_t batch, int64_t seq);
+  int64_t activation_bytes() const { return activation_buffer_.bytes(); }
+
+  // ids, targets: (B, T) i32 on the model's device, targets -1 ignored. Returns the mean cross-entropy over
+  // the targets that are not ignored (NaN when all are, as PyTorch does).
+  double forward(TensorView ids, TensorView targets);
+  // Adds the gradient of loss_scale * (the last forward's mean loss) to grads(). One backward per forward.
+  void backward(double loss_scale = 1.0);
+  void zero_grad();
+
+  // The softcapped logits (B*T, vocab_size) of the last forward; backward() overwrites them.
+  TensorView logits() const { return activations_.logits; }
+
+ private:
+  TensorView view_of(const DeviceBuffer& buffer) const;
+  TensorView param_view(const DeviceBuffer& buffer, const ParamInfo& info) const;
+  // Element `index` of a vector parameter, as a 1-element view (the per-layer lambdas).
+  TensorView element(const DeviceBuffer& buffer, const std::string& name, int64_t index) const;
+  // Rows [0, vocab_size) of a (padded vocab, C) matrix.
+  TensorView vocab_rows(const DeviceBuffer& buffer, const std::string& name) const;
+
+  void block_forward(int64_t layer);
+  void block_backward(int64_t layer);
+
+  GPTConfig config_;
+  ParamLayout layout_;
+  Device device_;
+  DType dtype_;
+  DeviceBuffer params_, grads_;
+  DeviceBuffer rotary_buffer_;
+  TensorView rotary_cos_, rotary_sin_;  // (sequence_len, D/2)
+  DeviceBuffer activation_buffer_;
+  Activations activations_;
+  int64_t valid_targets_ = -1;  // from the last forward; -1 before any
+};
+
+}  // namespace nanoforge

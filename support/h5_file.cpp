@@ -1,0 +1,320 @@
+// HDF5 C API behind H5File. HDF5's own error stack printing is switched off: each failure is turned into one
+// absl::Status naming the file and object instead.
+#include "support/h5_file.h"
+
+#include <fmt/format.h>
+#include <hdf5.h>
+
+#include <filesystem>
+#include <mutex>
+#include <type_traits>
+
+namespace nanoforge {
+namespace {
+
+void silence_hdf5_errors() {
+  static std::once_flag once;
+  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+}
+
+// Closes an HDF5 handle of any kind when it goes out of scope.
+class Handle {
+ public:
+  explicit Handle(hid_t id) : id_(id) {}
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  ~Handle() {
+    if (id_ >= 0) H5Idec_ref(id_);
+  }
+  hid_t get() const { return id_; }
+  bool valid() const { return id_ >= 0; }
+
+ private:
+  hid_t id_;
+};
+
+template <class T>
+hid_t memory_type() {
+  if constexpr (std::is_same_v<T, float>) return H5T_NATIVE_FLOAT;
+  if constexpr (std::is_same_v<T, double>) return H5T_NATIVE_DOUBLE;
+  if constexpr (std::is_same_v<T, int32_t>) return H5T_NATIVE_INT32;
+  if constexpr (std::is_same_v<T, int64_t>) return H5T_NATIVE_INT64;
+  if constexpr (std::is_same_v<T, uint16_t>) return H5T_NATIVE_UINT16;
+  if constexpr (std::is_same_v<T, uint32_t>) return H5T_NATIVE_UINT32;
+}
+
+template <class T>
+H5T_class_t expected_class() {
+  return std::is_floating_point_v<T> ? H5T_FLOAT : H5T_INTEGER;
+}
+
+const char* class_name(H5T_class_t type_class) {
+  switch (type_class) {
+    case H5T_INTEGER:
+      return "integer";
+    case H5T_FLOAT:
+      return "floating point";
+    case H5T_STRING:
+      return "string";
+    default:
+      return "non-numeric";
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<H5File> H5File::open_read(const std::string& path) {
+  silence_hdf5_errors();
+  if (!std::filesystem::is_regular_file(path))
+    return absl::NotFoundError(fmt::format("{}: no such file", path));
+  if (H5Fis_hdf5(path.c_str()) <= 0) {
+    return absl::InvalidArgumentError(fmt::format("{}: not an HDF5 file (truncated or wrong file?)", path));
+  }
+  hid_t handle = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (handle < 0)
+    return absl::DataLossError(fmt::format("{}: cannot open as HDF5 (truncated or corrupt?)", path));
+  return H5File(path, handle);
+}
+
+absl::StatusOr<H5File> H5File::create(const std::string& path) {
+  silence_hdf5_errors();
+  hid_t handle = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (handle < 0) {
+    return absl::PermissionDeniedError(
+        fmt::format("{}: cannot create HDF5 file (does the directory exist and is it writable?)", path));
+  }
+  return H5File(path, handle);
+}
+
+H5File::H5File(H5File&& other) noexcept : path_(std::move(other.path_)), handle_(other.handle_) {
+  other.handle_ = -1;
+}
+
+H5File& H5File::operator=(H5File&& other) noexcept {
+  if (this != &other) {
+    if (handle_ >= 0) H5Fclose(handle_);
+    path_ = std::move(other.path_);
+    handle_ = other.handle_;
+    other.handle_ = -1;
+  }
+  return *this;
+}
+
+H5File::~H5File() {
+  if (handle_ >= 0) H5Fclose(handle_);
+}
+
+bool H5File::has(const std::string& object_path) const {
+  // H5Lexists must be asked level by level: it fails when an intermediate group is missing.
+  size_t position = 0;
+  while (position != std::string::npos) {
+    position = object_path.find('/', position + 1);
+    std::string prefix = object_path.substr(0, position);
+    if (prefix.empty() || prefix == "/") continue;
+    if (H5Lexists(handle_, prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<std::vector<std::string>> H5File::members(const std::string& group_path) const {
+  if (!has(group_path)) return absl::NotFoundError(fmt::format("{}: missing group {}", path_, group_path));
+  Handle group(H5Gopen2(handle_, group_path.c_str(), H5P_DEFAULT));
+  if (!group.valid())
+    return absl::InvalidArgumentError(fmt::format("{}: {} is not a group", path_, group_path));
+  H5G_info_t info;
+  H5Gget_info(group.get(), &info);
+  std::vector<std::string> names;
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    ssize_t length =
+        H5Lget_name_by_idx(group.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    std::string name(static_cast<size_t>(length), '\0');
+    H5Lget_name_by_idx(group.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size() + 1,
+                       H5P_DEFAULT);
+    names.push_back(std::move(name));
+  }
+  return names;
+}
+
+template <class T>
+absl::StatusOr<HostArray<T>> H5File::read(const std::string& dataset_path) const {
+  if (!has(dataset_path))
+    return absl::NotFoundError(fmt::format("{}: missing dataset {}", path_, dataset_path));
+  Handle dataset(H5Dopen2(handle_, dataset_path.c_str(), H5P_DEFAULT));
+  if (!dataset.valid()) {
+    return absl::InvalidArgumentError(fmt::format("{}: {} is not a dataset", path_, dataset_path));
+  }
+  Handle file_type(H5Dget_type(dataset.get()));
+  H5T_class_t stored_class = H5Tget_class(file_type.get());
+  if (stored_class != expected_class<T>()) {
+    return absl::InvalidArgumentError(fmt::format("{}: dataset {} holds {} values, expected {}", path_,
+                                                  dataset_path, class_name(stored_class),
+                                                  class_name(expected_class<T>())));
+  }
+  Handle space(H5Dget_space(dataset.get()));
+  int rank = H5Sget_simple_extent_ndims(space.get());
+  std::vector<hsize_t> dims(static_cast<size_t>(std::max(rank, 0)));
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  HostArray<T> array;
+  array.shape.assign(dims.begin(), dims.end());
+  array.values.resize(static_cast<size_t>(array.numel()));
+  if (H5Dread(dataset.get(), memory_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, array.values.data()) < 0) {
+    return absl::DataLossError(
+        fmt::format("{}: cannot read dataset {} (truncated or corrupt file?)", path_, dataset_path));
+  }
+  return array;
+}
+
+namespace {
+
+absl::StatusOr<hid_t> open_attribute(hid_t file, const std::string& file_path, const std::string& object_path,
+                                     const std::string& name) {
+  if (H5Aexists_by_name(file, object_path.c_str(), name.c_str(), H5P_DEFAULT) <= 0) {
+    return absl::NotFoundError(fmt::format("{}: missing attribute {} on {}", file_path, name, object_path));
+  }
+  return H5Aopen_by_name(file, object_path.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT);
+}
+
+template <class T>
+absl::StatusOr<T> read_numeric_attribute(hid_t file, const std::string& file_path,
+                                         const std::string& object_path, const std::string& name) {
+  auto attribute_id = open_attribute(file, file_path, object_path, name);
+  if (!attribute_id.ok()) return attribute_id.status();
+  Handle attribute(*attribute_id);
+  Handle type(H5Aget_type(attribute.get()));
+  Handle space(H5Aget_space(attribute.get()));
+  if (H5Tget_class(type.get()) != expected_class<T>() || H5Sget_simple_extent_npoints(space.get()) != 1) {
+    return absl::InvalidArgumentError(fmt::format("{}: attribute {} on {} must be one {} value", file_path,
+                                                  name, object_path, class_name(expected_class<T>())));
+  }
+  T value{};
+  if (H5Aread(attribute.get(), memory_type<T>(), &value) < 0) {
+    return absl::DataLossError(
+        fmt::format("{}: cannot read attribute {} on {}", file_path, name, object_path));
+  }
+  return value;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> H5File::read_int_attribute(const std::string& object_path,
+                                                   const std::string& name) const {
+  if (!has(object_path)) return absl::NotFoundError(fmt::format("{}: missing group {}", path_, object_path));
+  return read_numeric_attribute<int64_t>(handle_, path_, object_path, name);
+}
+
+absl::StatusOr<double> H5File::read_float_attribute(const std::string& object_path,
+                                                    const std::string& name) const {
+  if (!has(object_path)) return absl::NotFoundError(fmt::format("{}: missing group {}", path_, object_path));
+  return read_numeric_attribute<double>(handle_, path_, object_path, name);
+}
+
+absl::StatusOr<std::string> H5File::read_string_attribute(const std::string& object_path,
+                                                          const std::string& name) const {
+  if (!has(object_path)) return absl::NotFoundError(fmt::format("{}: missing group {}", path_, object_path));
+  auto attribute_id = open_attribute(handle_, path_, object_path, name);
+  if (!attribute_id.ok()) return attribute_id.status();
+  Handle attribute(*attribute_id);
+  Handle type(H5Aget_type(attribute.get()));
+  if (H5Tget_class(type.get()) != H5T_STRING) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: attribute {} on {} must be a string", path_, name, object_path));
+  }
+  if (H5Tis_variable_str(type.get()) > 0) {
+    // h5py writes str attributes as variable-length strings.
+    Handle memory(H5Tcopy(H5T_C_S1));
+    H5Tset_size(memory.get(), H5T_VARIABLE);
+    H5Tset_cset(memory.get(), H5Tget_cset(type.get()));
+    char* text = nullptr;
+    if (H5Aread(attribute.get(), memory.get(), &text) < 0 || text == nullptr) {
+      return absl::DataLossError(fmt::format("{}: cannot read attribute {} on {}", path_, name, object_path));
+    }
+    std::string value(text);
+    H5free_memory(text);
+    return value;
+  }
+  size_t size = H5Tget_size(type.get());
+  std::string value(size, '\0');
+  Handle memory(H5Tcopy(type.get()));
+  if (H5Aread(attribute.get(), memory.get(), value.data()) < 0) {
+    return absl::DataLossError(fmt::format("{}: cannot read attribute {} on {}", path_, name, object_path));
+  }
+  value.resize(value.find('\0') == std::string::npos ? size : value.find('\0'));
+  return value;
+}
+
+absl::Status H5File::create_group(const std::string& group_path) {
+  if (has(group_path)) return absl::OkStatus();
+  Handle link_properties(H5Pcreate(H5P_LINK_CREATE));
+  H5Pset_create_intermediate_group(link_properties.get(), 1);
+  Handle group(H5Gcreate2(handle_, group_path.c_str(), link_properties.get(), H5P_DEFAULT, H5P_DEFAULT));
+  if (!group.valid())
+    return absl::InternalError(fmt::format("{}: cannot create group {}", path_, group_path));
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Writes one scalar attribute of `type` from `value` on object_path.
+absl::Status write_attribute(hid_t file, const std::string& file_path, const std::string& object_path,
+                             const std::string& name, hid_t type, const void* value) {
+  Handle object(H5Oopen(file, object_path.c_str(), H5P_DEFAULT));
+  if (!object.valid())
+    return absl::NotFoundError(
+        fmt::format("{}: no object {} for attribute {}", file_path, object_path, name));
+  if (H5Aexists(object.get(), name.c_str()) > 0) H5Adelete(object.get(), name.c_str());
+  Handle space(H5Screate(H5S_SCALAR));
+  Handle attribute(H5Acreate2(object.get(), name.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT));
+  if (!attribute.valid() || H5Awrite(attribute.get(), type, value) < 0) {
+    return absl::InternalError(
+        fmt::format("{}: cannot write attribute {} on {}", file_path, name, object_path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status H5File::write_int_attribute(const std::string& object_path, const std::string& name,
+                                         int64_t value) {
+  return write_attribute(handle_, path_, object_path, name, H5T_NATIVE_INT64, &value);
+}
+
+absl::Status H5File::write_string_attribute(const std::string& object_path, const std::string& name,
+                                            const std::string& value) {
+  // Variable-length UTF-8, as h5py writes Python strings.
+  Handle type(H5Tcopy(H5T_C_S1));
+  H5Tset_size(type.get(), H5T_VARIABLE);
+  H5Tset_cset(type.get(), H5T_CSET_UTF8);
+  const char* text = value.c_str();
+  return write_attribute(handle_, path_, object_path, name, type.get(), &text);
+}
+
+template <class T>
+absl::Status H5File::write(const std::string& dataset_path, const std::vector<int64_t>& shape,
+                           const T* values) {
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  Handle space(shape.empty() ? H5Screate(H5S_SCALAR)
+                             : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+  Handle link_properties(H5Pcreate(H5P_LINK_CREATE));
+  H5Pset_create_intermediate_group(link_properties.get(), 1);
+  Handle dataset(H5Dcreate2(handle_, dataset_path.c_str(), memory_type<T>(), space.get(),
+                            link_properties.get(), H5P_DEFAULT, H5P_DEFAULT));
+  if (!dataset.valid()) {
+    return absl::InternalError(
+        fmt::format("{}: cannot create dataset {} (does it exist already?)", path_, dataset_path));
+  }
+  if (H5Dwrite(dataset.get(), memory_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, values) < 0) {
+    return absl::DataLossError(fmt::format("{}: cannot write dataset {} (disk full?)", path_, dataset_path));
+  }
+  return absl::OkStatus();
+}
+
+#define NANOFORGE_H5_INSTANTIATE(T)                                                \
+  template absl::StatusOr<HostArray<T>> H5File::read<T>(const std::string&) const; \
+  template absl::Status H5File::write<T>(const std::string&, const std::vector<int64_t>&, const T*);
+NANOFORGE_H5_INSTANTIATE(float)
+NANOFORGE_H5_INSTANTIATE(double)
+NANOFORGE_H5_INSTANTIATE(int32_t)
+NANOFORGE_H5_INSTANTIATE(int64_t)
+#undef NANOFORGE_H5_INSTANTIATE
+
+}  // namespace nanoforge

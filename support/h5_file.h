@@ -1,0 +1,64 @@
+// A small RAII layer over the HDF5 C API for the files nanoforge reads and writes (parity cases and
+// results, later checkpoints and token shards). Every failure comes back as an absl::Status that names the
+// file and the dataset or attribute, so a user can tell which part of which file is wrong.
+#pragma once
+
+#include <absl/status/statusor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "support/host_array.h"
+
+namespace nanoforge {
+
+class H5File {
+ public:
+  static absl::StatusOr<H5File> open_read(const std::string& path);
+  // Creates (truncating) a file for writing.
+  static absl::StatusOr<H5File> create(const std::string& path);
+
+  H5File(H5File&& other) noexcept;
+  H5File& operator=(H5File&& other) noexcept;
+  H5File(const H5File&) = delete;
+  H5File& operator=(const H5File&) = delete;
+  ~H5File();
+
+  const std::string& path() const { return path_; }
+  bool has(const std::string& object_path) const;
+  // Names of the direct members of a group, in HDF5's (alphabetical) order.
+  absl::StatusOr<std::vector<std::string>> members(const std::string& group_path) const;
+
+  // Reads a dataset into T (float, double, int32_t, int64_t). The stored type must be of the same class
+  // (floating point for float/double, integer for the integer types); HDF5 converts the width.
+  template <class T>
+  absl::StatusOr<HostArray<T>> read(const std::string& dataset_path) const;
+
+  absl::StatusOr<int64_t> read_int_attribute(const std::string& object_path, const std::string& name) const;
+  absl::StatusOr<double> read_float_attribute(const std::string& object_path, const std::string& name) const;
+  absl::StatusOr<std::string> read_string_attribute(const std::string& object_path,
+                                                    const std::string& name) const;
+
+  // Attach an attribute to an existing group or dataset ("/" is the file's root group).
+  absl::Status write_int_attribute(const std::string& object_path, const std::string& name, int64_t value);
+  absl::Status write_string_attribute(const std::string& object_path, const std::string& name,
+                                      const std::string& value);
+  // Creates a group and any missing parents; an existing group is fine.
+  absl::Status create_group(const std::string& group_path);
+
+  // Writes a contiguous dataset, creating missing parent groups. An empty shape writes a scalar.
+  template <class T>
+  absl::Status write(const std::string& dataset_path, const std::vector<int64_t>& shape, const T* values);
+  template <class T>
+  absl::Status write(const std::string& dataset_path, const HostArray<T>& array) {
+    return write(dataset_path, array.shape, array.values.data());
+  }
+
+ private:
+  H5File(std::string path, int64_t handle) : path_(std::move(path)), handle_(handle) {}
+  std::string path_;
+  int64_t handle_ = -1;  // hid_t
+};
+
+}  // namespace nanoforge

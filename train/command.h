@@ -1,0 +1,28 @@
+// A subcommand of the `nanoforge` program: its name ("parity", "bench step"), a one-line summary, the usage
+// text, the flags it accepts (defined with ABSL_FLAG next to the code that reads them), and the function that
+// runs it. Errors come back as absl::Status and are printed once, by main.
+#pragma once
+
+#include <absl/status/status.h>
+
+#include <string>
+#include <vector>
+
+namespace nanoforge {
+
+struct Command {
+  std::string name;
+  std::string summary;
+  std::string usage;               // the lines after "usage: nanoforge NAME"
+  std::vector<std::string> flags;  // absl flag names (underscores); shown with dashes
+  absl::Status (*run)() = nullptr;
+};
+
+// Every command of the program, in the order `nanoforge --help` lists them.
+const std::vector<Command>& all_commands();
+
+// The commands, defined in their own files.
+Command parity_command();
+Command bench_step_command();
+
+}  // namespace nanoforge
