@@ -29,12 +29,16 @@ void linear_backward(TensorView d_x, Accumulate mode, TensorView d_weight, Tenso
   ops::matmul(d_x, d_y, Transpose::kNo, weight, Transpose::kNo, 1.0, mode == Accumulate::kYes ? 1.0 : 0.0);
 }
 
-// A (B, T, heads, D) tensor as (B*T, heads*D) for GEMMs or (B*T*heads, D) for per-head norms.
+// A (B, T, heads, D) tensor as (B*T, heads*D) for GEMMs, (B*T*heads, D) for per-head norms, or
+// (B*T, heads, D) for the value-embedding gate.
 TensorView as_rows(TensorView t) {
   return t.reshaped({t.shape[0] * t.shape[1], t.shape[2] * t.shape[3]});
 }
 TensorView as_heads(TensorView t) {
   return t.reshaped({t.shape[0] * t.shape[1] * t.shape[2], t.shape[3]});
+}
+TensorView as_token_heads(TensorView t) {
+  return t.reshaped({t.shape[0] * t.shape[1], t.shape[2], t.shape[3]});
 }
 
 }  // namespace
@@ -45,6 +49,8 @@ GPT::GPT(const GPTConfig& config, Device device, DType dtype)
   NANOFORGE_CHECK(valid.ok(), "GPT: invalid config: {}", valid.ToString());
   params_ = DeviceBuffer(device, layout_.total_numel() * dtype_bytes(dtype));
   grads_ = DeviceBuffer(device, layout_.total_numel() * dtype_bytes(dtype));
+  weights_ = model_weights(config, layout_, params_.data(), dtype, device);
+  weight_grads_ = model_weights(config, layout_, grads_.data(), dtype, device);
   const int64_t half = config.head_dim() / 2;
   const RotaryTables tables = rotary_tables(config.sequence_len, config.head_dim(), kRotaryBase);
   ArenaAllocator measure(device, dtype);
@@ -71,14 +77,6 @@ TensorView GPT::param_view(const DeviceBuffer& buffer, const ParamInfo& info) co
   return TensorView(data, std::span<const int64_t>(info.shape), dtype_, device_);
 }
 
-TensorView GPT::element(const DeviceBuffer& buffer, const std::string& name, int64_t index) const {
-  return param_view(buffer, layout_.at(name)).rows(index, 1);
-}
-
-TensorView GPT::vocab_rows(const DeviceBuffer& buffer, const std::string& name) const {
-  return param_view(buffer, layout_.at(name)).rows(0, config_.vocab_size);
-}
-
 void GPT::plan(int64_t batch, int64_t seq) {
   NANOFORGE_CHECK(batch >= 1 && seq >= 2 && seq <= config_.sequence_len,
                   "GPT::plan: need batch >= 1 and 2 <= seq <= sequence_len {}, got ({}, {})",
@@ -98,6 +96,7 @@ void GPT::zero_grad() {
 
 double GPT::forward(TensorView ids, TensorView targets) {
   Activations& a = activations_;
+  const ModelWeights& w = weights_;
   NANOFORGE_CHECK(a.batch > 0, "GPT::forward: call plan(batch, seq) first");
   NANOFORGE_CHECK(
       ids.rank == 2 && ids.shape[0] == a.batch && ids.shape[1] == a.seq && ids.dtype == DType::kI32,
@@ -107,18 +106,17 @@ double GPT::forward(TensorView ids, TensorView targets) {
   ops::copy(a.ids, ids.reshaped({N}));
   ops::copy(a.targets, targets.reshaped({N}));
 
-  ops::embedding_forward(a.embedding, param("transformer.wte.weight"), a.ids);
+  ops::embedding_forward(a.embedding, w.wte, a.ids);
   ops::rmsnorm_forward(a.embedding, a.embedding_rstd, a.embedding, 1.0);
   ops::smear_forward(a.x0.reshaped({a.batch, a.seq, C}), a.smear_gate,
-                     a.embedding.reshaped({a.batch, a.seq, C}), param("smear_gate.weight"),
-                     param("smear_lambda"));
+                     a.embedding.reshaped({a.batch, a.seq, C}), w.smear_gate, w.smear_lambda);
   for (int64_t layer = 0; layer < config_.n_layer; ++layer)
     block_forward(layer);
 
   ops::backout_forward(a.final_norm, a.layers.back().residual, a.layers[config_.backout_layer()].residual,
-                       param("backout_lambda"));
+                       w.backout_lambda);
   ops::rmsnorm_forward(a.final_norm, a.final_rstd, a.final_norm, 1.0);
-  linear_forward(a.logits, a.final_norm, vocab_rows(params_, "lm_head.weight"), Accumulate::kNo);
+  linear_forward(a.logits, a.final_norm, w.lm_head, Accumulate::kNo);
   ops::softcap_cross_entropy_forward(a.losses, a.logits_lse, a.logits, a.targets, kLogitSoftcap);
   const ops::LossSum loss = ops::sum_loss(a.losses, a.targets);
   valid_targets_ = loss.count;
@@ -129,48 +127,46 @@ double GPT::forward(TensorView ids, TensorView targets) {
 void GPT::block_forward(int64_t layer) {
   Activations& a = activations_;
   LayerActivations& l = a.layers[layer];
+  const BlockWeights& w = weights_.blocks[layer];
   const TensorView x_in = layer == 0 ? a.x0 : a.layers[layer - 1].residual;
-  ops::residual_mix_forward(l.residual, x_in, a.x0, element(params_, "resid_lambdas", layer),
-                            element(params_, "x0_lambdas", layer));
+  ops::residual_mix_forward(l.residual, x_in, a.x0, w.resid_lambda, w.x0_lambda);
   // Attention.
   ops::rmsnorm_forward(l.norm1, l.rstd1, l.residual, 1.0);
-  linear_forward(as_rows(l.q), l.norm1, param(layer_param(layer, "attn.c_q")), Accumulate::kNo);
-  linear_forward(as_rows(l.k), l.norm1, param(layer_param(layer, "attn.c_k")), Accumulate::kNo);
-  linear_forward(as_rows(l.v), l.norm1, param(layer_param(layer, "attn.c_v")), Accumulate::kNo);
+  linear_forward(as_rows(l.q), l.norm1, w.c_q, Accumulate::kNo);
+  linear_forward(as_rows(l.k), l.norm1, w.c_k, Accumulate::kNo);
+  linear_forward(as_rows(l.v), l.norm1, w.c_v, Accumulate::kNo);
   if (config_.has_value_embed(layer)) {
-    ops::value_embed_gate_forward(l.v.reshaped({l.v.shape[0] * l.v.shape[1], l.v.shape[2], l.v.shape[3]}),
-                                  l.value_gate, l.norm1, param(layer_param(layer, "attn.ve_gate")),
-                                  param(value_embed_param(layer)), a.ids);
+    ops::value_embed_gate_forward(as_token_heads(l.v), l.value_gate, l.norm1, w.ve_gate, w.value_embed,
+                                  a.ids);
   }
   ops::rotary_forward(l.q, rotary_cos_, rotary_sin_);
   ops::rotary_forward(l.k, rotary_cos_, rotary_sin_);
   ops::rmsnorm_forward(as_heads(l.q), l.q_rstd, as_heads(l.q), kQKNormScale);
   ops::rmsnorm_forward(as_heads(l.k), l.k_rstd, as_heads(l.k), kQKNormScale);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(config_.head_dim()));
-  ops::attention_forward(l.attention, l.lse, l.q, l.k, l.v, config_.window(layer), scale,
+  ops::attention_forward(l.attention, l.lse, l.q, l.k, l.v, config_.window(layer), attention_scale(),
                          a.attention_workspace);
-  linear_forward(l.residual, as_rows(l.attention), param(layer_param(layer, "attn.c_proj")),
-                 Accumulate::kYes);
+  linear_forward(l.residual, as_rows(l.attention), w.c_proj, Accumulate::kYes);
   // MLP.
   ops::rmsnorm_forward(l.norm2, l.rstd2, l.residual, 1.0);
-  linear_forward(l.fc, l.norm2, param(layer_param(layer, "mlp.c_fc")), Accumulate::kNo);
+  linear_forward(l.fc, l.norm2, w.fc, Accumulate::kNo);
   ops::relu_squared_forward(l.fc_act, l.fc);
-  linear_forward(l.residual, l.fc_act, param(layer_param(layer, "mlp.c_proj")), Accumulate::kYes);
+  linear_forward(l.residual, l.fc_act, w.mlp_proj, Accumulate::kYes);
 }
 
 void GPT::backward(double loss_scale) {
   Activations& a = activations_;
+  const ModelWeights& w = weights_;
+  const ModelWeights& g = weight_grads_;
   NANOFORGE_CHECK(valid_targets_ >= 0, "GPT::backward: call forward first (once per backward)");
   const int64_t C = config_.n_embd;
   const double grad_scale = valid_targets_ > 0 ? loss_scale / static_cast<double>(valid_targets_) : 0.0;
   valid_targets_ = -1;
 
   ops::softcap_cross_entropy_backward(a.logits, a.logits, a.logits_lse, a.targets, kLogitSoftcap, grad_scale);
-  linear_backward(a.d_norm, Accumulate::kNo, vocab_rows(grads_, "lm_head.weight"), a.logits, a.final_norm,
-                  vocab_rows(params_, "lm_head.weight"));
+  linear_backward(a.d_norm, Accumulate::kNo, g.lm_head, a.logits, a.final_norm, w.lm_head);
   ops::rmsnorm_backward(a.d_residual, a.d_norm, a.final_norm, a.final_rstd, 1.0, Accumulate::kNo);
-  ops::backout_backward(a.d_backout, grad("backout_lambda"), a.d_residual,
-                        a.layers[config_.backout_layer()].residual, param("backout_lambda"));
+  ops::backout_backward(a.d_backout, g.backout_lambda, a.d_residual,
+                        a.layers[config_.backout_layer()].residual, w.backout_lambda);
   ops::fill(a.d_x0, 0.0);
   for (int64_t layer = config_.n_layer - 1; layer >= 0; --layer) {
     // d_residual holds the gradient of this block's output; the backout snapshot adds its share here.
@@ -179,53 +175,50 @@ void GPT::backward(double loss_scale) {
   }
   // d_residual is now the gradient of x0 through block 0's residual input.
   ops::accumulate(a.d_x0, a.d_residual);
-  ops::smear_backward(a.d_norm.reshaped({a.batch, a.seq, C}), grad("smear_gate.weight"), grad("smear_lambda"),
+  ops::smear_backward(a.d_norm.reshaped({a.batch, a.seq, C}), g.smear_gate, g.smear_lambda,
                       a.d_x0.reshaped({a.batch, a.seq, C}), a.embedding.reshaped({a.batch, a.seq, C}),
-                      a.smear_gate, param("smear_gate.weight"), param("smear_lambda"));
+                      a.smear_gate, w.smear_gate, w.smear_lambda);
   ops::rmsnorm_backward(a.d_norm, a.d_norm, a.embedding, a.embedding_rstd, 1.0, Accumulate::kNo);
-  ops::embedding_backward(grad("transformer.wte.weight"), a.d_norm, a.ids);
+  ops::embedding_backward(g.wte, a.d_norm, a.ids);
 }
 
 void GPT::block_backward(int64_t layer) {
   Activations& a = activations_;
   LayerActivations& l = a.layers[layer];
-  // MLP: residual += c_proj(relu(c_fc(norm2))^2).
-  linear_backward(a.d_fc, Accumulate::kNo, grad(layer_param(layer, "mlp.c_proj")), a.d_residual, l.fc_act,
-                  param(layer_param(layer, "mlp.c_proj")));
+  const BlockWeights& w = weights_.blocks[layer];
+  const BlockWeights& g = weight_grads_.blocks[layer];
+  // MLP: residual += mlp_proj(relu(fc(norm2))^2).
+  linear_backward(a.d_fc, Accumulate::kNo, g.mlp_proj, a.d_residual, l.fc_act, w.mlp_proj);
   ops::relu_squared_backward(a.d_fc, a.d_fc, l.fc);
-  linear_backward(a.d_norm, Accumulate::kNo, grad(layer_param(layer, "mlp.c_fc")), a.d_fc, l.norm2,
-                  param(layer_param(layer, "mlp.c_fc")));
+  linear_backward(a.d_norm, Accumulate::kNo, g.fc, a.d_fc, l.norm2, w.fc);
   ops::rmsnorm_backward(a.d_residual, a.d_norm, l.norm2, l.rstd2, 1.0, Accumulate::kYes);
   // Attention: residual += c_proj(attention(q, k, v)).
-  linear_backward(as_rows(a.d_attention), Accumulate::kNo, grad(layer_param(layer, "attn.c_proj")),
-                  a.d_residual, as_rows(l.attention), param(layer_param(layer, "attn.c_proj")));
-  const double scale = 1.0 / std::sqrt(static_cast<double>(config_.head_dim()));
+  linear_backward(as_rows(a.d_attention), Accumulate::kNo, g.c_proj, a.d_residual, as_rows(l.attention),
+                  w.c_proj);
   ops::attention_backward(a.d_q, a.d_k, a.d_v, a.d_attention, l.q, l.k, l.v, l.attention, l.lse,
-                          config_.window(layer), scale, a.attention_workspace);
+                          config_.window(layer), attention_scale(), a.attention_workspace);
   ops::rmsnorm_backward(as_heads(a.d_q), as_heads(a.d_q), as_heads(l.q), l.q_rstd, kQKNormScale,
                         Accumulate::kNo);
   ops::rmsnorm_backward(as_heads(a.d_k), as_heads(a.d_k), as_heads(l.k), l.k_rstd, kQKNormScale,
                         Accumulate::kNo);
   ops::rotary_backward(a.d_q, rotary_cos_, rotary_sin_);
   ops::rotary_backward(a.d_k, rotary_cos_, rotary_sin_);
-  linear_backward(a.d_norm, Accumulate::kNo, grad(layer_param(layer, "attn.c_q")), as_rows(a.d_q), l.norm1,
-                  param(layer_param(layer, "attn.c_q")));
-  linear_backward(a.d_norm, Accumulate::kYes, grad(layer_param(layer, "attn.c_k")), as_rows(a.d_k), l.norm1,
-                  param(layer_param(layer, "attn.c_k")));
-  linear_backward(a.d_norm, Accumulate::kYes, grad(layer_param(layer, "attn.c_v")), as_rows(a.d_v), l.norm1,
-                  param(layer_param(layer, "attn.c_v")));
+  linear_backward(a.d_norm, Accumulate::kNo, g.c_q, as_rows(a.d_q), l.norm1, w.c_q);
+  linear_backward(a.d_norm, Accumulate::kYes, g.c_k, as_rows(a.d_k), l.norm1, w.c_k);
+  linear_backward(a.d_norm, Accumulate::kYes, g.c_v, as_rows(a.d_v), l.norm1, w.c_v);
   if (config_.has_value_embed(layer)) {
-    ops::value_embed_gate_backward(
-        a.d_norm, grad(layer_param(layer, "attn.ve_gate")), grad(value_embed_param(layer)),
-        a.d_v.reshaped({a.d_v.shape[0] * a.d_v.shape[1], a.d_v.shape[2], a.d_v.shape[3]}), l.norm1,
-        l.value_gate, param(layer_param(layer, "attn.ve_gate")), param(value_embed_param(layer)), a.ids);
+    ops::value_embed_gate_backward(a.d_norm, g.ve_gate, g.value_embed, as_token_heads(a.d_v), l.norm1,
+                                   l.value_gate, w.ve_gate, w.value_embed, a.ids);
   }
   ops::rmsnorm_backward(a.d_residual, a.d_norm, l.norm1, l.rstd1, 1.0, Accumulate::kYes);
   // Mix: residual = resid_lambda * x_in + x0_lambda * x0.
   const TensorView x_in = layer == 0 ? a.x0 : a.layers[layer - 1].residual;
-  ops::residual_mix_backward(a.d_residual, a.d_x0, element(grads_, "resid_lambdas", layer),
-                             element(grads_, "x0_lambdas", layer), a.d_residual, x_in, a.x0,
-                             element(params_, "resid_lambdas", layer), element(params_, "x0_lambdas", layer));
+  ops::residual_mix_backward(a.d_residual, a.d_x0, g.resid_lambda, g.x0_lambda, a.d_residual, x_in, a.x0,
+                             w.resid_lambda, w.x0_lambda);
+}
+
+double GPT::attention_scale() const {
+  return 1.0 / std::sqrt(static_cast<double>(config_.head_dim()));
 }
 
 }  // namespace nanoforge

@@ -9,6 +9,7 @@
 #include "kernels/device_buffer.h"
 #include "model/activations.h"
 #include "model/gpt_config.h"
+#include "model/model_weights.h"
 #include "model/param_layout.h"
 
 namespace nanoforge {
@@ -30,6 +31,8 @@ class GPT {
   TensorView grads() const { return view_of(grads_); }
   TensorView param(const std::string& name) const { return param_view(params_, layout_.at(name)); }
   TensorView grad(const std::string& name) const { return param_view(grads_, layout_.at(name)); }
+  const ModelWeights& weights() const { return weights_; }
+  const ModelWeights& weight_grads() const { return weight_grads_; }
 
   // Plans (and allocates) the activations for batches of (batch, seq), seq <= config.sequence_len.
   void plan(int64_t batch, int64_t seq);
@@ -48,11 +51,8 @@ class GPT {
  private:
   TensorView view_of(const DeviceBuffer& buffer) const;
   TensorView param_view(const DeviceBuffer& buffer, const ParamInfo& info) const;
-  // Element `index` of a vector parameter, as a 1-element view (the per-layer lambdas).
-  TensorView element(const DeviceBuffer& buffer, const std::string& name, int64_t index) const;
-  // Rows [0, vocab_size) of a (padded vocab, C) matrix.
-  TensorView vocab_rows(const DeviceBuffer& buffer, const std::string& name) const;
 
+  double attention_scale() const;  // 1/sqrt(head dim), the default of FA3 and SDPA that nanochat keeps
   void block_forward(int64_t layer);
   void block_backward(int64_t layer);
 
@@ -61,6 +61,7 @@ class GPT {
   Device device_;
   DType dtype_;
   DeviceBuffer params_, grads_;
+  ModelWeights weights_, weight_grads_;  // views into params_ and grads_
   DeviceBuffer rotary_buffer_;
   TensorView rotary_cos_, rotary_sin_;  // (sequence_len, D/2)
   DeviceBuffer activation_buffer_;

@@ -52,9 +52,9 @@ absl::Status run_parity_command() {
   }
   if (failures > 0) {
     return absl::FailedPreconditionError(
-        fmt::format("{} of {} tensors differ from nanochat's expected values", failures, checks.size()));
+        fmt::format("{} of {} tensors differ from the case's expected values", failures, checks.size()));
   }
-  fmt::print("all {} tensors match nanochat's expected values\n", checks.size());
+  fmt::print("all {} tensors match the case's expected values\n", checks.size());
   return absl::OkStatus();
 }
 

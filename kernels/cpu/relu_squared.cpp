@@ -1,6 +1,4 @@
 // CPU ReLU^2, the MLP activation of nanochat: relu(x)^2, with gradient 2 relu(x).
-#include <algorithm>
-
 #include "kernels/cpu/cpu_ops.h"
 
 namespace nanoforge::cpu {
@@ -13,7 +11,7 @@ void relu_squared_forward(TensorView out, TensorView x) {
   const int64_t n = x.numel();
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    const T r = std::max(in[i], T{0});
+    const T r = in[i] > T{0} ? in[i] : T{0};  // not std::max: its reference return blocks vectorisation
     result[i] = r * r;
   }
 }
@@ -27,8 +25,10 @@ void relu_squared_backward(TensorView d_x, TensorView d_out, TensorView x) {
   T* result = d_x.as<T>();
   const int64_t n = x.numel();
 #pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i)
-    result[i] = T{2} * std::max(in[i], T{0}) * grad[i];
+  for (int64_t i = 0; i < n; ++i) {
+    const T r = in[i] > T{0} ? in[i] : T{0};
+    result[i] = T{2} * r * grad[i];
+  }
 }
 
 template void relu_squared_forward<float>(TensorView, TensorView);
