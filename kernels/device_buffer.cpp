@@ -54,6 +54,10 @@ void DeviceBuffer::release() {
 }
 
 TensorView ArenaAllocator::take(std::initializer_list<int64_t> shape, DType dtype) {
+  return take(std::span<const int64_t>(shape.begin(), shape.size()), dtype);
+}
+
+TensorView ArenaAllocator::take(std::span<const int64_t> shape, DType dtype) {
   TensorView view(nullptr, shape, dtype, device_);
   int64_t offset = (used_bytes_ + kAlignmentBytes - 1) / kAlignmentBytes * kAlignmentBytes;
   used_bytes_ = offset + view.bytes();

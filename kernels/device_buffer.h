@@ -47,6 +47,8 @@ class ArenaAllocator {
 
   TensorView take(std::initializer_list<int64_t> shape) { return take(shape, default_dtype_); }
   TensorView take(std::initializer_list<int64_t> shape, DType dtype);
+  TensorView take(std::span<const int64_t> shape) { return take(shape, default_dtype_); }
+  TensorView take(std::span<const int64_t> shape, DType dtype);
   // A 1-D scratch view of the default dtype holding at least `bytes`.
   TensorView take_bytes(int64_t bytes);
   Device device() const { return device_; }

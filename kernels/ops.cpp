@@ -269,4 +269,48 @@ LossSum sum_loss(TensorView losses, TensorView targets) {
   return result;
 }
 
+void adamw_update(TensorView param, TensorView grad, TensorView exp_avg, TensorView exp_avg_sq,
+                  const AdamWStep& hyper) {
+  if (common_device({&param, &grad, &exp_avg, &exp_avg_sq}, "adamw_update") == Device::kCuda) {
+    return missing_cuda_op("adamw_update");
+  }
+  NANOFORGE_CPU(adamw_update, param, param, grad, exp_avg, exp_avg_sq, hyper);
+}
+
+void muon_nesterov_momentum(TensorView update, TensorView momentum_buffer, TensorView grad, double momentum) {
+  if (common_device({&update, &momentum_buffer, &grad}, "muon_nesterov_momentum") == Device::kCuda) {
+    return missing_cuda_op("muon_nesterov_momentum");
+  }
+  NANOFORGE_CPU(muon_nesterov_momentum, grad, update, momentum_buffer, grad, momentum);
+}
+
+void muon_equilibrate_rows(TensorView x) {
+  if (x.device == Device::kCuda) return missing_cuda_op("muon_equilibrate_rows");
+  NANOFORGE_CPU(muon_equilibrate_rows, x, x);
+}
+
+void normalize_frobenius(TensorView x, double multiplier, double eps) {
+  if (x.device == Device::kCuda) return missing_cuda_op("normalize_frobenius");
+  NANOFORGE_CPU(normalize_frobenius, x, x, multiplier, eps);
+}
+
+void rescale_frobenius(TensorView x, double target_norm, double eps) {
+  if (x.device == Device::kCuda) return missing_cuda_op("rescale_frobenius");
+  NANOFORGE_CPU(rescale_frobenius, x, x, target_norm, eps);
+}
+
+void normuon_variance_reduce(TensorView g, TensorView second_moment, double beta2) {
+  if (common_device({&g, &second_moment}, "normuon_variance_reduce") == Device::kCuda) {
+    return missing_cuda_op("normuon_variance_reduce");
+  }
+  NANOFORGE_CPU(normuon_variance_reduce, g, g, second_moment, beta2);
+}
+
+void cautious_weight_decay_step(TensorView param, TensorView update, double lr, double weight_decay) {
+  if (common_device({&param, &update}, "cautious_weight_decay_step") == Device::kCuda) {
+    return missing_cuda_op("cautious_weight_decay_step");
+  }
+  NANOFORGE_CPU(cautious_weight_decay_step, param, param, update, lr, weight_decay);
+}
+
 }  // namespace nanoforge::ops

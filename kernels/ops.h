@@ -136,4 +136,30 @@ struct LossSum {
 };
 LossSum sum_loss(TensorView losses, TensorView targets);
 
+// ---- optimizer (nanochat's AdamW and Muon; all in place, per parameter or per matrix) ----
+struct AdamWStep {
+  double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
+  int64_t step = 1;  // t, counted from 1, for the bias corrections
+};
+// PyTorch's AdamW: p *= 1 - lr*wd; m = lerp(m, g, 1-beta1); v = lerp(v, g^2, 1-beta2);
+// p -= lr / (1 - beta1^t) * m / (sqrt(v / (1 - beta2^t)) + eps). All four tensors share one shape.
+void adamw_update(TensorView param, TensorView grad, TensorView exp_avg, TensorView exp_avg_sq,
+                  const AdamWStep& hyper);
+// Muon's Nesterov momentum: momentum_buffer = lerp(momentum_buffer, grad, 1 - mu);
+// update = lerp(grad, momentum_buffer, mu). update may alias grad.
+void muon_nesterov_momentum(TensorView update, TensorView momentum_buffer, TensorView grad, double momentum);
+// MuonEq on x (m, n): every row scaled to the RMS row norm ||x||_F / sqrt(m) (row norms floored at 1e-6).
+void muon_equilibrate_rows(TensorView x);
+// x /= ||x||_F * multiplier + eps (Polar Express's starting normalisation).
+void normalize_frobenius(TensorView x, double multiplier, double eps);
+// x *= target_norm / max(||x||_F, eps) (Muon+'s renormalisation).
+void rescale_frobenius(TensorView x, double target_norm, double eps);
+// NorMuon's variance reduction of the orthogonalised update g (m, n) with its second-moment state:
+// second_moment (m, 1) reduces over columns (per-row statistics, m >= n), (1, n) over rows (m < n).
+//   v = mean(g^2) along the reduced dim; s = lerp(s, v, 1 - beta2); step = rsqrt(max(s, 1e-10));
+//   g *= step * ||g||_F / max(||g * step||_F, 1e-10)  (keeps the Frobenius norm, reshapes it).
+void normuon_variance_reduce(TensorView g, TensorView second_moment, double beta2);
+// Muon's update with cautious weight decay: p -= lr * update + lr * weight_decay * p * [update * p >= 0].
+void cautious_weight_decay_step(TensorView param, TensorView update, double lr, double weight_decay);
+
 }  // namespace nanoforge::ops

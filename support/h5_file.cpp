@@ -17,6 +17,20 @@ void silence_hdf5_errors() {
   std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
 }
 
+// The innermost description on HDF5's error stack (e.g. "truncated file: eof = 1000, ..., stored_eof =
+// 5000"): the cause, where the outer entries only say which call failed. Empty when the stack is empty.
+std::string innermost_hdf5_error() {
+  std::string description;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_DOWNWARD,
+      [](unsigned, const H5E_error2_t* error, void* out) -> herr_t {
+        if (error->desc != nullptr) *static_cast<std::string*>(out) = error->desc;
+        return 0;
+      },
+      &description);
+  return description;
+}
+
 // Closes an HDF5 handle of any kind when it goes out of scope.
 class Handle {
  public:
@@ -71,14 +85,22 @@ absl::StatusOr<H5File> H5File::open_read(const std::string& path) {
     return absl::InvalidArgumentError(fmt::format("{}: not an HDF5 file (truncated or wrong file?)", path));
   }
   hid_t handle = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (handle < 0)
-    return absl::DataLossError(fmt::format("{}: cannot open as HDF5 (truncated or corrupt?)", path));
+  if (handle < 0) {
+    const std::string cause = innermost_hdf5_error();
+    return absl::DataLossError(fmt::format("{}: cannot open as HDF5 (truncated or corrupt?){}", path,
+                                           cause.empty() ? "" : ": HDF5 says " + cause));
+  }
   return H5File(path, handle);
 }
 
-absl::StatusOr<H5File> H5File::create(const std::string& path) {
+absl::StatusOr<H5File> H5File::create(const std::string& path) { return create(path, 0); }
+
+absl::StatusOr<H5File> H5File::create(const std::string& path, int64_t alignment_bytes) {
   silence_hdf5_errors();
-  hid_t handle = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  Handle access_properties(H5Pcreate(H5P_FILE_ACCESS));
+  // Threshold 1: every allocation (raw data and metadata blocks alike) starts on the alignment.
+  if (alignment_bytes > 0) H5Pset_alignment(access_properties.get(), 1, static_cast<hsize_t>(alignment_bytes));
+  hid_t handle = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access_properties.get());
   if (handle < 0) {
     return absl::PermissionDeniedError(
         fmt::format("{}: cannot create HDF5 file (does the directory exist and is it writable?)", path));
@@ -133,6 +155,51 @@ absl::StatusOr<std::vector<std::string>> H5File::members(const std::string& grou
     names.push_back(std::move(name));
   }
   return names;
+}
+
+absl::StatusOr<H5File::DatasetLayout> H5File::dataset_layout(const std::string& dataset_path) const {
+  if (!has(dataset_path))
+    return absl::NotFoundError(fmt::format("{}: missing dataset {}", path_, dataset_path));
+  Handle dataset(H5Dopen2(handle_, dataset_path.c_str(), H5P_DEFAULT));
+  if (!dataset.valid())
+    return absl::InvalidArgumentError(fmt::format("{}: {} is not a dataset", path_, dataset_path));
+  DatasetLayout layout;
+  Handle space(H5Dget_space(dataset.get()));
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 0) {
+    return absl::DataLossError(
+        fmt::format("{}: cannot read the shape of dataset {} (corrupt file?)", path_, dataset_path));
+  }
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  layout.shape.assign(dims.begin(), dims.end());
+  Handle type(H5Dget_type(dataset.get()));
+  switch (H5Tget_class(type.get())) {
+    case H5T_INTEGER:
+      layout.value_class = DatasetLayout::ValueClass::kInteger;
+      layout.is_signed = H5Tget_sign(type.get()) == H5T_SGN_2;
+      break;
+    case H5T_FLOAT:
+      layout.value_class = DatasetLayout::ValueClass::kFloat;
+      break;
+    case H5T_STRING:
+      layout.value_class = DatasetLayout::ValueClass::kString;
+      break;
+    default:
+      layout.value_class = DatasetLayout::ValueClass::kOther;
+  }
+  layout.element_bytes = static_cast<int64_t>(H5Tget_size(type.get()));
+  if (layout.value_class == DatasetLayout::ValueClass::kInteger ||
+      layout.value_class == DatasetLayout::ValueClass::kFloat) {
+    layout.is_little_endian = H5Tget_order(type.get()) == H5T_ORDER_LE;
+  }
+  Handle create_properties(H5Dget_create_plist(dataset.get()));
+  layout.contiguous = H5Pget_layout(create_properties.get()) == H5D_CONTIGUOUS;
+  if (layout.contiguous) {
+    const haddr_t offset = H5Dget_offset(dataset.get());
+    if (offset != HADDR_UNDEF) layout.file_offset = static_cast<int64_t>(offset);
+  }
+  return layout;
 }
 
 template <class T>
@@ -288,6 +355,69 @@ absl::Status H5File::write_string_attribute(const std::string& object_path, cons
   return write_attribute(handle_, path_, object_path, name, type.get(), &text);
 }
 
+namespace {
+
+template <class T>
+absl::StatusOr<std::vector<T>> read_numeric_array_attribute(hid_t file, const std::string& file_path,
+                                                            const std::string& object_path, const std::string& name) {
+  auto attribute_id = open_attribute(file, file_path, object_path, name);
+  if (!attribute_id.ok()) return attribute_id.status();
+  Handle attribute(*attribute_id);
+  Handle type(H5Aget_type(attribute.get()));
+  Handle space(H5Aget_space(attribute.get()));
+  if (H5Tget_class(type.get()) != expected_class<T>()) {
+    return absl::InvalidArgumentError(fmt::format("{}: attribute {} on {} must hold {} values", file_path, name,
+                                                  object_path, class_name(expected_class<T>())));
+  }
+  std::vector<T> values(static_cast<size_t>(H5Sget_simple_extent_npoints(space.get())));
+  if (H5Aread(attribute.get(), memory_type<T>(), values.data()) < 0) {
+    return absl::DataLossError(fmt::format("{}: cannot read attribute {} on {}", file_path, name, object_path));
+  }
+  return values;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<double>> H5File::read_float_array_attribute(const std::string& object_path,
+                                                                       const std::string& name) const {
+  if (!has(object_path)) return absl::NotFoundError(fmt::format("{}: missing group {}", path_, object_path));
+  return read_numeric_array_attribute<double>(handle_, path_, object_path, name);
+}
+
+absl::StatusOr<std::vector<int64_t>> H5File::read_int_array_attribute(const std::string& object_path,
+                                                                      const std::string& name) const {
+  if (!has(object_path)) return absl::NotFoundError(fmt::format("{}: missing group {}", path_, object_path));
+  return read_numeric_array_attribute<int64_t>(handle_, path_, object_path, name);
+}
+
+absl::StatusOr<std::vector<std::string>> H5File::read_string_array_attribute(const std::string& object_path,
+                                                                             const std::string& name) const {
+  if (!has(object_path)) return absl::NotFoundError(fmt::format("{}: missing group {}", path_, object_path));
+  auto attribute_id = open_attribute(handle_, path_, object_path, name);
+  if (!attribute_id.ok()) return attribute_id.status();
+  Handle attribute(*attribute_id);
+  Handle type(H5Aget_type(attribute.get()));
+  Handle space(H5Aget_space(attribute.get()));
+  if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) <= 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: attribute {} on {} must be variable-length strings", path_, name, object_path));
+  }
+  const auto count = static_cast<size_t>(H5Sget_simple_extent_npoints(space.get()));
+  std::vector<char*> texts(count, nullptr);
+  Handle memory(H5Tcopy(H5T_C_S1));
+  H5Tset_size(memory.get(), H5T_VARIABLE);
+  H5Tset_cset(memory.get(), H5Tget_cset(type.get()));
+  if (H5Aread(attribute.get(), memory.get(), texts.data()) < 0) {
+    return absl::DataLossError(fmt::format("{}: cannot read attribute {} on {}", path_, name, object_path));
+  }
+  std::vector<std::string> values;
+  for (char* text : texts) {
+    values.emplace_back(text != nullptr ? text : "");
+    H5free_memory(text);
+  }
+  return values;
+}
+
 template <class T>
 absl::Status H5File::write(const std::string& dataset_path, const std::vector<int64_t>& shape,
                            const T* values) {
@@ -308,6 +438,22 @@ absl::Status H5File::write(const std::string& dataset_path, const std::vector<in
   return absl::OkStatus();
 }
 
+absl::Status write_h5_atomically(const std::string& path, const std::function<absl::Status(H5File&)>& fill) {
+  const std::string temporary = path + ".partial";
+  absl::Status status;
+  {
+    absl::StatusOr<H5File> file = H5File::create(temporary);
+    status = file.ok() ? fill(*file) : file.status();
+  }  // closed (flushed) before the rename
+  std::error_code error;
+  if (status.ok()) {
+    std::filesystem::rename(temporary, path, error);
+    if (error) status = absl::InternalError(fmt::format("cannot rename {} to {}: {}", temporary, path, error.message()));
+  }
+  if (!status.ok()) std::filesystem::remove(temporary, error);
+  return status;
+}
+
 #define NANOFORGE_H5_INSTANTIATE(T)                                                \
   template absl::StatusOr<HostArray<T>> H5File::read<T>(const std::string&) const; \
   template absl::Status H5File::write<T>(const std::string&, const std::vector<int64_t>&, const T*);
@@ -315,6 +461,8 @@ NANOFORGE_H5_INSTANTIATE(float)
 NANOFORGE_H5_INSTANTIATE(double)
 NANOFORGE_H5_INSTANTIATE(int32_t)
 NANOFORGE_H5_INSTANTIATE(int64_t)
+NANOFORGE_H5_INSTANTIATE(uint16_t)
+NANOFORGE_H5_INSTANTIATE(uint32_t)
 #undef NANOFORGE_H5_INSTANTIATE
 
 }  // namespace nanoforge

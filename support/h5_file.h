@@ -6,6 +6,7 @@
 #include <absl/status/statusor.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,10 @@ class H5File {
   static absl::StatusOr<H5File> open_read(const std::string& path);
   // Creates (truncating) a file for writing.
   static absl::StatusOr<H5File> create(const std::string& path);
+  // Same, with every object in the file starting at a multiple of `alignment_bytes` (H5Pset_alignment), so
+  // that a contiguous dataset can be memory-mapped with its elements naturally aligned (token shards use a
+  // page, 4096). 0 keeps HDF5's default packing.
+  static absl::StatusOr<H5File> create(const std::string& path, int64_t alignment_bytes);
 
   H5File(H5File&& other) noexcept;
   H5File& operator=(H5File&& other) noexcept;
@@ -30,8 +35,20 @@ class H5File {
   // Names of the direct members of a group, in HDF5's (alphabetical) order.
   absl::StatusOr<std::vector<std::string>> members(const std::string& group_path) const;
 
-  // Reads a dataset into T (float, double, int32_t, int64_t). The stored type must be of the same class
-  // (floating point for float/double, integer for the integer types); HDF5 converts the width.
+  // How a dataset is stored: enough for a reader that maps the file's bytes instead of calling H5Dread.
+  struct DatasetLayout {
+    std::vector<int64_t> shape;
+    enum class ValueClass { kInteger, kFloat, kString, kOther } value_class = ValueClass::kOther;
+    int64_t element_bytes = 0;
+    bool is_signed = false;         // integers only
+    bool is_little_endian = false;  // numbers only
+    bool contiguous = false;        // H5D_CONTIGUOUS layout (so no filters, no chunks)
+    int64_t file_offset = -1;       // byte offset of the raw data in the file; -1 unless contiguous+allocated
+  };
+  absl::StatusOr<DatasetLayout> dataset_layout(const std::string& dataset_path) const;
+
+  // Reads a dataset into T (float, double, int32_t, int64_t, uint16_t, uint32_t). The stored type must be of
+  // the same class (floating point for float/double, integer for the integer types); HDF5 converts the width.
   template <class T>
   absl::StatusOr<HostArray<T>> read(const std::string& dataset_path) const;
 
@@ -39,6 +56,14 @@ class H5File {
   absl::StatusOr<double> read_float_attribute(const std::string& object_path, const std::string& name) const;
   absl::StatusOr<std::string> read_string_attribute(const std::string& object_path,
                                                     const std::string& name) const;
+  // One-dimensional attributes (a scalar reads as one element): numbers, or variable-length strings as h5py
+  // writes numpy object arrays of str.
+  absl::StatusOr<std::vector<double>> read_float_array_attribute(const std::string& object_path,
+                                                                 const std::string& name) const;
+  absl::StatusOr<std::vector<int64_t>> read_int_array_attribute(const std::string& object_path,
+                                                                const std::string& name) const;
+  absl::StatusOr<std::vector<std::string>> read_string_array_attribute(const std::string& object_path,
+                                                                       const std::string& name) const;
 
   // Attach an attribute to an existing group or dataset ("/" is the file's root group).
   absl::Status write_int_attribute(const std::string& object_path, const std::string& name, int64_t value);
@@ -60,5 +85,9 @@ class H5File {
   std::string path_;
   int64_t handle_ = -1;  // hid_t
 };
+
+// Writes a new HDF5 file through `fill` under a temporary name (PATH.partial) and renames it into place only
+// when every write succeeded, so PATH is never a half-written file; on failure the temporary is removed.
+absl::Status write_h5_atomically(const std::string& path, const std::function<absl::Status(H5File&)>& fill);
 
 }  // namespace nanoforge

@@ -1,5 +1,6 @@
-// `nanoforge parity --case CASE.h5 --out RESULT.h5`: runs a parity case (see train/parity.h) and, when the
-// case carries nanochat's expected values, prints a per-tensor comparison and fails on a mismatch.
+// `nanoforge parity --case CASE.h5 --out RESULT.h5` runs a model parity case (train/parity.h);
+// `nanoforge parity --optim GOLDEN.h5 --out RESULT.h5` replays an optimizer golden (train/optim_parity.h).
+// When the input carries nanochat's expected values, a per-tensor comparison is printed and a mismatch fails.
 #include <absl/flags/flag.h>
 #include <fmt/format.h>
 
@@ -7,65 +8,84 @@
 #include "support/status.h"
 #include "train/command.h"
 #include "train/common_flags.h"
+#include "train/optim_parity.h"
+#include "train/optim_parity_compare.h"
 #include "train/parity.h"
 #include "train/parity_compare.h"
 
-ABSL_FLAG(std::string, case, "", "parity case file (HDF5: /config, /weights, /inputs, optional /expected)");
-ABSL_FLAG(std::string, out, "", "result file to write (HDF5: /loss, /logits, /grads/<name>)");
-ABSL_FLAG(std::string, precision, "f32", "CPU precision to run in: f32 (the reference backend) or f64");
+ABSL_FLAG(std::string, case, "", "model parity case (HDF5: /config, /weights, /inputs, optional /expected)");
+ABSL_FLAG(std::string, optim, "", "optimizer golden (HDF5: /optim_config, /weights_before, /steps/<k>)");
+ABSL_FLAG(std::string, out, "", "result file to write");
+ABSL_FLAG(std::string, precision, "f32", "CPU precision of a model case: f32 (the reference backend) or f64");
 
 namespace nanoforge {
 namespace {
 
-absl::Status run_parity_command() {
-  const std::string case_path = absl::GetFlag(FLAGS_case);
-  const std::string out_path = absl::GetFlag(FLAGS_out);
-  if (case_path.empty() || out_path.empty()) {
-    return absl::InvalidArgumentError("--case and --out are both required (see nanoforge parity --help)");
+// Prints the table and turns failures into an error.
+absl::Status report(const std::vector<TensorCheck>& checks) {
+  int failures = 0;
+  fmt::print("{:<56} {:>11} {:>11} {:>11}\n", "tensor", "max|error|", "scale", "tolerance");
+  for (const TensorCheck& check : checks) {
+    failures += check.passed ? 0 : 1;
+    fmt::print("{:<56} {:>11.3e} {:>11.3e} {:>11.3e}  {}{}\n", check.name, check.max_error, check.max_expected,
+               check.tolerance, check.passed ? "ok" : "FAIL", check.problem.empty() ? "" : " (" + check.problem + ")");
   }
+  if (failures > 0) {
+    return absl::FailedPreconditionError(
+        fmt::format("{} of {} tensors differ from the expected values", failures, checks.size()));
+  }
+  fmt::print("all {} tensors match the expected values\n", checks.size());
+  return absl::OkStatus();
+}
+
+absl::Status run_model_case(const std::string& case_path, const std::string& out_path) {
   const std::string precision = absl::GetFlag(FLAGS_precision);
   if (precision != "f32" && precision != "f64") {
     return absl::InvalidArgumentError(fmt::format("--precision must be f32 or f64, got '{}'", precision));
   }
-  set_cpu_threads(absl::GetFlag(FLAGS_threads));
-
   NANOFORGE_ASSIGN_OR_RETURN(const ParityCase parity_case, read_parity_case(case_path));
   fmt::print("case {}: {}, batch {} x {} tokens\n", case_path, parity_case.config.describe(),
              parity_case.idx.shape[0], parity_case.idx.shape[1]);
   const ParityResult result = run_parity(parity_case, precision == "f64" ? DType::kF64 : DType::kF32);
   NANOFORGE_RETURN_IF_ERROR(write_parity_result(out_path, result));
   fmt::print("loss {:.7f}; wrote {}\n", result.loss, out_path);
-
   NANOFORGE_ASSIGN_OR_RETURN(const bool expected, has_expected(case_path));
   if (!expected) {
     fmt::print("the case has no /expected values: nothing to compare\n");
     return absl::OkStatus();
   }
   NANOFORGE_ASSIGN_OR_RETURN(const std::vector<TensorCheck> checks, compare_with_expected(case_path, result));
-  int failures = 0;
-  fmt::print("{:<48} {:>11} {:>11} {:>11}  {}\n", "tensor", "max|error|", "max|expect|", "tolerance", "");
-  for (const TensorCheck& check : checks) {
-    failures += check.passed ? 0 : 1;
-    fmt::print("{:<48} {:>11.3e} {:>11.3e} {:>11.3e}  {}{}\n", check.name, check.max_error,
-               check.max_expected, check.tolerance, check.passed ? "ok" : "FAIL",
-               check.problem.empty() ? "" : " " + check.problem);
+  return report(checks);
+}
+
+absl::Status run_optim_golden(const std::string& golden_path, const std::string& out_path) {
+  NANOFORGE_ASSIGN_OR_RETURN(const OptimGolden golden, read_optim_golden(golden_path));
+  fmt::print("optimizer golden {}: {}, {} groups, {} steps\n", golden_path, golden.config.describe(),
+             golden.groups.size(), golden.steps.size());
+  NANOFORGE_ASSIGN_OR_RETURN(const auto weights_after, run_optim_parity(golden));
+  NANOFORGE_RETURN_IF_ERROR(write_optim_result(out_path, weights_after));
+  fmt::print("wrote {}\n", out_path);
+  NANOFORGE_ASSIGN_OR_RETURN(const std::vector<TensorCheck> checks, compare_optim_with_golden(golden, weights_after));
+  return report(checks);
+}
+
+absl::Status run_parity_command() {
+  const std::string case_path = absl::GetFlag(FLAGS_case), optim_path = absl::GetFlag(FLAGS_optim);
+  const std::string out_path = absl::GetFlag(FLAGS_out);
+  if (case_path.empty() == optim_path.empty() || out_path.empty()) {
+    return absl::InvalidArgumentError(
+        "give --out and exactly one of --case (a model case) or --optim (an optimizer golden); see nanoforge parity --help");
   }
-  if (failures > 0) {
-    return absl::FailedPreconditionError(
-        fmt::format("{} of {} tensors differ from the case's expected values", failures, checks.size()));
-  }
-  fmt::print("all {} tensors match the case's expected values\n", checks.size());
-  return absl::OkStatus();
+  set_cpu_threads(absl::GetFlag(FLAGS_threads));
+  return case_path.empty() ? run_optim_golden(optim_path, out_path) : run_model_case(case_path, out_path);
 }
 
 }  // namespace
 
 Command parity_command() {
-  return {"parity",
-          "run a model parity case (nanochat's PyTorch numbers) and compare",
-          "--case CASE.h5 --out RESULT.h5 [--precision f32|f64] [--threads N]",
-          {"case", "out", "precision", "threads"},
-          run_parity_command};
+  return {"parity", "check the model or the optimizer against nanochat's PyTorch numbers",
+          "(--case CASE.h5 | --optim GOLDEN.h5) --out RESULT.h5 [--precision f32|f64] [--threads N]",
+          {"case", "optim", "out", "precision", "threads"}, run_parity_command};
 }
 
 }  // namespace nanoforge

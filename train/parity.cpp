@@ -3,8 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <cstdio>
-#include <filesystem>
 
 #include "kernels/host_transfer.h"
 #include "model/gpt.h"
@@ -18,7 +16,9 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return fmt::format("({})", fmt::join(shape, ", "));
 }
 
-absl::StatusOr<GPTConfig> read_config(const H5File& file) {
+}  // namespace
+
+absl::StatusOr<GPTConfig> read_config_attributes(const H5File& file) {
   GPTConfig config;
   const std::pair<const char*, int64_t*> fields[] = {
       {"sequence_len", &config.sequence_len}, {"vocab_size", &config.vocab_size},
@@ -34,6 +34,8 @@ absl::StatusOr<GPTConfig> read_config(const H5File& file) {
         fmt::format("{}: /config: {}", file.path(), std::string(valid.message())));
   return config;
 }
+
+namespace {
 
 absl::Status check_range(const H5File& file, const char* dataset, const HostArray<int64_t>& values,
                          int64_t low, int64_t high) {
@@ -52,7 +54,7 @@ absl::StatusOr<ParityCase> read_parity_case(const std::string& path) {
   NANOFORGE_ASSIGN_OR_RETURN(H5File file, H5File::open_read(path));
   ParityCase result;
   result.path = path;
-  NANOFORGE_ASSIGN_OR_RETURN(result.config, read_config(file));
+  NANOFORGE_ASSIGN_OR_RETURN(result.config, read_config_attributes(file));
   const ParamLayout layout(result.config);
 
   for (const ParamInfo& param : layout.params()) {
@@ -121,32 +123,14 @@ ParityResult run_parity(const ParityCase& parity_case, DType dtype) {
   return result;
 }
 
-namespace {
-
-absl::Status write_result_datasets(const std::string& path, const ParityResult& result) {
-  NANOFORGE_ASSIGN_OR_RETURN(H5File file, H5File::create(path));
-  const float loss = static_cast<float>(result.loss);
-  NANOFORGE_RETURN_IF_ERROR(file.write("/loss", {}, &loss));
-  NANOFORGE_RETURN_IF_ERROR(file.write("/logits", result.logits));
-  for (const auto& [name, grad] : result.grads)
-    NANOFORGE_RETURN_IF_ERROR(file.write("/grads/" + name, grad));
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::Status write_parity_result(const std::string& path, const ParityResult& result) {
-  const std::string temporary = path + ".partial";
-  absl::Status status = write_result_datasets(temporary, result);
-  std::error_code error;
-  if (status.ok()) {
-    std::filesystem::rename(temporary, path, error);
-    if (error)
-      status =
-          absl::InternalError(fmt::format("cannot rename {} to {}: {}", temporary, path, error.message()));
-  }
-  if (!status.ok()) std::filesystem::remove(temporary, error);
-  return status;
+  return write_h5_atomically(path, [&](H5File& file) -> absl::Status {
+    const float loss = static_cast<float>(result.loss);
+    NANOFORGE_RETURN_IF_ERROR(file.write("/loss", {}, &loss));
+    NANOFORGE_RETURN_IF_ERROR(file.write("/logits", result.logits));
+    for (const auto& [name, grad] : result.grads) NANOFORGE_RETURN_IF_ERROR(file.write("/grads/" + name, grad));
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace nanoforge

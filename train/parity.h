@@ -10,6 +10,7 @@
 
 #include "kernels/tensor.h"
 #include "model/gpt_config.h"
+#include "support/h5_file.h"
 #include "support/host_array.h"
 
 namespace nanoforge {
@@ -26,6 +27,10 @@ struct ParityResult {
   HostArray<float> logits;                        // (B, T, vocab_size), after the softcap
   std::map<std::string, HostArray<float>> grads;  // by state-dict name, PyTorch shapes
 };
+
+// The model config stored as attributes of /config (as nanochat's GPTConfig: sequence_len, vocab_size, n_layer,
+// n_head, n_kv_head, n_embd, window_pattern), validated.
+absl::StatusOr<GPTConfig> read_config_attributes(const H5File& file);
 
 // Reads and validates a case: every config attribute, every parameter with its exact shape, ids in
 // [0, vocab_size), targets in [0, vocab_size) or -1. Errors name the file and the dataset.

@@ -91,4 +91,20 @@ void softcap_cross_entropy_backward(TensorView d_logits, TensorView logits_cappe
 template <class T>
 ops::LossSum sum_loss(TensorView losses, TensorView targets);
 
+template <class T>
+void adamw_update(TensorView param, TensorView grad, TensorView exp_avg, TensorView exp_avg_sq,
+                  const ops::AdamWStep& hyper);
+template <class T>
+void muon_nesterov_momentum(TensorView update, TensorView momentum_buffer, TensorView grad, double momentum);
+template <class T>
+void muon_equilibrate_rows(TensorView x);
+template <class T>
+void normalize_frobenius(TensorView x, double multiplier, double eps);
+template <class T>
+void rescale_frobenius(TensorView x, double target_norm, double eps);
+template <class T>
+void normuon_variance_reduce(TensorView g, TensorView second_moment, double beta2);
+template <class T>
+void cautious_weight_decay_step(TensorView param, TensorView update, double lr, double weight_decay);
+
 }  // namespace nanoforge::cpu
