@@ -17,6 +17,8 @@ find_package(HDF5 COMPONENTS C)
 nanoforge_require(HDF5_FOUND "HDF5 (C API)" libhdf5-dev)
 find_package(GTest CONFIG)
 nanoforge_require(GTest_FOUND "GoogleTest" libgtest-dev)
+find_package(tomlplusplus CONFIG)
+nanoforge_require(tomlplusplus_FOUND "toml++" libtomlplusplus-dev)
 find_package(OpenMP COMPONENTS CXX)
 nanoforge_require(OpenMP_CXX_FOUND "OpenMP" g++)
 

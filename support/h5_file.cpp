@@ -5,9 +5,11 @@
 #include <fmt/format.h>
 #include <hdf5.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <mutex>
 #include <type_traits>
+#include <utility>
 
 namespace nanoforge {
 namespace {
@@ -42,6 +44,7 @@ class Handle {
   }
   hid_t get() const { return id_; }
   bool valid() const { return id_ >= 0; }
+  hid_t release() { return std::exchange(id_, -1); }
 
  private:
   hid_t id_;
@@ -53,6 +56,7 @@ hid_t memory_type() {
   if constexpr (std::is_same_v<T, double>) return H5T_NATIVE_DOUBLE;
   if constexpr (std::is_same_v<T, int32_t>) return H5T_NATIVE_INT32;
   if constexpr (std::is_same_v<T, int64_t>) return H5T_NATIVE_INT64;
+  if constexpr (std::is_same_v<T, uint8_t>) return H5T_NATIVE_UINT8;
   if constexpr (std::is_same_v<T, uint16_t>) return H5T_NATIVE_UINT16;
   if constexpr (std::is_same_v<T, uint32_t>) return H5T_NATIVE_UINT32;
 }
@@ -93,13 +97,16 @@ absl::StatusOr<H5File> H5File::open_read(const std::string& path) {
   return H5File(path, handle);
 }
 
-absl::StatusOr<H5File> H5File::create(const std::string& path) { return create(path, 0); }
+absl::StatusOr<H5File> H5File::create(const std::string& path) {
+  return create(path, 0);
+}
 
 absl::StatusOr<H5File> H5File::create(const std::string& path, int64_t alignment_bytes) {
   silence_hdf5_errors();
   Handle access_properties(H5Pcreate(H5P_FILE_ACCESS));
   // Threshold 1: every allocation (raw data and metadata blocks alike) starts on the alignment.
-  if (alignment_bytes > 0) H5Pset_alignment(access_properties.get(), 1, static_cast<hsize_t>(alignment_bytes));
+  if (alignment_bytes > 0)
+    H5Pset_alignment(access_properties.get(), 1, static_cast<hsize_t>(alignment_bytes));
   hid_t handle = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access_properties.get());
   if (handle < 0) {
     return absl::PermissionDeniedError(
@@ -359,19 +366,21 @@ namespace {
 
 template <class T>
 absl::StatusOr<std::vector<T>> read_numeric_array_attribute(hid_t file, const std::string& file_path,
-                                                            const std::string& object_path, const std::string& name) {
+                                                            const std::string& object_path,
+                                                            const std::string& name) {
   auto attribute_id = open_attribute(file, file_path, object_path, name);
   if (!attribute_id.ok()) return attribute_id.status();
   Handle attribute(*attribute_id);
   Handle type(H5Aget_type(attribute.get()));
   Handle space(H5Aget_space(attribute.get()));
   if (H5Tget_class(type.get()) != expected_class<T>()) {
-    return absl::InvalidArgumentError(fmt::format("{}: attribute {} on {} must hold {} values", file_path, name,
-                                                  object_path, class_name(expected_class<T>())));
+    return absl::InvalidArgumentError(fmt::format("{}: attribute {} on {} must hold {} values", file_path,
+                                                  name, object_path, class_name(expected_class<T>())));
   }
   std::vector<T> values(static_cast<size_t>(H5Sget_simple_extent_npoints(space.get())));
   if (H5Aread(attribute.get(), memory_type<T>(), values.data()) < 0) {
-    return absl::DataLossError(fmt::format("{}: cannot read attribute {} on {}", file_path, name, object_path));
+    return absl::DataLossError(
+        fmt::format("{}: cannot read attribute {} on {}", file_path, name, object_path));
   }
   return values;
 }
@@ -418,16 +427,41 @@ absl::StatusOr<std::vector<std::string>> H5File::read_string_array_attribute(con
   return values;
 }
 
+namespace {
+
+// Dataset creation properties for a checksummed dataset: chunked (filters need chunks) with Fletcher-32.
+// Chunks hold whole rows and at most kMaxChunkBytes (HDF5's chunk limit is 4 GB).
+hid_t checksummed_layout(const std::vector<hsize_t>& dims, size_t element_bytes) {
+  constexpr hsize_t kMaxChunkBytes = hsize_t{256} << 20;
+  Handle properties(H5Pcreate(H5P_DATASET_CREATE));
+  std::vector<hsize_t> chunk = dims;
+  hsize_t row_bytes = element_bytes;
+  for (size_t i = 1; i < dims.size(); ++i)
+    row_bytes *= std::max<hsize_t>(dims[i], 1);
+  chunk[0] =
+      std::clamp<hsize_t>(kMaxChunkBytes / std::max<hsize_t>(row_bytes, 1), 1, std::max<hsize_t>(dims[0], 1));
+  for (hsize_t& extent : chunk)
+    extent = std::max<hsize_t>(extent, 1);
+  H5Pset_chunk(properties.get(), static_cast<int>(chunk.size()), chunk.data());
+  H5Pset_fletcher32(properties.get());
+  return properties.release();
+}
+
+}  // namespace
+
 template <class T>
 absl::Status H5File::write(const std::string& dataset_path, const std::vector<int64_t>& shape,
-                           const T* values) {
+                           const T* values, const WriteOptions& options) {
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   Handle space(shape.empty() ? H5Screate(H5S_SCALAR)
                              : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
   Handle link_properties(H5Pcreate(H5P_LINK_CREATE));
   H5Pset_create_intermediate_group(link_properties.get(), 1);
+  const bool checksum =
+      options.checksum && !shape.empty();  // HDF5 filters need a chunked (non-scalar) dataset
+  Handle creation(checksum ? checksummed_layout(dims, sizeof(T)) : H5Pcreate(H5P_DATASET_CREATE));
   Handle dataset(H5Dcreate2(handle_, dataset_path.c_str(), memory_type<T>(), space.get(),
-                            link_properties.get(), H5P_DEFAULT, H5P_DEFAULT));
+                            link_properties.get(), creation.get(), H5P_DEFAULT));
   if (!dataset.valid()) {
     return absl::InternalError(
         fmt::format("{}: cannot create dataset {} (does it exist already?)", path_, dataset_path));
@@ -448,19 +482,23 @@ absl::Status write_h5_atomically(const std::string& path, const std::function<ab
   std::error_code error;
   if (status.ok()) {
     std::filesystem::rename(temporary, path, error);
-    if (error) status = absl::InternalError(fmt::format("cannot rename {} to {}: {}", temporary, path, error.message()));
+    if (error)
+      status =
+          absl::InternalError(fmt::format("cannot rename {} to {}: {}", temporary, path, error.message()));
   }
   if (!status.ok()) std::filesystem::remove(temporary, error);
   return status;
 }
 
-#define NANOFORGE_H5_INSTANTIATE(T)                                                \
-  template absl::StatusOr<HostArray<T>> H5File::read<T>(const std::string&) const; \
-  template absl::Status H5File::write<T>(const std::string&, const std::vector<int64_t>&, const T*);
+#define NANOFORGE_H5_INSTANTIATE(T)                                                                 \
+  template absl::StatusOr<HostArray<T>> H5File::read<T>(const std::string&) const;                  \
+  template absl::Status H5File::write<T>(const std::string&, const std::vector<int64_t>&, const T*, \
+                                         const WriteOptions&);
 NANOFORGE_H5_INSTANTIATE(float)
 NANOFORGE_H5_INSTANTIATE(double)
 NANOFORGE_H5_INSTANTIATE(int32_t)
 NANOFORGE_H5_INSTANTIATE(int64_t)
+NANOFORGE_H5_INSTANTIATE(uint8_t)
 NANOFORGE_H5_INSTANTIATE(uint16_t)
 NANOFORGE_H5_INSTANTIATE(uint32_t)
 #undef NANOFORGE_H5_INSTANTIATE

@@ -72,12 +72,20 @@ class H5File {
   // Creates a group and any missing parents; an existing group is fine.
   absl::Status create_group(const std::string& group_path);
 
-  // Writes a contiguous dataset, creating missing parent groups. An empty shape writes a scalar.
+  struct WriteOptions {
+    // Store a Fletcher-32 checksum per chunk (the dataset becomes chunked); reads then fail on corruption
+    // instead of returning wrong values. Scalars have no checksum.
+    bool checksum = false;
+  };
+  // Writes a dataset (contiguous unless checksummed), creating missing parent groups. An empty shape writes a
+  // scalar.
   template <class T>
-  absl::Status write(const std::string& dataset_path, const std::vector<int64_t>& shape, const T* values);
+  absl::Status write(const std::string& dataset_path, const std::vector<int64_t>& shape, const T* values,
+                     const WriteOptions& options = {});
   template <class T>
-  absl::Status write(const std::string& dataset_path, const HostArray<T>& array) {
-    return write(dataset_path, array.shape, array.values.data());
+  absl::Status write(const std::string& dataset_path, const HostArray<T>& array,
+                     const WriteOptions& options = {}) {
+    return write(dataset_path, array.shape, array.values.data(), options);
   }
 
  private:

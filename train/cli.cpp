@@ -121,9 +121,10 @@ int run_cli(int argc, char** argv) {
     print_command_help(*command);
     return 0;
   }
-  if (used != words.size()) {
+  const std::vector<std::string> arguments(words.begin() + static_cast<std::ptrdiff_t>(used), words.end());
+  if (!arguments.empty() && !command->takes_arguments) {
     fmt::print(stderr, "nanoforge {}: unexpected argument '{}'; see `nanoforge {} --help`\n", command->name,
-               words[used], command->name);
+               arguments.front(), command->name);
     return 2;
   }
 
@@ -143,7 +144,7 @@ int run_cli(int argc, char** argv) {
     pointers.push_back(arg.data());
   absl::ParseCommandLine(static_cast<int>(pointers.size()), pointers.data());
 
-  const absl::Status status = command->run();
+  const absl::Status status = command->run(arguments);
   if (!status.ok()) {
     fmt::print(stderr, "nanoforge {}: error: {}\n", command->name, std::string(status.message()));
     return 1;

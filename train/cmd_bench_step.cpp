@@ -25,7 +25,7 @@ ABSL_FLAG(std::string, device, "cpu", "backend to run on (cpu; cuda arrives with
 namespace nanoforge {
 namespace {
 
-absl::Status run_bench_step() {
+absl::Status run_bench_step(const std::vector<std::string>& /*arguments*/) {
   if (absl::GetFlag(FLAGS_device) != "cpu") {
     return absl::UnimplementedError(
         fmt::format("--device {}: bench step runs the model on the CPU backend only so far (the CUDA backend "

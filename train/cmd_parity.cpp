@@ -15,7 +15,6 @@
 
 ABSL_FLAG(std::string, case, "", "model parity case (HDF5: /config, /weights, /inputs, optional /expected)");
 ABSL_FLAG(std::string, optim, "", "optimizer golden (HDF5: /optim_config, /weights_before, /steps/<k>)");
-ABSL_FLAG(std::string, out, "", "result file to write");
 ABSL_FLAG(std::string, precision, "f32", "CPU precision of a model case: f32 (the reference backend) or f64");
 
 namespace nanoforge {
@@ -27,8 +26,9 @@ absl::Status report(const std::vector<TensorCheck>& checks) {
   fmt::print("{:<56} {:>11} {:>11} {:>11}\n", "tensor", "max|error|", "scale", "tolerance");
   for (const TensorCheck& check : checks) {
     failures += check.passed ? 0 : 1;
-    fmt::print("{:<56} {:>11.3e} {:>11.3e} {:>11.3e}  {}{}\n", check.name, check.max_error, check.max_expected,
-               check.tolerance, check.passed ? "ok" : "FAIL", check.problem.empty() ? "" : " (" + check.problem + ")");
+    fmt::print("{:<56} {:>11.3e} {:>11.3e} {:>11.3e}  {}{}\n", check.name, check.max_error,
+               check.max_expected, check.tolerance, check.passed ? "ok" : "FAIL",
+               check.problem.empty() ? "" : " (" + check.problem + ")");
   }
   if (failures > 0) {
     return absl::FailedPreconditionError(
@@ -65,16 +65,18 @@ absl::Status run_optim_golden(const std::string& golden_path, const std::string&
   NANOFORGE_ASSIGN_OR_RETURN(const auto weights_after, run_optim_parity(golden));
   NANOFORGE_RETURN_IF_ERROR(write_optim_result(out_path, weights_after));
   fmt::print("wrote {}\n", out_path);
-  NANOFORGE_ASSIGN_OR_RETURN(const std::vector<TensorCheck> checks, compare_optim_with_golden(golden, weights_after));
+  NANOFORGE_ASSIGN_OR_RETURN(const std::vector<TensorCheck> checks,
+                             compare_optim_with_golden(golden, weights_after));
   return report(checks);
 }
 
-absl::Status run_parity_command() {
+absl::Status run_parity_command(const std::vector<std::string>& /*arguments*/) {
   const std::string case_path = absl::GetFlag(FLAGS_case), optim_path = absl::GetFlag(FLAGS_optim);
   const std::string out_path = absl::GetFlag(FLAGS_out);
   if (case_path.empty() == optim_path.empty() || out_path.empty()) {
     return absl::InvalidArgumentError(
-        "give --out and exactly one of --case (a model case) or --optim (an optimizer golden); see nanoforge parity --help");
+        "give --out and exactly one of --case (a model case) or --optim (an optimizer golden); see nanoforge "
+        "parity --help");
   }
   set_cpu_threads(absl::GetFlag(FLAGS_threads));
   return case_path.empty() ? run_optim_golden(optim_path, out_path) : run_model_case(case_path, out_path);
@@ -83,9 +85,11 @@ absl::Status run_parity_command() {
 }  // namespace
 
 Command parity_command() {
-  return {"parity", "check the model or the optimizer against nanochat's PyTorch numbers",
+  return {"parity",
+          "check the model or the optimizer against nanochat's PyTorch numbers",
           "(--case CASE.h5 | --optim GOLDEN.h5) --out RESULT.h5 [--precision f32|f64] [--threads N]",
-          {"case", "optim", "out", "precision", "threads"}, run_parity_command};
+          {"case", "optim", "out", "precision", "threads"},
+          run_parity_command};
 }
 
 }  // namespace nanoforge

@@ -1,6 +1,8 @@
 // A subcommand of the `nanoforge` program: its name ("parity", "bench step"), a one-line summary, the usage
-// text, the flags it accepts (defined with ABSL_FLAG next to the code that reads them), and the function that
-// runs it. Errors come back as absl::Status and are printed once, by main.
+// text, the flags it accepts (defined with ABSL_FLAG next to the code that reads them, or in common_flags
+// when several commands share them), and the function that runs it with the positional arguments that follow
+// the name (only commands that take them get any). Errors come back as absl::Status and are printed once, by
+// main.
 #pragma once
 
 #include <absl/status/status.h>
@@ -15,7 +17,8 @@ struct Command {
   std::string summary;
   std::string usage;               // the lines after "usage: nanoforge NAME"
   std::vector<std::string> flags;  // absl flag names (underscores); shown with dashes
-  absl::Status (*run)() = nullptr;
+  absl::Status (*run)(const std::vector<std::string>& arguments) = nullptr;
+  bool takes_arguments = false;  // e.g. train's section.key=value overrides
 };
 
 // Every command of the program, in the order `nanoforge --help` lists them.
@@ -24,5 +27,9 @@ const std::vector<Command>& all_commands();
 // The commands, defined in their own files.
 Command parity_command();
 Command bench_step_command();
+Command tokenizer_train_command();
+Command bench_tokenizer_command();
+Command bench_loader_command();
+Command prep_command();
 
 }  // namespace nanoforge
