@@ -47,6 +47,8 @@ class GPT {
 
   // The softcapped logits (B*T, vocab_size) of the last forward; backward() overwrites them.
   TensorView logits() const { return activations_.logits; }
+  // The last forward's cross-entropy per token (B*T), 0 where the target is ignored (for bits per byte).
+  TensorView token_losses() const { return activations_.losses; }
 
  private:
   TensorView view_of(const DeviceBuffer& buffer) const;

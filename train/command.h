@@ -31,5 +31,8 @@ Command tokenizer_train_command();
 Command bench_tokenizer_command();
 Command bench_loader_command();
 Command prep_command();
+Command train_command();
+Command sample_command();
+Command eval_command();
 
 }  // namespace nanoforge

@@ -22,8 +22,11 @@ absl::StatusOr<OptimGoldenGroup> read_group(const H5File& file, const std::strin
   NANOFORGE_ASSIGN_OR_RETURN(group.initial_lr, file.read_float_attribute(group_path, "initial_lr"));
   NANOFORGE_ASSIGN_OR_RETURN(group.weight_decay, file.read_float_attribute(group_path, "weight_decay"));
   if (group.kind == "adamw") {
-    NANOFORGE_ASSIGN_OR_RETURN(std::vector<double> betas, file.read_float_array_attribute(group_path, "betas"));
-    if (betas.size() != 2) return absl::InvalidArgumentError(fmt::format("{}: {} betas must be 2 values", file.path(), group_path));
+    NANOFORGE_ASSIGN_OR_RETURN(std::vector<double> betas,
+                               file.read_float_array_attribute(group_path, "betas"));
+    if (betas.size() != 2)
+      return absl::InvalidArgumentError(
+          fmt::format("{}: {} betas must be 2 values", file.path(), group_path));
     group.beta1 = betas[0];
     group.beta2 = betas[1];
     NANOFORGE_ASSIGN_OR_RETURN(group.eps, file.read_float_attribute(group_path, "eps"));
@@ -31,20 +34,23 @@ absl::StatusOr<OptimGoldenGroup> read_group(const H5File& file, const std::strin
     NANOFORGE_ASSIGN_OR_RETURN(group.muon_beta2, file.read_float_attribute(group_path, "beta2"));
     NANOFORGE_ASSIGN_OR_RETURN(group.ns_steps, file.read_int_attribute(group_path, "ns_steps"));
   } else {
-    return absl::InvalidArgumentError(fmt::format("{}: {} has unknown kind '{}'", file.path(), group_path, group.kind));
+    return absl::InvalidArgumentError(
+        fmt::format("{}: {} has unknown kind '{}'", file.path(), group_path, group.kind));
   }
   return group;
 }
 
-absl::StatusOr<std::map<std::string, HostArray<float>>> read_tensors(const H5File& file, const std::string& group_path,
+absl::StatusOr<std::map<std::string, HostArray<float>>> read_tensors(const H5File& file,
+                                                                     const std::string& group_path,
                                                                      const ParamLayout& layout) {
   std::map<std::string, HostArray<float>> tensors;
   for (const ParamInfo& param : layout.params()) {
     const std::string dataset = group_path + "/" + param.name;
     NANOFORGE_ASSIGN_OR_RETURN(HostArray<float> tensor, file.read<float>(dataset));
     if (tensor.shape != param.shape) {
-      return absl::InvalidArgumentError(fmt::format("{}: {} has shape ({}), the config needs ({})", file.path(), dataset,
-                                                    fmt::join(tensor.shape, ", "), fmt::join(param.shape, ", ")));
+      return absl::InvalidArgumentError(fmt::format("{}: {} has shape ({}), the config needs ({})",
+                                                    file.path(), dataset, fmt::join(tensor.shape, ", "),
+                                                    fmt::join(param.shape, ", ")));
     }
     tensors.emplace(param.name, std::move(tensor));
   }
@@ -59,7 +65,8 @@ absl::StatusOr<OptimGolden> read_optim_golden(const std::string& path) {
   golden.path = path;
   NANOFORGE_ASSIGN_OR_RETURN(golden.config, read_config_attributes(file));
   const ParamLayout layout(golden.config);
-  if (absl::StatusOr<std::string> ortho = file.read_string_attribute("/optim_config", "ortho_dtype"); ortho.ok()) {
+  if (absl::StatusOr<std::string> ortho = file.read_string_attribute("/optim_config", "ortho_dtype");
+      ortho.ok()) {
     golden.ortho_dtype = *ortho;
   }
   NANOFORGE_ASSIGN_OR_RETURN(std::vector<std::string> group_names, file.members("/optim_config/groups"));
@@ -69,15 +76,16 @@ absl::StatusOr<OptimGolden> read_optim_golden(const std::string& path) {
   }
   NANOFORGE_ASSIGN_OR_RETURN(golden.weights_before, read_tensors(file, "/weights_before", layout));
   NANOFORGE_ASSIGN_OR_RETURN(std::vector<std::string> step_names, file.members("/steps"));
-  std::sort(step_names.begin(), step_names.end(), [](const std::string& a, const std::string& b) {
-    return std::stoll(a) < std::stoll(b);
-  });
+  std::sort(step_names.begin(), step_names.end(),
+            [](const std::string& a, const std::string& b) { return std::stoll(a) < std::stoll(b); });
   for (const std::string& name : step_names) {
     const std::string step_path = "/steps/" + name;
     OptimGoldenStep step;
     NANOFORGE_ASSIGN_OR_RETURN(step.iteration, file.read_int_attribute(step_path, "iteration"));
-    NANOFORGE_ASSIGN_OR_RETURN(step.schedule.lr_multiplier, file.read_float_attribute(step_path, "lr_multiplier"));
-    NANOFORGE_ASSIGN_OR_RETURN(step.schedule.muon_momentum, file.read_float_attribute(step_path, "muon_momentum"));
+    NANOFORGE_ASSIGN_OR_RETURN(step.schedule.lr_multiplier,
+                               file.read_float_attribute(step_path, "lr_multiplier"));
+    NANOFORGE_ASSIGN_OR_RETURN(step.schedule.muon_momentum,
+                               file.read_float_attribute(step_path, "muon_momentum"));
     NANOFORGE_ASSIGN_OR_RETURN(step.schedule.muon_weight_decay,
                                file.read_float_attribute(step_path, "muon_weight_decay"));
     NANOFORGE_ASSIGN_OR_RETURN(step.grads, read_tensors(file, step_path + "/grads", layout));
@@ -87,22 +95,26 @@ absl::StatusOr<OptimGolden> read_optim_golden(const std::string& path) {
   return golden;
 }
 
-absl::StatusOr<std::vector<ParamGroup>> golden_param_groups(const OptimGolden& golden, const ParamLayout& layout) {
-  std::vector<ParamGroup> groups = nanochat_param_groups(golden.config, layout, OptimizerHyperparameters{}, 1.0, 0.0);
+absl::StatusOr<std::vector<ParamGroup>> golden_param_groups(const OptimGolden& golden,
+                                                            const ParamLayout& layout) {
+  std::vector<ParamGroup> groups =
+      nanochat_param_groups(golden.config, layout, OptimizerHyperparameters{}, 1.0, 0.0);
   if (groups.size() != golden.groups.size()) {
-    return absl::InvalidArgumentError(fmt::format("{}: {} optimizer groups, nanoforge builds {} for this model",
-                                                  golden.path, golden.groups.size(), groups.size()));
+    return absl::InvalidArgumentError(
+        fmt::format("{}: {} optimizer groups, nanoforge builds {} for this model", golden.path,
+                    golden.groups.size(), groups.size()));
   }
   for (size_t i = 0; i < groups.size(); ++i) {
     ParamGroup& group = groups[i];
     const OptimGoldenGroup& stored = golden.groups[i];
     std::vector<std::string> names;
-    for (const ParamInfo* info : group.params) names.push_back(info->name);
+    for (const ParamInfo* info : group.params)
+      names.push_back(info->name);
     const bool same_kind = (group.kind == GroupKind::kMuon) == (stored.kind == "muon");
     if (!same_kind || names != stored.params) {
-      return absl::InvalidArgumentError(fmt::format("{}: group {} holds [{}] ({}), nanoforge's group {} holds [{}]",
-                                                    golden.path, i, fmt::join(stored.params, ", "), stored.kind, i,
-                                                    fmt::join(names, ", ")));
+      return absl::InvalidArgumentError(
+          fmt::format("{}: group {} holds [{}] ({}), nanoforge's group {} holds [{}]", golden.path, i,
+                      fmt::join(stored.params, ", "), stored.kind, i, fmt::join(names, ", ")));
     }
     group.initial_lr = stored.initial_lr;
     group.weight_decay = stored.weight_decay;
@@ -118,14 +130,17 @@ absl::StatusOr<std::vector<ParamGroup>> golden_param_groups(const OptimGolden& g
   return groups;
 }
 
-absl::StatusOr<std::vector<std::map<std::string, HostArray<float>>>> run_optim_parity(const OptimGolden& golden) {
+absl::StatusOr<std::vector<std::map<std::string, HostArray<float>>>> run_optim_parity(
+    const OptimGolden& golden) {
   GPT model(golden.config, Device::kCpu, DType::kF32);  // for its parameter and gradient buffers
   NANOFORGE_ASSIGN_OR_RETURN(std::vector<ParamGroup> groups, golden_param_groups(golden, model.layout()));
-  for (const auto& [name, weight] : golden.weights_before) upload(model.param(name), weight.values.data());
+  for (const auto& [name, weight] : golden.weights_before)
+    upload(model.param(name), weight.values.data());
   MuonAdamW optimizer(std::move(groups), model.layout(), model.params(), model.grads());
   std::vector<std::map<std::string, HostArray<float>>> results;
   for (const OptimGoldenStep& step : golden.steps) {
-    for (const auto& [name, grad] : step.grads) upload(model.grad(name), grad.values.data());
+    for (const auto& [name, grad] : step.grads)
+      upload(model.grad(name), grad.values.data());
     optimizer.step(step.schedule);
     std::map<std::string, HostArray<float>> after;
     for (const ParamInfo& param : model.layout().params()) {

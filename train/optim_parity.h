@@ -22,7 +22,7 @@ struct OptimGoldenGroup {
   std::vector<std::string> params;
   double initial_lr = 0, weight_decay = 0;
   double beta1 = 0, beta2 = 0, eps = 0;  // AdamW
-  double muon_beta2 = 0;                  // Muon
+  double muon_beta2 = 0;                 // Muon
   int64_t ns_steps = 0;
 };
 
@@ -47,10 +47,12 @@ absl::StatusOr<OptimGolden> read_optim_golden(const std::string& path);
 
 // nanoforge's groups for the golden's model, with the golden's hyperparameters; an error when the two
 // disagree on which parameters form which group.
-absl::StatusOr<std::vector<ParamGroup>> golden_param_groups(const OptimGolden& golden, const ParamLayout& layout);
+absl::StatusOr<std::vector<ParamGroup>> golden_param_groups(const OptimGolden& golden,
+                                                            const ParamLayout& layout);
 
 // weights_after of every step, by parameter name.
-absl::StatusOr<std::vector<std::map<std::string, HostArray<float>>>> run_optim_parity(const OptimGolden& golden);
+absl::StatusOr<std::vector<std::map<std::string, HostArray<float>>>> run_optim_parity(
+    const OptimGolden& golden);
 
 absl::Status write_optim_result(const std::string& path,
                                 const std::vector<std::map<std::string, HostArray<float>>>& weights_after);

@@ -26,7 +26,8 @@ absl::StatusOr<std::vector<TensorCheck>> compare_optim_with_golden(
   std::map<std::string, std::string> muon_group_of;
   for (size_t g = 0; g < golden.groups.size(); ++g) {
     if (golden.groups[g].kind != "muon") continue;
-    for (const std::string& name : golden.groups[g].params) muon_group_of[name] = fmt::format("{:02d}", g);
+    for (const std::string& name : golden.groups[g].params)
+      muon_group_of[name] = fmt::format("{:02d}", g);
   }
   std::map<std::string, double> decay_sum;
 
@@ -41,7 +42,8 @@ absl::StatusOr<std::vector<TensorCheck>> compare_optim_with_golden(
       NANOFORGE_ASSIGN_OR_RETURN(const double weight_decay, file.read_float_attribute(path, "weight_decay"));
       step_decay[group] = lr_effective * weight_decay;
     }
-    for (const auto& [group, decay] : step_decay) decay_sum[group] += decay;
+    for (const auto& [group, decay] : step_decay)
+      decay_sum[group] += decay;
 
     std::map<std::string, HostArray<float>> expected_step;
     for (const auto& [name, got] : weights_after[k]) {
@@ -73,7 +75,8 @@ absl::StatusOr<std::vector<TensorCheck>> compare_optim_with_golden(
       }
       double max_expected = 0;
       for (int64_t i = 0; i < expected.numel(); ++i) {
-        check.max_expected = std::max(check.max_expected, std::abs(double{expected.values[i]} - previous.values[i]));
+        check.max_expected =
+            std::max(check.max_expected, std::abs(double{expected.values[i]} - previous.values[i]));
         max_expected = std::max(max_expected, std::abs(double{expected.values[i]}));
       }
       check.tolerance = 1e-3 * check.max_expected + static_cast<double>(k + 1) * float_ulp(max_expected);
@@ -88,7 +91,8 @@ absl::StatusOr<std::vector<TensorCheck>> compare_optim_with_golden(
           check.max_error = std::max(check.max_error, error);
           continue;
         }
-        const double weight = std::max(std::abs(double{previous.values[i]}), std::abs(double{expected.values[i]}));
+        const double weight =
+            std::max(std::abs(double{previous.values[i]}), std::abs(double{expected.values[i]}));
         if (error <= flip_allowance * weight) {
           ++flips;
         } else {
@@ -97,7 +101,8 @@ absl::StatusOr<std::vector<TensorCheck>> compare_optim_with_golden(
       }
       check.passed = finite && check.max_error <= check.tolerance && flips <= allowed_flips;
       if (!finite) check.problem = "non-finite values";
-      if (flips > 0) check.problem = fmt::format("{} cautious-decay sign flip(s), {} allowed", flips, allowed_flips);
+      if (flips > 0)
+        check.problem = fmt::format("{} cautious-decay sign flip(s), {} allowed", flips, allowed_flips);
       checks.push_back(check);
       expected_step.emplace(name, std::move(expected));
     }

@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 
-
 #include "kernels/host_transfer.h"
 #include "model/gpt.h"
 #include "support/h5_file.h"
@@ -128,7 +127,8 @@ absl::Status write_parity_result(const std::string& path, const ParityResult& re
     const float loss = static_cast<float>(result.loss);
     NANOFORGE_RETURN_IF_ERROR(file.write("/loss", {}, &loss));
     NANOFORGE_RETURN_IF_ERROR(file.write("/logits", result.logits));
-    for (const auto& [name, grad] : result.grads) NANOFORGE_RETURN_IF_ERROR(file.write("/grads/" + name, grad));
+    for (const auto& [name, grad] : result.grads)
+      NANOFORGE_RETURN_IF_ERROR(file.write("/grads/" + name, grad));
     return absl::OkStatus();
   });
 }

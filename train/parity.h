@@ -28,8 +28,8 @@ struct ParityResult {
   std::map<std::string, HostArray<float>> grads;  // by state-dict name, PyTorch shapes
 };
 
-// The model config stored as attributes of /config (as nanochat's GPTConfig: sequence_len, vocab_size, n_layer,
-// n_head, n_kv_head, n_embd, window_pattern), validated.
+// The model config stored as attributes of /config (as nanochat's GPTConfig: sequence_len, vocab_size,
+// n_layer, n_head, n_kv_head, n_embd, window_pattern), validated.
 absl::StatusOr<GPTConfig> read_config_attributes(const H5File& file);
 
 // Reads and validates a case: every config attribute, every parameter with its exact shape, ids in

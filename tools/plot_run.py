@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Plot a nanoforge run: training loss, validation bits per byte and throughput from RUN/metrics.jsonl.
+
+    python3 tools/plot_run.py RUN_DIR [--out RUN_DIR/run.png] [--smooth 0.9]
+
+The training loss is drawn raw (faint) and smoothed with nanochat's debiased EMA; val bpb points come from the
+evaluation lines; tokens/s is per step. Several runs can be given to compare them on the same axes.
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def read_metrics(run_dir):
+    path = os.path.join(run_dir, "metrics.jsonl")
+    steps, losses, rates, val_steps, val_bpb = [], [], [], [], []
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                sys.exit(f"{path}:{number}: not JSON ({error})")
+            if "val_bpb" in record and record["val_bpb"] is not None:
+                val_steps.append(record["step"])
+                val_bpb.append(record["val_bpb"])
+            elif "loss" in record:
+                steps.append(record["step"])
+                losses.append(record["loss"])
+                rates.append(record.get("tokens_per_s", math.nan))
+    if not steps and not val_steps:
+        sys.exit(f"{path}: no training or evaluation records")
+    return steps, losses, rates, val_steps, val_bpb
+
+
+def debiased_ema(values, beta):
+    smoothed, average = [], 0.0
+    for i, value in enumerate(values):
+        average = beta * average + (1 - beta) * value
+        smoothed.append(average / (1 - beta ** (i + 1)))
+    return smoothed
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", help="run directories (each with metrics.jsonl)")
+    parser.add_argument("--out", help="PNG to write (default: RUN/run.png of the first run)")
+    parser.add_argument("--smooth", type=float, default=0.9, help="EMA factor for the training loss")
+    args = parser.parse_args()
+
+    figure, (loss_axis, bpb_axis, rate_axis) = plt.subplots(1, 3, figsize=(16, 4.5))
+    for run in args.runs:
+        steps, losses, rates, val_steps, val_bpb = read_metrics(run)
+        label = os.path.basename(os.path.normpath(run))
+        if steps:
+            line, = loss_axis.plot(steps, losses, alpha=0.25)
+            loss_axis.plot(steps, debiased_ema(losses, args.smooth), color=line.get_color(), label=label)
+            rate_axis.plot(steps, rates, color=line.get_color(), label=label)
+        if val_steps:
+            bpb_axis.plot(val_steps, val_bpb, marker="o", label=label)
+    loss_axis.set(title="training loss (nats/token)", xlabel="step")
+    bpb_axis.set(title="validation bits per byte", xlabel="step")
+    rate_axis.set(title="throughput (tokens/s)", xlabel="step")
+    for axis in (loss_axis, bpb_axis, rate_axis):
+        axis.grid(alpha=0.3)
+        axis.legend()
+    figure.tight_layout()
+    out = args.out or os.path.join(args.runs[0], "run.png")
+    figure.savefig(out, dpi=110)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

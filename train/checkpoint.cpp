@@ -1,0 +1,232 @@
+// Checkpoint writing (atomic: temporary directory, fsync, rename, then `latest`) and reading.
+#include "train/checkpoint.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "kernels/host_transfer.h"
+#include "support/h5_file.h"
+#include "support/status.h"
+#include "support/version.h"
+#include "train/parity.h"
+
+namespace nanoforge {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr H5File::WriteOptions kChecksummed{.checksum = true};
+
+// fsync a file or directory so a rename after it cannot expose unwritten data after a crash.
+absl::Status sync_path(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return absl::InternalError(fmt::format("{}: cannot open to sync", path.string()));
+  const int result = ::fsync(fd);
+  ::close(fd);
+  if (result != 0)
+    return absl::DataLossError(fmt::format("{}: fsync failed (disk full or failing?)", path.string()));
+  return absl::OkStatus();
+}
+
+absl::Status write_config(H5File& file, const GPTConfig& config) {
+  NANOFORGE_RETURN_IF_ERROR(file.create_group("/config"));
+  const std::pair<const char*, int64_t> values[] = {
+      {"sequence_len", config.sequence_len}, {"vocab_size", config.vocab_size},
+      {"n_layer", config.n_layer},           {"n_head", config.n_head},
+      {"n_kv_head", config.n_kv_head},       {"n_embd", config.n_embd}};
+  for (const auto& [name, value] : values)
+    NANOFORGE_RETURN_IF_ERROR(file.write_int_attribute("/config", name, value));
+  return file.write_string_attribute("/config", "window_pattern", config.window_pattern);
+}
+
+absl::Status write_model(const std::string& path, const GPT& model) {
+  NANOFORGE_ASSIGN_OR_RETURN(H5File file, H5File::create(path));
+  NANOFORGE_RETURN_IF_ERROR(write_config(file, model.config()));
+  for (const std::string& name : model.layout().state_dict_order()) {
+    const ParamInfo& info = model.layout().at(name);
+    const std::vector<float> values = download<float>(model.param(name));
+    NANOFORGE_RETURN_IF_ERROR(file.write("/weights/" + name, info.shape, values.data(), kChecksummed));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status write_state_tensor(H5File& file, const std::string& dataset, const TensorView& tensor) {
+  const std::vector<float> values = download<float>(tensor);
+  const std::vector<int64_t> shape(tensor.shape.begin(), tensor.shape.begin() + tensor.rank);
+  NANOFORGE_RETURN_IF_ERROR(file.write(dataset, shape, values.data(), kChecksummed));
+  // One rank holds whole tensors; sharded state (data parallelism) stores its slice of this global shape.
+  NANOFORGE_RETURN_IF_ERROR(file.write_int_attribute(dataset, "slice_begin", 0));
+  return file.write_int_attribute(dataset, "slice_rows", shape.empty() ? 1 : shape[0]);
+}
+
+absl::Status write_optimizer(const std::string& path, const MuonAdamW& optimizer) {
+  NANOFORGE_ASSIGN_OR_RETURN(H5File file, H5File::create(path));
+  NANOFORGE_RETURN_IF_ERROR(file.write_int_attribute("/", "steps_taken", optimizer.steps_taken()));
+  for (const ParamGroup& group : optimizer.groups()) {
+    for (const ParamInfo* info : group.params) {
+      const MuonAdamW::ParamState& state = optimizer.state(info->name);
+      const std::string base = "/state/" + info->name + "/";
+      if (group.kind == GroupKind::kAdamW) {
+        NANOFORGE_RETURN_IF_ERROR(write_state_tensor(file, base + "exp_avg", state.exp_avg));
+        NANOFORGE_RETURN_IF_ERROR(write_state_tensor(file, base + "exp_avg_sq", state.exp_avg_sq));
+      } else {
+        NANOFORGE_RETURN_IF_ERROR(write_state_tensor(file, base + "momentum_buffer", state.momentum_buffer));
+        NANOFORGE_RETURN_IF_ERROR(
+            write_state_tensor(file, base + "second_momentum_buffer", state.second_moment));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status write_trainer(const std::string& path, const TrainerState& trainer) {
+  NANOFORGE_ASSIGN_OR_RETURN(H5File file, H5File::create(path));
+  NANOFORGE_RETURN_IF_ERROR(file.write_int_attribute("/", "step", trainer.step));
+  NANOFORGE_RETURN_IF_ERROR(file.write_string_attribute("/", "recipe", trainer.recipe_toml));
+  NANOFORGE_RETURN_IF_ERROR(file.write_string_attribute("/", "tokenizer_hash", trainer.tokenizer_hash));
+  NANOFORGE_RETURN_IF_ERROR(file.write_string_attribute("/", "nanoforge_version", std::string(version())));
+  NANOFORGE_RETURN_IF_ERROR(file.write_string_attribute("/", "git_commit", std::string(git_commit())));
+  const double seconds = trainer.training_seconds;
+  NANOFORGE_RETURN_IF_ERROR(file.write("/training_seconds", {}, &seconds));
+  return file.write("/loader_state", {static_cast<int64_t>(trainer.loader_state.size())},
+                    trainer.loader_state.data(), kChecksummed);
+}
+
+// Replaces `target` by `source` (a directory), keeping `target` intact until the new one is in place.
+absl::Status move_into_place(const fs::path& source, const fs::path& target) {
+  std::error_code error;
+  fs::path displaced;
+  if (fs::exists(target)) {
+    displaced = target.string() + fmt::format(".replaced-{}", ::getpid());
+    fs::rename(target, displaced, error);
+    if (error)
+      return absl::InternalError(fmt::format("cannot move aside {}: {}", target.string(), error.message()));
+  }
+  fs::rename(source, target, error);
+  if (error)
+    return absl::InternalError(
+        fmt::format("cannot rename {} to {}: {}", source.string(), target.string(), error.message()));
+  if (!displaced.empty()) fs::remove_all(displaced, error);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string checkpoint_name(int64_t step) {
+  return fmt::format("step_{:06d}", step);
+}
+
+absl::Status save_checkpoint(const std::string& run_dir, const GPT& model, const MuonAdamW& optimizer,
+                             const TrainerState& trainer) {
+  const fs::path root = fs::path(run_dir) / "checkpoints";
+  const std::string name = checkpoint_name(trainer.step);
+  const fs::path temporary = root / fmt::format(".{}.partial-{}", name, ::getpid());
+  std::error_code error;
+  fs::remove_all(temporary, error);
+  fs::create_directories(temporary, error);
+  if (error)
+    return absl::PermissionDeniedError(
+        fmt::format("{}: cannot create: {}", temporary.string(), error.message()));
+  absl::Status status = write_model((temporary / "model.h5").string(), model);
+  if (status.ok()) status = write_optimizer((temporary / "optimizer.h5").string(), optimizer);
+  if (status.ok()) status = write_trainer((temporary / "trainer.h5").string(), trainer);
+  for (const char* file : {"model.h5", "optimizer.h5", "trainer.h5"}) {
+    if (status.ok()) status = sync_path(temporary / file);
+  }
+  if (status.ok()) status = sync_path(temporary);
+  if (status.ok()) status = move_into_place(temporary, root / name);
+  if (status.ok()) status = sync_path(root);
+  if (!status.ok()) {
+    fs::remove_all(temporary, error);
+    return status;
+  }
+  // `latest` changes only once the checkpoint it names is complete on disk.
+  const fs::path latest_temporary = root / fmt::format(".latest.partial-{}", ::getpid());
+  {
+    std::ofstream latest(latest_temporary);
+    latest << name << "\n";
+    if (!latest) return absl::DataLossError(fmt::format("{}: cannot write", latest_temporary.string()));
+  }
+  NANOFORGE_RETURN_IF_ERROR(sync_path(latest_temporary));
+  fs::rename(latest_temporary, root / "latest", error);
+  if (error)
+    return absl::InternalError(
+        fmt::format("cannot update {}: {}", (root / "latest").string(), error.message()));
+  return sync_path(root);
+}
+
+absl::StatusOr<std::string> latest_checkpoint(const std::string& run_dir) {
+  const fs::path latest = fs::path(run_dir) / "checkpoints" / "latest";
+  std::ifstream file(latest);
+  std::string name;
+  if (!file || !(file >> name))
+    return absl::NotFoundError(fmt::format("{}: no checkpoint yet", latest.string()));
+  return (fs::path(run_dir) / "checkpoints" / name).string();
+}
+
+absl::StatusOr<GPTConfig> read_checkpoint_config(const std::string& checkpoint_dir) {
+  NANOFORGE_ASSIGN_OR_RETURN(H5File file, H5File::open_read(checkpoint_dir + "/model.h5"));
+  return read_config_attributes(file);
+}
+
+absl::Status load_model_weights(const std::string& checkpoint_dir, GPT& model) {
+  NANOFORGE_ASSIGN_OR_RETURN(H5File file, H5File::open_read(checkpoint_dir + "/model.h5"));
+  for (const ParamInfo& info : model.layout().params()) {
+    NANOFORGE_ASSIGN_OR_RETURN(HostArray<float> weight, file.read<float>("/weights/" + info.name));
+    if (weight.shape != info.shape) {
+      return absl::InvalidArgumentError(fmt::format("{}: /weights/{} has shape ({}), the model needs ({})",
+                                                    file.path(), info.name, fmt::join(weight.shape, ", "),
+                                                    fmt::join(info.shape, ", ")));
+    }
+    upload(model.param(info.name), weight.values.data());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status load_optimizer_state(const std::string& checkpoint_dir, MuonAdamW& optimizer) {
+  NANOFORGE_ASSIGN_OR_RETURN(H5File file, H5File::open_read(checkpoint_dir + "/optimizer.h5"));
+  NANOFORGE_ASSIGN_OR_RETURN(const int64_t steps, file.read_int_attribute("/", "steps_taken"));
+  for (const ParamGroup& group : optimizer.groups()) {
+    for (const ParamInfo* info : group.params) {
+      const MuonAdamW::ParamState& state = optimizer.state(info->name);
+      const std::string base = "/state/" + info->name + "/";
+      const std::pair<const char*, TensorView> tensors[] = {{"exp_avg", state.exp_avg},
+                                                            {"exp_avg_sq", state.exp_avg_sq},
+                                                            {"momentum_buffer", state.momentum_buffer},
+                                                            {"second_momentum_buffer", state.second_moment}};
+      for (const auto& [key, tensor] : tensors) {
+        if (tensor.data == nullptr) continue;
+        NANOFORGE_ASSIGN_OR_RETURN(HostArray<float> stored, file.read<float>(base + key));
+        if (stored.numel() != tensor.numel()) {
+          return absl::InvalidArgumentError(fmt::format("{}: {}{} holds {} values, the optimizer needs {}",
+                                                        file.path(), base, key, stored.numel(),
+                                                        tensor.numel()));
+        }
+        upload(tensor, stored.values.data());
+      }
+    }
+  }
+  optimizer.set_steps_taken(steps);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TrainerState> read_trainer_state(const std::string& checkpoint_dir) {
+  NANOFORGE_ASSIGN_OR_RETURN(H5File file, H5File::open_read(checkpoint_dir + "/trainer.h5"));
+  TrainerState state;
+  NANOFORGE_ASSIGN_OR_RETURN(state.step, file.read_int_attribute("/", "step"));
+  NANOFORGE_ASSIGN_OR_RETURN(state.recipe_toml, file.read_string_attribute("/", "recipe"));
+  NANOFORGE_ASSIGN_OR_RETURN(state.tokenizer_hash, file.read_string_attribute("/", "tokenizer_hash"));
+  NANOFORGE_ASSIGN_OR_RETURN(state.nanoforge_version, file.read_string_attribute("/", "nanoforge_version"));
+  NANOFORGE_ASSIGN_OR_RETURN(state.git_commit, file.read_string_attribute("/", "git_commit"));
+  NANOFORGE_ASSIGN_OR_RETURN(HostArray<double> seconds, file.read<double>("/training_seconds"));
+  state.training_seconds = seconds.values.at(0);
+  NANOFORGE_ASSIGN_OR_RETURN(HostArray<uint8_t> loader, file.read<uint8_t>("/loader_state"));
+  state.loader_state = std::move(loader.values);
+  return state;
+}
+
+}  // namespace nanoforge

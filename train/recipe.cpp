@@ -1,0 +1,275 @@
+// The recipe schema (one table binding TOML keys to Recipe fields) and the parsing, override and printing
+// built on it, with toml++.
+#include "train/recipe.h"
+
+#include <fmt/format.h>
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <variant>
+
+namespace nanoforge {
+namespace {
+
+using FieldRef = std::variant<int64_t*, double*, std::string*>;
+
+struct Field {
+  const char* section;
+  const char* key;
+  FieldRef ref;
+  const char* help;
+};
+
+// The schema. Recipe is non-const so the same table reads and writes.
+std::vector<Field> fields_of(Recipe& r) {
+  return {
+      {"model", "depth", &r.model.depth, "transformer blocks; width and heads follow nanochat's sizing"},
+      {"model", "aspect_ratio", &r.model.aspect_ratio,
+       "model dim = depth * aspect_ratio, rounded up to head_dim"},
+      {"model", "head_dim", &r.model.head_dim, "attention head dimension"},
+      {"model", "max_seq_len", &r.model.max_seq_len, "sequence length T of every training row"},
+      {"model", "window_pattern", &r.model.window_pattern,
+       "attention windows per layer (S short, L long), tiled"},
+      {"model", "init_from", &r.model.init_from,
+       "start from these weights (model.h5, a checkpoint or run directory) instead of the seeded init"},
+      {"data", "train", &r.data.train, "training shards: a directory of shard files, or one file"},
+      {"data", "val", &r.data.val, "validation shards: a directory or one file"},
+      {"data", "tokenizer", &r.data.tokenizer, "tokenizer directory (nanoforge tokenizer train --out)"},
+      {"train", "device_batch_size", &r.train.device_batch_size, "rows per micro-batch per device"},
+      {"train", "total_batch_size", &r.train.total_batch_size,
+       "tokens per optimizer step; -1: nanochat's power law"},
+      {"train", "num_iterations", &r.train.num_iterations,
+       "optimizer steps; -1: from target_flops or the data ratio"},
+      {"train", "target_flops", &r.train.target_flops, "training FLOPs budget for the horizon; -1: unused"},
+      {"train", "target_param_data_ratio", &r.train.target_param_data_ratio, "tokens per scaling parameter"},
+      {"train", "seed", &r.train.seed, "init and data-order seed"},
+      {"train", "warmup_steps", &r.train.warmup_steps, "linear LR warmup steps"},
+      {"train", "warmdown_ratio", &r.train.warmdown_ratio, "fraction of the run spent in the LR warmdown"},
+      {"train", "final_lr_frac", &r.train.final_lr_frac, "LR multiplier at the end of the warmdown"},
+      {"train", "eval_every", &r.train.eval_every,
+       "steps between validation bits-per-byte evaluations; -1: never"},
+      {"train", "eval_tokens", &r.train.eval_tokens, "validation tokens per evaluation"},
+      {"train", "sample_every", &r.train.sample_every, "steps between samples; -1: never"},
+      {"train", "sample_tokens", &r.train.sample_tokens, "tokens generated per sample prompt"},
+      {"train", "device", &r.train.device, "auto, cpu or cuda"},
+      {"train", "threads", &r.train.threads, "CPU threads (0: all cores)"},
+      {"optim", "unembedding_lr", &r.optim.unembedding_lr, "AdamW lr of lm_head (before scaling)"},
+      {"optim", "embedding_lr", &r.optim.embedding_lr, "AdamW lr of the embeddings (before scaling)"},
+      {"optim", "scalar_lr", &r.optim.scalar_lr, "AdamW lr of the residual scalars (before scaling)"},
+      {"optim", "matrix_lr", &r.optim.matrix_lr, "Muon lr of the block matrices (before scaling)"},
+      {"optim", "weight_decay", &r.optim.weight_decay, "Muon weight decay (before horizon scaling)"},
+      {"checkpoint", "every", &r.checkpoint.every, "steps between checkpoints; -1: only at the end"},
+      {"dist", "timeout_seconds", &r.dist.timeout_seconds,
+       "how long a rank waits for the others before failing"},
+  };
+}
+
+const char* type_name(const FieldRef& ref) {
+  return std::visit(
+      [](auto* p) -> const char* {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, int64_t>) return "integer";
+        if constexpr (std::is_same_v<T, double>) return "float";
+        return "string";
+      },
+      ref);
+}
+
+std::string toml_value(const FieldRef& ref) {
+  return std::visit(
+      [](auto* p) -> std::string {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, int64_t>) {
+          return std::to_string(*p);
+        } else if constexpr (std::is_same_v<T, double>) {
+          std::string text = fmt::format("{}", *p);
+          if (text.find_first_of(".einf") == std::string::npos) text += ".0";  // keep it a TOML float
+          return text;
+        } else {
+          std::ostringstream quoted;
+          quoted << toml::value<std::string>(*p);  // TOML string syntax with escapes
+          return quoted.str();
+        }
+      },
+      ref);
+}
+
+// Levenshtein distance, for "did you mean" hints.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> previous(b.size() + 1), current(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j)
+    previous[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    current[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      current[j] =
+          std::min({previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    }
+    std::swap(previous, current);
+  }
+  return previous[b.size()];
+}
+
+std::string suggestion(const std::string& name, const std::vector<Field>& fields) {
+  std::string best;
+  size_t best_distance = 4;  // only close misspellings
+  for (const Field& field : fields) {
+    const std::string candidate = fmt::format("{}.{}", field.section, field.key);
+    const size_t distance = edit_distance(name, candidate);
+    if (distance < best_distance) best = candidate, best_distance = distance;
+  }
+  return best.empty() ? "" : fmt::format(" (did you mean {}?)", best);
+}
+
+// Assigns a TOML node to a field, checking its type.
+absl::Status assign(const Field& field, const toml::node& node, const std::string& where) {
+  const std::string name = fmt::format("{}.{}", field.section, field.key);
+  auto wrong = [&](const char* found) {
+    return absl::InvalidArgumentError(fmt::format("{}: {} must be {} {}, got {}", where, name,
+                                                  field.ref.index() == 0 ? "an" : "a", type_name(field.ref),
+                                                  found));
+  };
+  const char* found = node.is_integer()          ? "an integer"
+                      : node.is_floating_point() ? "a float"
+                      : node.is_string()         ? "a string"
+                      : node.is_boolean()        ? "a boolean"
+                                                 : "a table or array";
+  return std::visit(
+      [&](auto* p) -> absl::Status {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, int64_t>) {
+          if (!node.is_integer()) return wrong(found);
+          *p = node.as_integer()->get();
+        } else if constexpr (std::is_same_v<T, double>) {
+          if (node.is_integer()) {
+            *p = static_cast<double>(node.as_integer()->get());
+          } else if (node.is_floating_point()) {
+            *p = node.as_floating_point()->get();
+          } else {
+            return wrong(found);
+          }
+        } else {
+          if (!node.is_string()) return wrong(found);
+          *p = node.as_string()->get();
+        }
+        return absl::OkStatus();
+      },
+      field.ref);
+}
+
+absl::Status assign_table(Recipe& recipe, const toml::table& table, const std::string& where) {
+  const std::vector<Field> fields = fields_of(recipe);
+  for (const auto& [section_key, section_node] : table) {
+    const std::string section(section_key.str());
+    const toml::table* section_table = section_node.as_table();
+    const bool known_section =
+        std::any_of(fields.begin(), fields.end(), [&](const Field& f) { return section == f.section; });
+    if (!known_section || section_table == nullptr) {
+      return absl::InvalidArgumentError(fmt::format(
+          "{}: [{}] is not a recipe section; sections are [model] [data] [train] [optim] [checkpoint] [dist]",
+          where, section));
+    }
+    for (const auto& [key_name, node] : *section_table) {
+      const std::string key(key_name.str());
+      const auto field = std::find_if(fields.begin(), fields.end(),
+                                      [&](const Field& f) { return section == f.section && key == f.key; });
+      if (field == fields.end()) {
+        const std::string name = fmt::format("{}.{}", section, key);
+        return absl::InvalidArgumentError(
+            fmt::format("{}: unknown key {}{}; `nanoforge train --help` lists the keys", where, name,
+                        suggestion(name, fields)));
+      }
+      if (absl::Status status = assign(*field, node, where); !status.ok()) return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Recipe> parse_recipe(const std::string& toml_text, const std::string& source_name) {
+  toml::table table;
+  try {
+    table = toml::parse(toml_text, source_name);
+  } catch (const toml::parse_error& error) {
+    return absl::InvalidArgumentError(fmt::format("{}:{}:{}: {}", source_name, error.source().begin.line,
+                                                  error.source().begin.column, error.description()));
+  }
+  Recipe recipe;
+  if (absl::Status status = assign_table(recipe, table, source_name); !status.ok()) return status;
+  return recipe;
+}
+
+absl::StatusOr<Recipe> read_recipe(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return absl::NotFoundError(fmt::format("{}: cannot read the recipe (no such file?)", path));
+  std::stringstream text;
+  text << file.rdbuf();
+  return parse_recipe(text.str(), path);
+}
+
+absl::Status apply_overrides(Recipe& recipe, const std::vector<std::string>& overrides) {
+  const std::vector<Field> fields = fields_of(recipe);
+  for (const std::string& override_text : overrides) {
+    const size_t equals = override_text.find('=');
+    const size_t dot = override_text.find('.');
+    if (equals == std::string::npos || dot == std::string::npos || dot > equals) {
+      return absl::InvalidArgumentError(fmt::format(
+          "override '{}' must look like section.key=value, e.g. train.num_iterations=100", override_text));
+    }
+    const std::string section = override_text.substr(0, dot),
+                      key = override_text.substr(dot + 1, equals - dot - 1);
+    std::string value = override_text.substr(equals + 1);
+    const auto field = std::find_if(fields.begin(), fields.end(),
+                                    [&](const Field& f) { return section == f.section && key == f.key; });
+    if (field == fields.end()) {
+      const std::string name = section + "." + key;
+      return absl::InvalidArgumentError(
+          fmt::format("override {}: unknown key{}; `nanoforge train --help` lists the keys", name,
+                      suggestion(name, fields)));
+    }
+    toml::table parsed;
+    try {
+      parsed = toml::parse("value = " + value);
+    } catch (const toml::parse_error&) {
+      parsed = toml::table{{"value", value}};  // a bare word: the string itself
+    }
+    if (std::holds_alternative<std::string*>(field->ref) && !parsed["value"].is_string()) {
+      parsed = toml::table{{"value", value}};  // string fields take the text as written (paths, patterns)
+    }
+    if (absl::Status status = assign(*field, *parsed.get("value"), "override " + override_text);
+        !status.ok()) {
+      return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<RecipeKey> recipe_keys(const Recipe& recipe) {
+  Recipe copy = recipe;
+  std::vector<RecipeKey> keys;
+  for (const Field& field : fields_of(copy)) {
+    keys.push_back({fmt::format("{}.{}", field.section, field.key), type_name(field.ref),
+                    toml_value(field.ref), field.help});
+  }
+  return keys;
+}
+
+std::string recipe_to_toml(const Recipe& recipe) {
+  Recipe copy = recipe;
+  std::string text;
+  std::string section;
+  for (const Field& field : fields_of(copy)) {
+    if (section != field.section) {
+      section = field.section;
+      text += fmt::format("{}[{}]\n", text.empty() ? "" : "\n", section);
+    }
+    text += fmt::format("{} = {}\n", field.key, toml_value(field.ref));
+  }
+  return text;
+}
+
+}  // namespace nanoforge

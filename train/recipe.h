@@ -1,0 +1,80 @@
+// A training recipe: every setting of a run, in TOML sections [model] [data] [train] [optim] [checkpoint]
+// [dist], with nanochat's base_train defaults. The schema is the field table in recipe.cpp: parsing,
+// `section.key=value` overrides, the resolved config.toml and `nanoforge train --help` all come from it, so a
+// key exists in one place. Errors name the file, the key and what would fix it.
+#pragma once
+
+#include <absl/status/statusor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace nanoforge {
+
+struct Recipe {
+  struct Model {
+    int64_t depth = 20;
+    int64_t aspect_ratio = 64;
+    int64_t head_dim = 128;
+    int64_t max_seq_len = 2048;
+    std::string window_pattern = "SSSL";
+    std::string
+        init_from;  // a model.h5 (or checkpoint / run directory) to start from instead of the seeded init
+  } model;
+  struct Data {
+    std::string train;      // shard directory (or one shard file) for training
+    std::string val;        // shard directory (or file) for validation
+    std::string tokenizer;  // tokenizer directory (vocab size, BOS, token bytes for bits per byte)
+  } data;
+  struct Train {
+    int64_t device_batch_size = 32;
+    int64_t total_batch_size = -1;  // tokens per step; -1: nanochat's power law
+    int64_t num_iterations = -1;    // > 0 overrides the horizon
+    double target_flops = -1;
+    double target_param_data_ratio = 12;
+    int64_t seed = 42;
+    int64_t warmup_steps = 40;
+    double warmdown_ratio = 0.65;
+    double final_lr_frac = 0.05;
+    int64_t eval_every = 250;
+    int64_t eval_tokens = 80 * 524288;
+    int64_t sample_every = 2000;
+    int64_t sample_tokens = 16;
+    std::string device = "auto";  // auto, cpu, cuda
+    int64_t threads = 0;          // CPU threads (0: all)
+  } train;
+  struct Optim {
+    double unembedding_lr = 0.008;
+    double embedding_lr = 0.3;
+    double scalar_lr = 0.5;
+    double matrix_lr = 0.02;
+    double weight_decay = 0.28;
+  } optim;
+  struct Checkpoint {
+    int64_t every = -1;  // steps between checkpoints; -1: only at the end
+  } checkpoint;
+  struct Dist {
+    double timeout_seconds = 300;  // a rank that hears nothing from the others this long gives up
+  } dist;
+};
+
+// One key of the schema, for help texts and the resolved config.
+struct RecipeKey {
+  std::string name;   // "train.device_batch_size"
+  std::string type;   // "integer", "float", "string"
+  std::string value;  // current value as TOML
+  std::string help;
+};
+
+// Parses a recipe file; unknown sections or keys and wrong types are errors naming the file and the key.
+absl::StatusOr<Recipe> read_recipe(const std::string& path);
+absl::StatusOr<Recipe> parse_recipe(const std::string& toml_text, const std::string& source_name);
+// Applies `section.key=value` overrides (value in TOML syntax; a bare word is taken as a string).
+absl::Status apply_overrides(Recipe& recipe, const std::vector<std::string>& overrides);
+// The keys with their current values (schema order).
+std::vector<RecipeKey> recipe_keys(const Recipe& recipe);
+// The recipe as a TOML document (the resolved config.toml of a run).
+std::string recipe_to_toml(const Recipe& recipe);
+
+}  // namespace nanoforge

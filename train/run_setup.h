@@ -1,0 +1,38 @@
+// Turning a validated recipe into the concrete pieces of a run, with every check done before any training
+// work starts: the tokenizer, the train and val shards (checked against the tokenizer), the model's
+// dimensions, the horizon and the gradient accumulation. Each error names the recipe key that would fix it.
+#pragma once
+
+#include <absl/status/statusor.h>
+
+#include <memory>
+#include <string>
+
+#include "data/shard_set.h"
+#include "data/tokenizer.h"
+#include "model/gpt_config.h"
+#include "optim/schedules.h"
+#include "optim/training_horizon.h"
+#include "train/recipe.h"
+
+namespace nanoforge {
+
+struct RunSetup {
+  explicit RunSetup(Tokenizer tokenizer_in) : tokenizer(std::move(tokenizer_in)) {}
+  Tokenizer tokenizer;
+  std::shared_ptr<const ShardSet> train_data, val_data;
+  GPTConfig model;
+  TrainingHorizon horizon;
+  ScheduleConfig schedule;
+  int64_t world_size = 1;
+  int64_t grad_accum_steps = 1;  // micro-batches per optimizer step and rank
+  int64_t eval_steps = 0;        // validation batches per evaluation
+  std::string device_name;       // what MFU is computed against ("cpu")
+};
+
+// Checks the recipe's values on their own (sizes positive, fractions in range, keys that need each other).
+absl::Status validate_recipe(const Recipe& recipe);
+
+absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size);
+
+}  // namespace nanoforge
