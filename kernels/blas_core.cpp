@@ -3,6 +3,9 @@
 
 #include <cblas.h>
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <string_view>
 
@@ -19,6 +22,18 @@ std::string better_blas_coretype() {
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
   return "";
+}
+
+void restart_with_best_blas_kernels(char** argv) {
+  const std::string coretype = better_blas_coretype();
+  if (coretype.empty()) return;
+  setenv("OPENBLAS_CORETYPE", coretype.c_str(), 1);
+  execv("/proc/self/exe", argv);
+  fmt::print(
+      stderr,
+      "nanoforge: warning: could not restart with OPENBLAS_CORETYPE={}; set it yourself for faster CPU "
+      "matrix products\n",
+      coretype);
 }
 
 }  // namespace nanoforge

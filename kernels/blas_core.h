@@ -13,4 +13,10 @@ namespace nanoforge {
 // choice is fine or the user has set OPENBLAS_CORETYPE.
 std::string better_blas_coretype();
 
+// Call first thing in main(): when better_blas_coretype() names a core type, sets OPENBLAS_CORETYPE and
+// re-executes the program (same arguments) so OpenBLAS loads with it; returns only when no restart is needed
+// or it failed (with a warning). Every nanoforge program (the CLI, the test binaries) does this, so they all
+// compute with the same kernels and agree bit for bit.
+void restart_with_best_blas_kernels(char** argv);
+
 }  // namespace nanoforge

@@ -2,6 +2,7 @@
 #include "kernels/host_transfer.h"
 
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/device_buffer.h"
 
@@ -68,6 +69,19 @@ std::vector<Host> download(TensorView src) {
   return {};
 }
 
+template <class Host>
+void download_into(TensorView src, std::vector<Host>& out) {
+  const bool same_type = (std::is_same_v<Host, float> && src.dtype == DType::kF32) ||
+                         (std::is_same_v<Host, double> && src.dtype == DType::kF64) ||
+                         (std::is_same_v<Host, int32_t> && src.dtype == DType::kI32);
+  if (!same_type) {
+    out = download<Host>(src);
+    return;
+  }
+  out.resize(static_cast<size_t>(src.numel()));
+  copy_to_host(out.data(), src);
+}
+
 template void upload<float>(TensorView, const float*);
 template void upload<double>(TensorView, const double*);
 template void upload<int32_t>(TensorView, const int32_t*);
@@ -75,5 +89,6 @@ template void upload<int64_t>(TensorView, const int64_t*);
 template std::vector<float> download<float>(TensorView);
 template std::vector<double> download<double>(TensorView);
 template std::vector<int32_t> download<int32_t>(TensorView);
+template void download_into<float>(TensorView, std::vector<float>&);
 
 }  // namespace nanoforge

@@ -18,4 +18,9 @@ void upload(TensorView dst, const Host* src);
 template <class Host>
 std::vector<Host> download(TensorView src);
 
+// The same into an existing vector (resized; no reallocation when it already has the room), a plain copy
+// when the tensor holds Host values: for snapshots that are taken again and again.
+template <class Host>
+void download_into(TensorView src, std::vector<Host>& out);
+
 }  // namespace nanoforge

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "support/check.h"
+#include "support/number_format.h"
 
 namespace nanoforge {
 
@@ -128,22 +129,6 @@ ParamCounts ParamLayout::counts() const {
   }
   return counts;
 }
-
-namespace {
-
-// 896533746 -> "896,533,746".
-std::string with_thousands(int64_t value) {
-  const std::string digits = std::to_string(value);
-  std::string grouped;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    const size_t remaining = digits.size() - i;
-    if (i > 0 && digits[i - 1] != '-' && remaining % 3 == 0) grouped += ',';
-    grouped += digits[i];
-  }
-  return grouped;
-}
-
-}  // namespace
 
 std::string format_param_counts(const ParamCounts& counts) {
   const std::pair<const char*, int64_t> rows[] = {

@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 
 #include "kernels/host_transfer.h"
 #include "support/h5_file.h"
@@ -43,42 +45,27 @@ absl::Status write_config(H5File& file, const GPTConfig& config) {
   return file.write_string_attribute("/config", "window_pattern", config.window_pattern);
 }
 
-absl::Status write_model(const std::string& path, const GPT& model) {
-  NANOFORGE_ASSIGN_OR_RETURN(H5File file, H5File::create(path));
-  NANOFORGE_RETURN_IF_ERROR(write_config(file, model.config()));
-  for (const std::string& name : model.layout().state_dict_order()) {
-    const ParamInfo& info = model.layout().at(name);
-    const std::vector<float> values = download<float>(model.param(name));
-    NANOFORGE_RETURN_IF_ERROR(file.write("/weights/" + name, info.shape, values.data(), kChecksummed));
+absl::Status write_tensors(H5File& file, const std::vector<CheckpointSnapshot::Tensor>& tensors) {
+  for (const CheckpointSnapshot::Tensor& tensor : tensors) {
+    NANOFORGE_RETURN_IF_ERROR(file.write(tensor.dataset, tensor.shape, tensor.values.data(), kChecksummed));
   }
   return absl::OkStatus();
 }
 
-absl::Status write_state_tensor(H5File& file, const std::string& dataset, const TensorView& tensor) {
-  const std::vector<float> values = download<float>(tensor);
-  const std::vector<int64_t> shape(tensor.shape.begin(), tensor.shape.begin() + tensor.rank);
-  NANOFORGE_RETURN_IF_ERROR(file.write(dataset, shape, values.data(), kChecksummed));
-  // One rank holds whole tensors; sharded state (data parallelism) stores its slice of this global shape.
-  NANOFORGE_RETURN_IF_ERROR(file.write_int_attribute(dataset, "slice_begin", 0));
-  return file.write_int_attribute(dataset, "slice_rows", shape.empty() ? 1 : shape[0]);
+absl::Status write_model(const std::string& path, const CheckpointSnapshot& snapshot) {
+  NANOFORGE_ASSIGN_OR_RETURN(H5File file, H5File::create(path));
+  NANOFORGE_RETURN_IF_ERROR(write_config(file, snapshot.config));
+  return write_tensors(file, snapshot.weights);
 }
 
-absl::Status write_optimizer(const std::string& path, const MuonAdamW& optimizer) {
+absl::Status write_optimizer(const std::string& path, const CheckpointSnapshot& snapshot) {
   NANOFORGE_ASSIGN_OR_RETURN(H5File file, H5File::create(path));
-  NANOFORGE_RETURN_IF_ERROR(file.write_int_attribute("/", "steps_taken", optimizer.steps_taken()));
-  for (const ParamGroup& group : optimizer.groups()) {
-    for (const ParamInfo* info : group.params) {
-      const MuonAdamW::ParamState& state = optimizer.state(info->name);
-      const std::string base = "/state/" + info->name + "/";
-      if (group.kind == GroupKind::kAdamW) {
-        NANOFORGE_RETURN_IF_ERROR(write_state_tensor(file, base + "exp_avg", state.exp_avg));
-        NANOFORGE_RETURN_IF_ERROR(write_state_tensor(file, base + "exp_avg_sq", state.exp_avg_sq));
-      } else {
-        NANOFORGE_RETURN_IF_ERROR(write_state_tensor(file, base + "momentum_buffer", state.momentum_buffer));
-        NANOFORGE_RETURN_IF_ERROR(
-            write_state_tensor(file, base + "second_momentum_buffer", state.second_moment));
-      }
-    }
+  NANOFORGE_RETURN_IF_ERROR(file.write_int_attribute("/", "steps_taken", snapshot.optimizer_steps));
+  NANOFORGE_RETURN_IF_ERROR(write_tensors(file, snapshot.optimizer_state));
+  for (const CheckpointSnapshot::Tensor& tensor : snapshot.optimizer_state) {
+    // One rank holds whole tensors; sharded state (data parallelism) stores its rows of this global shape.
+    NANOFORGE_RETURN_IF_ERROR(file.write_int_attribute(tensor.dataset, "slice_begin", 0));
+    NANOFORGE_RETURN_IF_ERROR(file.write_int_attribute(tensor.dataset, "slice_rows", tensor.shape.at(0)));
   }
   return absl::OkStatus();
 }
@@ -94,6 +81,18 @@ absl::Status write_trainer(const std::string& path, const TrainerState& trainer)
   NANOFORGE_RETURN_IF_ERROR(file.write("/training_seconds", {}, &seconds));
   return file.write("/loader_state", {static_cast<int64_t>(trainer.loader_state.size())},
                     trainer.loader_state.data(), kChecksummed);
+}
+
+// Test hook: NANOFORGE_CHECKPOINT_FAULT=STAGE@STEP aborts the process while saving the checkpoint of STEP, at
+// STAGE ("after_model": model.h5 written, the rest not; "before_latest": the checkpoint in place, `latest`
+// not yet updated), as a crash or kill would, so tests can check that the previous checkpoint and `latest`
+// survive.
+void maybe_inject_fault(const char* stage, int64_t step) {
+  const char* fault = std::getenv("NANOFORGE_CHECKPOINT_FAULT");
+  if (fault != nullptr && std::string_view(fault) == fmt::format("{}@{}", stage, step)) {
+    fmt::print(stderr, "nanoforge: NANOFORGE_CHECKPOINT_FAULT={}: aborting mid-checkpoint\n", fault);
+    std::abort();
+  }
 }
 
 // Replaces `target` by `source` (a directory), keeping `target` intact until the new one is in place.
@@ -120,10 +119,54 @@ std::string checkpoint_name(int64_t step) {
   return fmt::format("step_{:06d}", step);
 }
 
-absl::Status save_checkpoint(const std::string& run_dir, const GPT& model, const MuonAdamW& optimizer,
-                             const TrainerState& trainer) {
+int64_t CheckpointSnapshot::bytes() const {
+  int64_t total = static_cast<int64_t>(trainer.loader_state.size());
+  for (const auto* tensors : {&weights, &optimizer_state}) {
+    for (const Tensor& tensor : *tensors)
+      total += static_cast<int64_t>(tensor.values.size() * sizeof(float));
+  }
+  return total;
+}
+
+void take_snapshot(const GPT& model, const MuonAdamW& optimizer, TrainerState trainer,
+                   CheckpointSnapshot& snapshot) {
+  // The sources in file order; the snapshot's tensors are (re)built only when they do not match them.
+  std::vector<std::pair<std::string, TensorView>> weights, state;
+  for (const std::string& name : model.layout().state_dict_order())
+    weights.emplace_back("/weights/" + name, model.param(name));
+  for (const ParamGroup& group : optimizer.groups()) {
+    for (const ParamInfo* info : group.params) {
+      const MuonAdamW::ParamState& s = optimizer.state(info->name);
+      const std::string base = "/state/" + info->name + "/";
+      if (group.kind == GroupKind::kAdamW) {
+        state.emplace_back(base + "exp_avg", s.exp_avg);
+        state.emplace_back(base + "exp_avg_sq", s.exp_avg_sq);
+      } else {
+        state.emplace_back(base + "momentum_buffer", s.momentum_buffer);
+        state.emplace_back(base + "second_momentum_buffer", s.second_moment);
+      }
+    }
+  }
+  auto copy_all = [](const std::vector<std::pair<std::string, TensorView>>& sources,
+                     std::vector<CheckpointSnapshot::Tensor>& tensors) {
+    if (tensors.size() != sources.size()) tensors.assign(sources.size(), {});
+    for (size_t i = 0; i < sources.size(); ++i) {
+      const TensorView& view = sources[i].second;
+      tensors[i].dataset = sources[i].first;
+      tensors[i].shape.assign(view.shape.begin(), view.shape.begin() + view.rank);
+      download_into(view, tensors[i].values);
+    }
+  };
+  snapshot.config = model.config();
+  copy_all(weights, snapshot.weights);
+  copy_all(state, snapshot.optimizer_state);
+  snapshot.optimizer_steps = optimizer.steps_taken();
+  snapshot.trainer = std::move(trainer);
+}
+
+absl::Status write_checkpoint(const std::string& run_dir, const CheckpointSnapshot& snapshot) {
   const fs::path root = fs::path(run_dir) / "checkpoints";
-  const std::string name = checkpoint_name(trainer.step);
+  const std::string name = checkpoint_name(snapshot.trainer.step);
   const fs::path temporary = root / fmt::format(".{}.partial-{}", name, ::getpid());
   std::error_code error;
   fs::remove_all(temporary, error);
@@ -131,9 +174,10 @@ absl::Status save_checkpoint(const std::string& run_dir, const GPT& model, const
   if (error)
     return absl::PermissionDeniedError(
         fmt::format("{}: cannot create: {}", temporary.string(), error.message()));
-  absl::Status status = write_model((temporary / "model.h5").string(), model);
-  if (status.ok()) status = write_optimizer((temporary / "optimizer.h5").string(), optimizer);
-  if (status.ok()) status = write_trainer((temporary / "trainer.h5").string(), trainer);
+  absl::Status status = write_model((temporary / "model.h5").string(), snapshot);
+  if (status.ok()) maybe_inject_fault("after_model", snapshot.trainer.step);
+  if (status.ok()) status = write_optimizer((temporary / "optimizer.h5").string(), snapshot);
+  if (status.ok()) status = write_trainer((temporary / "trainer.h5").string(), snapshot.trainer);
   for (const char* file : {"model.h5", "optimizer.h5", "trainer.h5"}) {
     if (status.ok()) status = sync_path(temporary / file);
   }
@@ -144,6 +188,7 @@ absl::Status save_checkpoint(const std::string& run_dir, const GPT& model, const
     fs::remove_all(temporary, error);
     return status;
   }
+  maybe_inject_fault("before_latest", snapshot.trainer.step);
   // `latest` changes only once the checkpoint it names is complete on disk.
   const fs::path latest_temporary = root / fmt::format(".latest.partial-{}", ::getpid());
   {
@@ -227,6 +272,30 @@ absl::StatusOr<TrainerState> read_trainer_state(const std::string& checkpoint_di
   NANOFORGE_ASSIGN_OR_RETURN(HostArray<uint8_t> loader, file.read<uint8_t>("/loader_state"));
   state.loader_state = std::move(loader.values);
   return state;
+}
+
+absl::Status verify_checkpoint(const std::string& checkpoint_dir) {
+  for (const char* name : {"model.h5", "optimizer.h5", "trainer.h5"}) {
+    NANOFORGE_ASSIGN_OR_RETURN(H5File file, H5File::open_read(checkpoint_dir + "/" + name));
+    std::vector<std::string> pending = {"/"};
+    while (!pending.empty()) {
+      const std::string group = pending.back();
+      pending.pop_back();
+      NANOFORGE_ASSIGN_OR_RETURN(const std::vector<std::string> members, file.members(group));
+      for (const std::string& member : members) {
+        const std::string path = (group == "/" ? "/" : group + "/") + member;
+        if (file.members(path).ok()) {
+          pending.push_back(path);
+          continue;
+        }
+        // Reading checks the checksum; any numeric dataset reads as double, the loader state as bytes.
+        absl::Status read =
+            member == "loader_state" ? file.read<uint8_t>(path).status() : file.read<double>(path).status();
+        if (!read.ok()) return read;
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace nanoforge

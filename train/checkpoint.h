@@ -1,15 +1,18 @@
 // Run checkpoints: RUN/checkpoints/step_NNNNNN/ holds model.h5 (every parameter in fp32 under its nanochat
-// state-dict name, the config as attributes), optimizer.h5 (MuonAdamW's state per parameter, with global
-// shapes) and trainer.h5 (step, data-loader state, resolved recipe, tokenizer hash, version and commit);
-// every dataset carries a Fletcher-32 checksum. A checkpoint is written into a temporary directory, fsync'd
-// and renamed into place, and RUN/checkpoints/latest (the directory's name) is replaced atomically
-// afterwards, so `latest` always names a complete checkpoint. Layout: docs/checkpoints.md.
+// state-dict name, the config as attributes), optimizer.h5 (MuonAdamW's state per parameter, with the rows
+// of the global tensor each dataset holds) and trainer.h5 (step, data-loader state, resolved recipe,
+// tokenizer hash, version and commit); every dataset carries a Fletcher-32 checksum. Saving is split in two:
+// take_snapshot copies everything to host memory (the only part that stalls training), write_checkpoint
+// serialises a snapshot — into a temporary directory, fsync'd and renamed into place, after which
+// RUN/checkpoints/latest is replaced atomically — so `latest` always names a complete checkpoint.
+// Layout: docs/checkpoints.md.
 #pragma once
 
 #include <absl/status/statusor.h>
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "data/loader.h"
 #include "model/gpt.h"
@@ -23,14 +26,32 @@ struct TrainerState {
   std::vector<uint8_t> loader_state;  // LoaderState::to_bytes()
   std::string recipe_toml;            // the resolved recipe of the run
   std::string tokenizer_hash;
-  std::string nanoforge_version, git_commit;
+  std::string nanoforge_version, git_commit;  // filled in when written
   double training_seconds = 0;
+};
+
+// A host copy of everything a checkpoint holds.
+struct CheckpointSnapshot {
+  struct Tensor {
+    std::string dataset;  // e.g. "/weights/lm_head.weight", "/state/lm_head.weight/exp_avg"
+    std::vector<int64_t> shape;
+    std::vector<float> values;
+  };
+  GPTConfig config;
+  std::vector<Tensor> weights;          // state-dict order
+  std::vector<Tensor> optimizer_state;  // group order
+  int64_t optimizer_steps = 0;
+  TrainerState trainer;
+  int64_t bytes() const;
 };
 
 std::string checkpoint_name(int64_t step);  // "step_000500"
 
-absl::Status save_checkpoint(const std::string& run_dir, const GPT& model, const MuonAdamW& optimizer,
-                             const TrainerState& trainer);
+// Copies the model, the optimizer state and `trainer` into `snapshot`, reusing its buffers when it already
+// holds a snapshot of the same model (no allocation, no page faults: the copy is all the stall there is).
+void take_snapshot(const GPT& model, const MuonAdamW& optimizer, TrainerState trainer,
+                   CheckpointSnapshot& snapshot);
+absl::Status write_checkpoint(const std::string& run_dir, const CheckpointSnapshot& snapshot);
 
 // The checkpoint `latest` names, as a directory path; NotFound when the run has none.
 absl::StatusOr<std::string> latest_checkpoint(const std::string& run_dir);
@@ -41,5 +62,7 @@ absl::StatusOr<GPTConfig> read_checkpoint_config(const std::string& checkpoint_d
 absl::Status load_model_weights(const std::string& checkpoint_dir, GPT& model);
 absl::Status load_optimizer_state(const std::string& checkpoint_dir, MuonAdamW& optimizer);
 absl::StatusOr<TrainerState> read_trainer_state(const std::string& checkpoint_dir);
+// Reads every dataset of the checkpoint (so HDF5 verifies every checksum); the first problem, by file name.
+absl::Status verify_checkpoint(const std::string& checkpoint_dir);
 
 }  // namespace nanoforge

@@ -12,6 +12,8 @@ ABSL_FLAG(std::string, recipe, "", "recipe file (TOML; see recipes/ and docs/tra
 ABSL_FLAG(std::string, run_dir, "", "run directory: config.toml, metrics.jsonl, checkpoints/");
 ABSL_FLAG(int64_t, stop_at_step, -1,
           "stop cleanly with a checkpoint after this step (the schedule is unchanged)");
+ABSL_FLAG(bool, resume, false, "continue from the newest valid checkpoint of --run-dir");
+ABSL_FLAG(std::string, resume_from, "", "continue from this checkpoint directory");
 
 namespace nanoforge {
 namespace {
@@ -24,7 +26,8 @@ absl::Status run_train_command(const std::vector<std::string>& overrides) {
   }
   NANOFORGE_ASSIGN_OR_RETURN(Recipe recipe, read_recipe(recipe_path));
   NANOFORGE_RETURN_IF_ERROR(apply_overrides(recipe, overrides));
-  return run_training(recipe, {run_dir, absl::GetFlag(FLAGS_stop_at_step)});
+  return run_training(recipe, {run_dir, absl::GetFlag(FLAGS_stop_at_step), absl::GetFlag(FLAGS_resume),
+                               absl::GetFlag(FLAGS_resume_from)});
 }
 
 std::string recipe_help() {
@@ -40,8 +43,10 @@ std::string recipe_help() {
 Command train_command() {
   return {"train",
           "pretrain a model from a recipe",
-          "--recipe FILE --run-dir DIR [section.key=value ...] [--stop-at-step N]" + recipe_help(),
-          {"recipe", "run_dir", "stop_at_step"},
+          "--recipe FILE --run-dir DIR [section.key=value ...] [--stop-at-step N] [--resume | --resume-from "
+          "CKPT]" +
+              recipe_help(),
+          {"recipe", "run_dir", "stop_at_step", "resume", "resume_from"},
           run_train_command,
           /*takes_arguments=*/true};
 }

@@ -30,6 +30,7 @@ Command bench_step_command();
 Command tokenizer_train_command();
 Command bench_tokenizer_command();
 Command bench_loader_command();
+Command bench_checkpoint_command();
 Command prep_command();
 Command train_command();
 Command sample_command();

@@ -12,7 +12,8 @@ const std::vector<Command>& all_commands() {
                                                 parity_command(),
                                                 bench_step_command(),
                                                 bench_tokenizer_command(),
-                                                bench_loader_command()};
+                                                bench_loader_command(),
+                                                bench_checkpoint_command()};
   return commands;
 }
 

@@ -62,6 +62,9 @@ std::vector<Field> fields_of(Recipe& r) {
       {"optim", "matrix_lr", &r.optim.matrix_lr, "Muon lr of the block matrices (before scaling)"},
       {"optim", "weight_decay", &r.optim.weight_decay, "Muon weight decay (before horizon scaling)"},
       {"checkpoint", "every", &r.checkpoint.every, "steps between checkpoints; -1: only at the end"},
+      {"checkpoint", "keep_last", &r.checkpoint.keep_last, "keep the newest K checkpoints (-1: all)"},
+      {"checkpoint", "keep_every", &r.checkpoint.keep_every,
+       "also keep every checkpoint whose step is a multiple of M"},
       {"dist", "timeout_seconds", &r.dist.timeout_seconds,
        "how long a rank waits for the others before failing"},
   };

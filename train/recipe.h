@@ -52,7 +52,9 @@ struct Recipe {
     double weight_decay = 0.28;
   } optim;
   struct Checkpoint {
-    int64_t every = -1;  // steps between checkpoints; -1: only at the end
+    int64_t every = -1;       // steps between checkpoints; -1: only at the end
+    int64_t keep_last = -1;   // keep the newest K checkpoints (-1: all)
+    int64_t keep_every = -1;  // ... and every one whose step is a multiple of M
   } checkpoint;
   struct Dist {
     double timeout_seconds = 300;  // a rank that hears nothing from the others this long gives up

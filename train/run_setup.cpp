@@ -61,6 +61,12 @@ absl::Status validate_recipe(const Recipe& r) {
   if (r.optim.weight_decay < 0) return invalid("optim.weight_decay must be >= 0");
   if (r.checkpoint.every == 0 || r.checkpoint.every < -1)
     return invalid("checkpoint.every must be > 0 or -1 (at the end)");
+  if (r.checkpoint.keep_last == 0 || r.checkpoint.keep_last < -1) {
+    return invalid("checkpoint.keep_last must be >= 1 or -1 (keep all)");
+  }
+  if (r.checkpoint.keep_every == 0 || r.checkpoint.keep_every < -1) {
+    return invalid("checkpoint.keep_every must be >= 1 or -1 (none)");
+  }
   if (r.dist.timeout_seconds <= 0) return invalid("dist.timeout_seconds must be positive");
   return absl::OkStatus();
 }

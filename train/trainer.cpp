@@ -1,6 +1,7 @@
-// run_training: set-up (every check first), then the loop of nanochat's base_train — evaluate / sample /
-// checkpoint when due, then one optimizer step over grad_accum micro-batches — with one console line and one
-// metrics record per step.
+// run_training: set-up (every check first), optional resume, then the loop of nanochat's base_train —
+// evaluate / sample / checkpoint when due, then one optimizer step over grad_accum micro-batches — with one
+// console line and one metrics record per step. Checkpoints are written in the background; SIGTERM/SIGINT
+// stop the run after the current step with a checkpoint.
 #include "train/trainer.h"
 
 #include <fmt/format.h>
@@ -8,20 +9,25 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "kernels/backend_info.h"
 #include "model/flops.h"
 #include "model/gpt.h"
 #include "optim/muon_adamw.h"
 #include "optim/param_groups.h"
+#include "support/number_format.h"
 #include "support/status.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_model.h"
+#include "train/checkpoint_writer.h"
 #include "train/evaluate.h"
 #include "train/generate.h"
 #include "train/metrics_log.h"
 #include "train/peak_flops.h"
+#include "train/resume.h"
 #include "train/run_setup.h"
+#include "train/shutdown_signal.h"
 #include "train/token_batch_tensors.h"
 
 namespace nanoforge {
@@ -35,16 +41,6 @@ double seconds_since(Clock::time_point start) {
 
 std::string minutes(double seconds) {
   return fmt::format("{:.1f}m", seconds / 60.0);
-}
-
-// "4,321".
-std::string grouped(int64_t value) {
-  std::string digits = std::to_string(value), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
 }
 
 absl::Status write_text_file(const std::string& path, const std::string& text) {
@@ -74,153 +70,271 @@ absl::Status load_initial_weights(const std::string& location, GPT& model) {
   return load_model_weights(*checkpoint, model);
 }
 
-void print_setup(const Recipe& recipe, const RunSetup& setup, const GPT& model, const MuonAdamW& optimizer) {
-  fmt::print("{}", recipe_to_toml(recipe));
-  fmt::print("\nmodel: {}\n{}", setup.model.describe(), format_param_counts(model.layout().counts()));
-  fmt::print("train data: {}\nval data: {}\n", setup.train_data->describe(), setup.val_data->describe());
+// Everything a run holds, and the steps of the loop.
+class Trainer {
+ public:
+  Trainer(const Recipe& recipe, const TrainRunOptions& options, RunSetup setup)
+      : recipe_(recipe),
+        options_(options),
+        setup_(std::move(setup)),
+        batch_(recipe.train.device_batch_size),
+        seq_(recipe.model.max_seq_len),
+        model_(setup_.model, Device::kCpu, DType::kF32),
+        optimizer_(
+            nanochat_param_groups(setup_.model, model_.layout(),
+                                  {recipe.optim.unembedding_lr, recipe.optim.embedding_lr,
+                                   recipe.optim.scalar_lr, recipe.optim.matrix_lr, recipe.optim.weight_decay},
+                                  setup_.horizon.batch_lr_scale, setup_.horizon.weight_decay),
+            model_.layout(), model_.params(), model_.grads()),
+        tensors_(batch_, seq_),
+        token_bytes_(setup_.tokenizer.token_byte_lengths()),
+        writer_(options.run_dir, {recipe.checkpoint.keep_last, recipe.checkpoint.keep_every, -1}) {}
+
+  absl::Status start();
+  absl::Status run();
+
+ private:
+  absl::Status resume(const std::string& checkpoint);
+  absl::Status evaluate(int64_t step);
+  void sample();
+  absl::Status save(int64_t step, bool wait);
+  absl::Status train_step(int64_t step);
+  void print_setup() const;
+
+  const Recipe& recipe_;
+  const TrainRunOptions& options_;
+  RunSetup setup_;
+  std::optional<MetricsLog> metrics_;  // opened once a resume has trimmed what it will write again
+  int64_t batch_, seq_;
+  GPT model_;
+  MuonAdamW optimizer_;
+  std::unique_ptr<Loader> train_loader_, val_loader_;
+  TokenBatchTensors tensors_;
+  std::vector<int32_t> token_bytes_;
+  CheckpointWriter writer_;
+  int64_t start_step_ = 0;
+  double training_seconds_ = 0;  // timed steps only (not evaluation), as nanochat's total_training_time
+  int64_t timed_steps_ = 0;
+  Clock::time_point run_start_ = Clock::now();
+};
+
+absl::Status Trainer::start() {
+  model_.init_weights(static_cast<uint64_t>(recipe_.train.seed));
+  if (!recipe_.model.init_from.empty())
+    NANOFORGE_RETURN_IF_ERROR(load_initial_weights(recipe_.model.init_from, model_));
+  model_.plan(batch_, seq_);
+  LoaderOptions val_options{batch_, seq_, /*rank=*/0, setup_.world_size,
+                            static_cast<uint64_t>(recipe_.train.seed)};
+  val_options.shuffle = false;
+  NANOFORGE_ASSIGN_OR_RETURN(val_loader_, Loader::create(setup_.val_data, val_options));
+
+  std::string checkpoint = options_.resume_from;
+  if (options_.resume && checkpoint.empty()) {
+    std::vector<std::string> skipped;
+    NANOFORGE_ASSIGN_OR_RETURN(checkpoint, newest_valid_checkpoint(options_.run_dir, &skipped));
+    for (const std::string& problem : skipped)
+      fmt::print("resume: skipping damaged checkpoint {}\n", problem);
+  }
+  if (!checkpoint.empty()) {
+    NANOFORGE_RETURN_IF_ERROR(resume(checkpoint));
+  } else {
+    LoaderOptions train_options = val_options;
+    train_options.shuffle = true;
+    NANOFORGE_ASSIGN_OR_RETURN(train_loader_, Loader::create(setup_.train_data, train_options));
+  }
+  NANOFORGE_ASSIGN_OR_RETURN(MetricsLog metrics, MetricsLog::open(options_.run_dir + "/metrics.jsonl"));
+  metrics_.emplace(std::move(metrics));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::resume(const std::string& checkpoint) {
+  NANOFORGE_RETURN_IF_ERROR(verify_checkpoint(checkpoint));
+  NANOFORGE_ASSIGN_OR_RETURN(const TrainerState state, read_trainer_state(checkpoint));
+  NANOFORGE_ASSIGN_OR_RETURN(const Recipe saved,
+                             parse_recipe(state.recipe_toml, checkpoint + "/trainer.h5 recipe"));
+  NANOFORGE_ASSIGN_OR_RETURN(const std::vector<std::string> changes, resume_changes(saved, recipe_));
+  if (state.tokenizer_hash != setup_.tokenizer.hash()) {
+    return absl::FailedPreconditionError(fmt::format("{} was trained with tokenizer {}, data.tokenizer is {}",
+                                                     checkpoint, state.tokenizer_hash,
+                                                     setup_.tokenizer.hash()));
+  }
+  NANOFORGE_RETURN_IF_ERROR(load_model_weights(checkpoint, model_));
+  NANOFORGE_RETURN_IF_ERROR(load_optimizer_state(checkpoint, optimizer_));
+  NANOFORGE_ASSIGN_OR_RETURN(const LoaderState loader_state, LoaderState::from_bytes(state.loader_state));
+  LoaderOptions train_options{batch_, seq_, /*rank=*/0, setup_.world_size,
+                              static_cast<uint64_t>(recipe_.train.seed)};
+  absl::StatusOr<std::unique_ptr<Loader>> loader =
+      Loader::create(setup_.train_data, train_options, &loader_state);
+  if (!loader.ok()) {
+    return absl::Status(loader.status().code(), fmt::format("resuming the data stream of {}: {}", checkpoint,
+                                                            std::string(loader.status().message())));
+  }
+  train_loader_ = std::move(*loader);
+  start_step_ = state.step;
+  training_seconds_ = state.training_seconds;
+  writer_.protect_step(start_step_);  // never pruned: the run may need to resume from it again
+  NANOFORGE_RETURN_IF_ERROR(trim_metrics_after(options_.run_dir + "/metrics.jsonl", start_step_));
+  fmt::print("resume: {} at step {}\n", checkpoint, start_step_);
+  for (const std::string& change : changes)
+    fmt::print("resume: recipe changed: {}\n", change);
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::evaluate(int64_t step) {
+  const Clock::time_point start = Clock::now();
+  NANOFORGE_ASSIGN_OR_RETURN(const BitsPerByteSums sums,
+                             evaluate_bits_per_byte(model_, *val_loader_, setup_.eval_steps, token_bytes_));
+  fmt::print("step {:05d} | val bpb {:.6f} ({} tokens, {:.1f}s)\n", step, sums.bits_per_byte(),
+             with_thousands(sums.tokens), seconds_since(start));
+  return metrics_->write({{"step", step}, {"val_bpb", sums.bits_per_byte()}});
+}
+
+void Trainer::sample() {
+  for (const char* prompt : sample_prompts()) {
+    std::vector<int32_t> ids = {setup_.tokenizer.bos_id()};
+    setup_.tokenizer.encode(prompt, ids);
+    const std::vector<int32_t> out = generate(model_, ids, {recipe_.train.sample_tokens, 0.0, 0, 0});
+    fmt::print("sample: {}{}\n", prompt, setup_.tokenizer.decode(out));
+  }
+  model_.plan(batch_, seq_);
+}
+
+absl::Status Trainer::save(int64_t step, bool wait) {
+  TrainerState state;
+  state.step = step;
+  state.loader_state = train_loader_->state().to_bytes();
+  state.recipe_toml = recipe_to_toml(recipe_);
+  state.tokenizer_hash = setup_.tokenizer.hash();
+  state.training_seconds = training_seconds_;
+  const Clock::time_point start = Clock::now();
+  NANOFORGE_RETURN_IF_ERROR(writer_.save_async(model_, optimizer_, std::move(state)));
+  fmt::print("step {:05d} | checkpoint {}: {:.2f}s host copy, written in the background\n", step,
+             checkpoint_name(step), seconds_since(start));
+  return wait ? writer_.wait() : absl::OkStatus();
+}
+
+absl::Status Trainer::train_step(int64_t step) {
+  const Clock::time_point step_start = Clock::now();
+  model_.plan(batch_, seq_);
+  model_.zero_grad();
+  double loss_sum = 0;
+  for (int64_t micro = 0; micro < setup_.grad_accum_steps; ++micro) {
+    NANOFORGE_ASSIGN_OR_RETURN(const TokenBatch token_batch, train_loader_->next());
+    tensors_.fill(token_batch);
+    loss_sum += model_.forward(tensors_.ids(), tensors_.targets());
+    model_.backward(1.0 / static_cast<double>(setup_.grad_accum_steps));
+  }
+  const ScheduleValues schedule = schedule_at(setup_.schedule, step);
+  optimizer_.step(schedule);
+  const double step_seconds = seconds_since(step_start);
+  const double loss = loss_sum / static_cast<double>(setup_.grad_accum_steps);
+  if (!std::isfinite(loss)) {
+    return absl::InternalError(
+        fmt::format("loss is {} at step {}: training diverged (lower the learning rates)", loss, step));
+  }
+  if (step > start_step_) {  // the first step of a process includes warm-up (page faults, thread start-up)
+    training_seconds_ += step_seconds;
+    ++timed_steps_;
+  }
+  const int64_t num_iterations = setup_.horizon.num_iterations;
+  const int64_t last_step =
+      options_.stop_at_step > 0 ? std::min(options_.stop_at_step, num_iterations) : num_iterations;
+  const double tokens_per_second = static_cast<double>(setup_.horizon.total_batch_size) / step_seconds;
+  const std::optional<double> mfu =
+      mfu_percent(tokens_per_second, static_cast<double>(flops_per_token(setup_.model)), setup_.device_name,
+                  static_cast<int>(setup_.world_size));
+  const double mean_step =
+      timed_steps_ > 0 ? training_seconds_ / static_cast<double>(timed_steps_) : step_seconds;
+  fmt::print(
+      "step {:05d}/{:05d} ({:5.2f}%) | loss {:.6f} | lrm {:.3f} | dt {:.1f}ms | tok/s {} | mfu {} | "
+      "elapsed {} | eta {}\n",
+      step + 1, num_iterations, 100.0 * static_cast<double>(step + 1) / static_cast<double>(num_iterations),
+      loss, schedule.lr_multiplier, 1e3 * step_seconds,
+      with_thousands(static_cast<int64_t>(tokens_per_second)),
+      mfu ? fmt::format("{:.2f}%", *mfu) : std::string("n/a"), minutes(seconds_since(run_start_)),
+      minutes(mean_step * static_cast<double>(last_step - step - 1)));
+  std::fflush(stdout);
+  MetricRecord record = {{"step", step + 1},
+                         {"loss", loss},
+                         {"lr_multiplier", schedule.lr_multiplier},
+                         {"tokens_per_s", tokens_per_second},
+                         {"step_ms", 1e3 * step_seconds},
+                         {"elapsed_s", seconds_since(run_start_)}};
+  if (mfu) record.push_back({"mfu", *mfu});
+  return metrics_->write(record);
+}
+
+absl::Status Trainer::run() {
+  print_setup();
+  const int64_t num_iterations = setup_.horizon.num_iterations;
+  const int64_t last_step =
+      options_.stop_at_step > 0 ? std::min(options_.stop_at_step, num_iterations) : num_iterations;
+  for (int64_t step = start_step_;; ++step) {
+    const bool final_step = step == num_iterations;
+    if (recipe_.train.eval_every > 0 && (step % recipe_.train.eval_every == 0 || final_step)) {
+      NANOFORGE_RETURN_IF_ERROR(evaluate(step));
+    }
+    const bool sample_due =
+        recipe_.train.sample_every > 0 && (step % recipe_.train.sample_every == 0 || final_step);
+    if (sample_due && step > 0 && step != start_step_) sample();
+    const bool stop_here = step >= last_step;
+    const int signal = shutdown_requested();
+    const bool checkpoint_due = recipe_.checkpoint.every > 0 && step % recipe_.checkpoint.every == 0;
+    if (step != start_step_ && (stop_here || checkpoint_due || signal != 0)) {
+      NANOFORGE_RETURN_IF_ERROR(save(step, /*wait=*/stop_here || signal != 0));
+    }
+    if (signal != 0) {
+      fmt::print("stopped by signal {} after step {}; resume with --resume\n", signal, step);
+      return absl::OkStatus();
+    }
+    if (stop_here) break;
+    NANOFORGE_RETURN_IF_ERROR(train_step(step));
+  }
+  fmt::print("done: step {} of {} in {}; run directory {}\n", last_step, num_iterations,
+             minutes(seconds_since(run_start_)), options_.run_dir);
+  return writer_.wait();
+}
+
+void Trainer::print_setup() const {
+  fmt::print("{}", recipe_to_toml(recipe_));
+  fmt::print("\nmodel: {}\n{}", setup_.model.describe(), format_param_counts(model_.layout().counts()));
+  fmt::print("train data: {}\nval data: {}\n", setup_.train_data->describe(), setup_.val_data->describe());
   fmt::print(
       "horizon: {} steps of {} tokens ({} micro-batches of {} x {} per rank, {} rank{}), target {} tokens\n",
-      setup.horizon.num_iterations, grouped(setup.horizon.total_batch_size), setup.grad_accum_steps,
-      recipe.train.device_batch_size, recipe.model.max_seq_len, setup.world_size,
-      setup.world_size > 1 ? "s" : "", grouped(setup.horizon.target_tokens));
+      setup_.horizon.num_iterations, with_thousands(setup_.horizon.total_batch_size), setup_.grad_accum_steps,
+      batch_, seq_, setup_.world_size, setup_.world_size > 1 ? "s" : "",
+      with_thousands(setup_.horizon.target_tokens));
   fmt::print("scaling: batch lr scale {:.6f}, muon weight decay {:.6f}; FLOPs/token {}\n",
-             setup.horizon.batch_lr_scale, setup.horizon.weight_decay, grouped(flops_per_token(setup.model)));
-  for (const ParamGroup& group : optimizer.groups()) {
+             setup_.horizon.batch_lr_scale, setup_.horizon.weight_decay,
+             with_thousands(flops_per_token(setup_.model)));
+  for (const ParamGroup& group : optimizer_.groups()) {
     fmt::print("  {:<22} {:>3} tensors  lr {:.6g}\n", group.label, group.params.size(), group.initial_lr);
   }
   fmt::print("memory: {:.1f} MB parameters+gradients, {:.1f} MB optimizer state, {:.1f} MB activations\n",
-             2.0 * model.params().bytes() / 1e6, optimizer.state_bytes() / 1e6,
-             model.activation_bytes() / 1e6);
+             2.0 * model_.params().bytes() / 1e6, optimizer_.state_bytes() / 1e6,
+             model_.activation_bytes() / 1e6);
+  std::fflush(stdout);
 }
 
 }  // namespace
 
 absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) {
+  if (options.resume && !options.resume_from.empty()) {
+    return absl::InvalidArgumentError("give --resume or --resume-from, not both");
+  }
   set_cpu_threads(static_cast<int>(recipe.train.threads));
   NANOFORGE_ASSIGN_OR_RETURN(RunSetup setup, set_up_run(recipe, /*world_size=*/1));
   std::error_code error;
   std::filesystem::create_directories(options.run_dir, error);
-  if (error)
+  if (error) {
     return absl::PermissionDeniedError(
         fmt::format("{}: cannot create the run directory: {}", options.run_dir, error.message()));
-  NANOFORGE_RETURN_IF_ERROR(write_text_file(options.run_dir + "/config.toml", recipe_to_toml(recipe)));
-  NANOFORGE_ASSIGN_OR_RETURN(MetricsLog metrics, MetricsLog::open(options.run_dir + "/metrics.jsonl"));
-
-  const int64_t batch = recipe.train.device_batch_size, seq = recipe.model.max_seq_len;
-  GPT model(setup.model, Device::kCpu, DType::kF32);
-  model.init_weights(static_cast<uint64_t>(recipe.train.seed));
-  if (!recipe.model.init_from.empty())
-    NANOFORGE_RETURN_IF_ERROR(load_initial_weights(recipe.model.init_from, model));
-  model.plan(batch, seq);
-  OptimizerHyperparameters hyper{recipe.optim.unembedding_lr, recipe.optim.embedding_lr,
-                                 recipe.optim.scalar_lr, recipe.optim.matrix_lr, recipe.optim.weight_decay};
-  MuonAdamW optimizer(nanochat_param_groups(setup.model, model.layout(), hyper, setup.horizon.batch_lr_scale,
-                                            setup.horizon.weight_decay),
-                      model.layout(), model.params(), model.grads());
-
-  LoaderOptions train_options{batch, seq, /*rank=*/0, setup.world_size,
-                              static_cast<uint64_t>(recipe.train.seed)};
-  NANOFORGE_ASSIGN_OR_RETURN(std::unique_ptr<Loader> train_loader,
-                             Loader::create(setup.train_data, train_options));
-  LoaderOptions val_options = train_options;
-  val_options.shuffle = false;
-  NANOFORGE_ASSIGN_OR_RETURN(std::unique_ptr<Loader> val_loader, Loader::create(setup.val_data, val_options));
-  const std::vector<int32_t> token_bytes = setup.tokenizer.token_byte_lengths();
-
-  print_setup(recipe, setup, model, optimizer);
-  const int64_t num_iterations = setup.horizon.num_iterations;
-  const int64_t last_step =
-      options.stop_at_step > 0 ? std::min(options.stop_at_step, num_iterations) : num_iterations;
-  const double tokens_per_step = static_cast<double>(setup.horizon.total_batch_size);
-  const double flops_per_token_value = static_cast<double>(flops_per_token(setup.model));
-  TokenBatchTensors tensors(batch, seq);
-  double training_seconds = 0;  // summed over timed steps (not evaluation), as nanochat's total_training_time
-  int64_t timed_steps = 0;
-  const Clock::time_point run_start = Clock::now();
-
-  for (int64_t step = 0;; ++step) {
-    const bool final_step = step == num_iterations;
-    if (recipe.train.eval_every > 0 && (step % recipe.train.eval_every == 0 || final_step)) {
-      const Clock::time_point start = Clock::now();
-      NANOFORGE_ASSIGN_OR_RETURN(const BitsPerByteSums sums,
-                                 evaluate_bits_per_byte(model, *val_loader, setup.eval_steps, token_bytes));
-      fmt::print("step {:05d} | val bpb {:.6f} ({} tokens, {:.1f}s)\n", step, sums.bits_per_byte(),
-                 grouped(sums.tokens), seconds_since(start));
-      NANOFORGE_RETURN_IF_ERROR(metrics.write({{"step", step}, {"val_bpb", sums.bits_per_byte()}}));
-    }
-    if (recipe.train.sample_every > 0 && step > 0 && (step % recipe.train.sample_every == 0 || final_step)) {
-      for (const char* prompt : sample_prompts()) {
-        std::vector<int32_t> ids = {setup.tokenizer.bos_id()};
-        setup.tokenizer.encode(prompt, ids);
-        const std::vector<int32_t> out = generate(model, ids, {recipe.train.sample_tokens, 0.0, 0, 0});
-        fmt::print("sample: {}{}\n", prompt, setup.tokenizer.decode(out));
-      }
-      model.plan(batch, seq);
-    }
-    const bool stop_here = step == last_step;
-    const bool checkpoint_due =
-        recipe.checkpoint.every > 0 && step > 0 && step % recipe.checkpoint.every == 0;
-    if (stop_here || checkpoint_due) {
-      TrainerState state;
-      state.step = step;
-      state.loader_state = train_loader->state().to_bytes();
-      state.recipe_toml = recipe_to_toml(recipe);
-      state.tokenizer_hash = setup.tokenizer.hash();
-      state.training_seconds = training_seconds;
-      const Clock::time_point start = Clock::now();
-      NANOFORGE_RETURN_IF_ERROR(save_checkpoint(options.run_dir, model, optimizer, state));
-      fmt::print("step {:05d} | checkpoint {} ({:.1f}s)\n", step, checkpoint_name(step),
-                 seconds_since(start));
-    }
-    if (stop_here) break;
-
-    const Clock::time_point step_start = Clock::now();
-    model.zero_grad();
-    double loss_sum = 0;
-    for (int64_t micro = 0; micro < setup.grad_accum_steps; ++micro) {
-      NANOFORGE_ASSIGN_OR_RETURN(const TokenBatch token_batch, train_loader->next());
-      tensors.fill(token_batch);
-      loss_sum += model.forward(tensors.ids(), tensors.targets());
-      model.backward(1.0 / static_cast<double>(setup.grad_accum_steps));
-    }
-    const ScheduleValues schedule = schedule_at(setup.schedule, step);
-    optimizer.step(schedule);
-    const double step_seconds = seconds_since(step_start);
-    const double loss = loss_sum / static_cast<double>(setup.grad_accum_steps);
-    if (!std::isfinite(loss)) {
-      return absl::InternalError(
-          fmt::format("loss is {} at step {}: training diverged (lower the learning rates)", loss, step));
-    }
-    if (step >= 1) {  // the first step includes warm-up effects (page faults, thread start-up)
-      training_seconds += step_seconds;
-      ++timed_steps;
-    }
-    const double tokens_per_second = tokens_per_step / step_seconds;
-    const std::optional<double> mfu = mfu_percent(tokens_per_second, flops_per_token_value, setup.device_name,
-                                                  static_cast<int>(setup.world_size));
-    const double mean_step =
-        timed_steps > 0 ? training_seconds / static_cast<double>(timed_steps) : step_seconds;
-    const double eta = mean_step * static_cast<double>(last_step - step - 1);
-    fmt::print(
-        "step {:05d}/{:05d} ({:5.2f}%) | loss {:.6f} | lrm {:.3f} | dt {:.1f}ms | tok/s {} | mfu {} | "
-        "elapsed {} | eta {}\n",
-        step + 1, num_iterations, 100.0 * static_cast<double>(step + 1) / static_cast<double>(num_iterations),
-        loss, schedule.lr_multiplier, 1e3 * step_seconds, grouped(static_cast<int64_t>(tokens_per_second)),
-        mfu ? fmt::format("{:.2f}%", *mfu) : std::string("n/a"), minutes(seconds_since(run_start)),
-        minutes(eta));
-    std::fflush(stdout);
-    MetricRecord record = {{"step", step + 1},
-                           {"loss", loss},
-                           {"lr_multiplier", schedule.lr_multiplier},
-                           {"tokens_per_s", tokens_per_second},
-                           {"step_ms", 1e3 * step_seconds},
-                           {"elapsed_s", seconds_since(run_start)}};
-    if (mfu) record.push_back({"mfu", *mfu});
-    NANOFORGE_RETURN_IF_ERROR(metrics.write(record));
   }
-  fmt::print("done: {} steps in {}; run directory {}\n", last_step, minutes(seconds_since(run_start)),
-             options.run_dir);
-  return absl::OkStatus();
+  NANOFORGE_RETURN_IF_ERROR(write_text_file(options.run_dir + "/config.toml", recipe_to_toml(recipe)));
+  install_shutdown_handlers();
+  Trainer trainer(recipe, options, std::move(setup));
+  NANOFORGE_RETURN_IF_ERROR(trainer.start());
+  return trainer.run();
 }
 
 }  // namespace nanoforge

@@ -15,7 +15,9 @@ namespace nanoforge {
 struct TrainRunOptions {
   std::string run_dir;
   int64_t stop_at_step =
-      -1;  // > 0: stop cleanly (with a checkpoint) after this step; the schedule is unchanged
+      -1;               // > 0: stop cleanly (with a checkpoint) after this step; the schedule is unchanged
+  bool resume = false;  // continue from the newest valid checkpoint of run_dir
+  std::string resume_from;  // continue from this checkpoint directory
 };
 
 absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options);

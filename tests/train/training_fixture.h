@@ -1,0 +1,126 @@
+// What the training tests share: a small learnable corpus (generated sentences, tokenized with the committed
+// golden tokenizer into shards once per test binary), a one-layer recipe over it, and file helpers.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "data/prep.h"
+#include "support/philox.h"
+#include "train/recipe.h"
+#include "train/trainer.h"
+
+namespace nanoforge::test {
+
+namespace fs = std::filesystem;
+
+inline const std::string kGolden = NANOFORGE_TOKENIZER_GOLDEN_DIR;
+
+inline std::string temp_dir(const std::string& name) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("nanoforge_train_" + std::to_string(getpid()) + "_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+inline std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream file(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(file, line);)
+    lines.push_back(line);
+  return lines;
+}
+
+inline std::string read_bytes(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+}
+
+inline double number_after(const std::string& line, const std::string& key) {
+  const size_t at = line.find("\"" + key + "\": ");
+  EXPECT_NE(at, std::string::npos) << key << " not in " << line;
+  return at == std::string::npos ? 0 : std::stod(line.substr(at + key.size() + 4));
+}
+
+// 400 documents of 4-12 sentences "<Subject> <verb> <object> <ending>." drawn from small word lists.
+inline void write_sentences(const std::string& path) {
+  const char* subjects[] = {"The farmer",   "A child",       "The king",
+                            "My neighbour", "The old woman", "A soldier"};
+  const char* verbs[] = {"found", "carried", "sold", "painted", "watched", "remembered", "lost", "opened"};
+  const char* objects[] = {"the red box", "a small boat", "the wooden door",
+                           "an apple",    "the letter",   "a map"};
+  const char* endings[] = {"in the morning", "after the rain", "near the river", "before dinner",
+                           "at the market"};
+  const Philox rng(5, Philox::stream_of("sentences"));
+  uint64_t draw = 0;
+  auto pick = [&](auto& words) { return words[static_cast<size_t>(rng.uniform(draw++) * std::size(words))]; };
+  std::ofstream out(path);
+  for (int doc = 0; doc < 400; ++doc) {
+    const int sentences = 4 + static_cast<int>(rng.uniform(draw++) * 9);
+    for (int s = 0; s < sentences; ++s) {
+      out << (s ? " " : "") << pick(subjects) << " " << pick(verbs) << " " << pick(objects) << " "
+          << pick(endings) << ".";
+    }
+    out << "\n\n";
+  }
+}
+
+// The shards of the sentences (written on first use).
+inline const std::string& sentence_shards() {
+  static const std::string dir = [] {
+    const std::string root = temp_dir("data");
+    write_sentences(root + "/sentences.txt");
+    auto tokenizer = Tokenizer::load(kGolden);
+    EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+    PrepOptions options;
+    options.inputs = {root + "/sentences.txt"};
+    options.out_dir = root + "/shards";
+    options.val_docs = 40;
+    EXPECT_TRUE(prep_shards(*tokenizer, options).ok());
+    return options.out_dir;
+  }();
+  return dir;
+}
+
+// A one-layer model over the sentences: 30 steps of 2 micro-batches of 4 x 64 tokens.
+inline Recipe small_recipe() {
+  Recipe recipe;
+  recipe.model = {.depth = 1,
+                  .aspect_ratio = 64,
+                  .head_dim = 64,
+                  .max_seq_len = 64,
+                  .window_pattern = "L",
+                  .init_from = ""};
+  recipe.data = {sentence_shards(), sentence_shards(), kGolden};
+  recipe.train.device_batch_size = 4;
+  recipe.train.total_batch_size = 512;
+  recipe.train.num_iterations = 30;
+  recipe.train.warmup_steps = 3;
+  recipe.train.eval_every = 15;
+  recipe.train.eval_tokens = 1024;
+  recipe.train.sample_every = 30;
+  recipe.train.sample_tokens = 4;
+  recipe.train.threads = 1;  // ctest runs tests side by side: one thread each, no oversubscription
+  recipe.checkpoint.every = 15;
+  // nanochat scales every rate by sqrt(batch / 2^19) = 1/32 at this batch; 8x its base rates make 30 steps
+  // enough to see the model learn.
+  recipe.optim = {
+      .unembedding_lr = 0.064, .embedding_lr = 2.4, .scalar_lr = 4, .matrix_lr = 0.16, .weight_decay = 0.28};
+  return recipe;
+}
+
+inline TrainRunOptions stop_at(std::string run_dir, int64_t step) {
+  TrainRunOptions options;
+  options.run_dir = std::move(run_dir);
+  options.stop_at_step = step;
+  return options;
+}
+
+}  // namespace nanoforge::test
