@@ -50,6 +50,13 @@ GPT::GPT(const GPTConfig& config, Device device, DType dtype)
   params_ = DeviceBuffer(device, layout_.total_numel() * dtype_bytes(dtype));
   grads_ = DeviceBuffer(device, layout_.total_numel() * dtype_bytes(dtype));
   weights_ = model_weights(config, layout_, params_.data(), dtype, device);
+  // Where the buffer's prefix of final gradients ends after each part of the backward pass (layout order is
+  // lm_head, backout_lambda, the blocks from last to first, then the scalars and embeddings).
+  ready_after_head_ = layout_.at(layer_param(config.n_layer - 1, "mlp.c_proj")).offset;
+  for (int64_t layer = 0; layer < config.n_layer; ++layer) {
+    ready_after_layer_.push_back(layer > 0 ? layout_.at(layer_param(layer - 1, "mlp.c_proj")).offset
+                                           : layout_.at("resid_lambdas").offset);
+  }
   weight_grads_ = model_weights(config, layout_, grads_.data(), dtype, device);
   const int64_t half = config.head_dim() / 2;
   const RotaryTables tables = rotary_tables(config.sequence_len, config.head_dim(), kRotaryBase);
@@ -167,11 +174,13 @@ void GPT::backward(double loss_scale) {
   ops::rmsnorm_backward(a.d_residual, a.d_norm, a.final_norm, a.final_rstd, 1.0, Accumulate::kNo);
   ops::backout_backward(a.d_backout, g.backout_lambda, a.d_residual,
                         a.layers[config_.backout_layer()].residual, w.backout_lambda);
+  if (gradient_ready_) gradient_ready_(ready_after_head_);
   ops::fill(a.d_x0, 0.0);
   for (int64_t layer = config_.n_layer - 1; layer >= 0; --layer) {
     // d_residual holds the gradient of this block's output; the backout snapshot adds its share here.
     if (layer == config_.backout_layer()) ops::accumulate(a.d_residual, a.d_backout);
     block_backward(layer);
+    if (gradient_ready_) gradient_ready_(ready_after_layer_[layer]);
   }
   // d_residual is now the gradient of x0 through block 0's residual input.
   ops::accumulate(a.d_x0, a.d_residual);
@@ -180,6 +189,7 @@ void GPT::backward(double loss_scale) {
                       a.smear_gate, w.smear_gate, w.smear_lambda);
   ops::rmsnorm_backward(a.d_norm, a.d_norm, a.embedding, a.embedding_rstd, 1.0, Accumulate::kNo);
   ops::embedding_backward(g.wte, a.d_norm, a.ids);
+  if (gradient_ready_) gradient_ready_(layout_.total_numel());
 }
 
 void GPT::block_backward(int64_t layer) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "kernels/device_buffer.h"
@@ -43,6 +44,12 @@ class GPT {
   double forward(TensorView ids, TensorView targets);
   // Adds the gradient of loss_scale * (the last forward's mean loss) to grads(). One backward per forward.
   void backward(double loss_scale = 1.0);
+  // Called during backward() each time more gradients are final, with n: the first n elements of grads() are
+  // (the buffer is in backward order, so they complete as a growing prefix). Data parallelism starts reducing
+  // them then. An empty function turns it off.
+  void set_gradient_ready_callback(std::function<void(int64_t)> callback) {
+    gradient_ready_ = std::move(callback);
+  }
   void zero_grad();
 
   // The softcapped logits (B*T, vocab_size) of the last forward; backward() overwrites them.
@@ -69,6 +76,9 @@ class GPT {
   DeviceBuffer activation_buffer_;
   Activations activations_;
   int64_t valid_targets_ = -1;  // from the last forward; -1 before any
+  std::function<void(int64_t)> gradient_ready_;
+  std::vector<int64_t> ready_after_layer_;  // grads() elements final once layer i's backward is done
+  int64_t ready_after_head_ = 0;            // ... once lm_head's and backout's are
 };
 
 }  // namespace nanoforge

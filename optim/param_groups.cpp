@@ -43,19 +43,23 @@ std::vector<ParamGroup> nanochat_param_groups(const GPTConfig& config, const Par
   std::vector<ParamGroup> groups;
   groups.push_back(adamw("unembedding", ParamKind::kUnembedding,
                          hyper.unembedding_lr * batch_lr_scale * dmodel_lr_scale, 0.8, 0.96, 0.01));
-  groups.push_back(adamw("embedding", ParamKind::kEmbedding, hyper.embedding_lr * batch_lr_scale * dmodel_lr_scale,
-                         0.8, 0.995, 0.001));
+  groups.push_back(adamw("embedding", ParamKind::kEmbedding,
+                         hyper.embedding_lr * batch_lr_scale * dmodel_lr_scale, 0.8, 0.995, 0.001));
   groups.push_back(adamw("value_embeds", ParamKind::kValueEmbedding,
                          hyper.embedding_lr * batch_lr_scale * dmodel_lr_scale * 0.5, 0.8, 0.995, 0.01));
-  groups.push_back(adamw("resid", ParamKind::kResidLambdas, hyper.scalar_lr * batch_lr_scale * 0.01, 0.8, 0.95, 0.05));
+  groups.push_back(
+      adamw("resid", ParamKind::kResidLambdas, hyper.scalar_lr * batch_lr_scale * 0.01, 0.8, 0.95, 0.05));
   groups.push_back(adamw("x0", ParamKind::kX0Lambdas, hyper.scalar_lr * batch_lr_scale, 0.96, 0.95, 0.0));
   // The smear scalars: a fixed 0.2, not scaled by batch or width.
   groups.push_back(adamw("smear", ParamKind::kSmear, 0.2, 0.8, 0.95, 0.0));
   // nanochat lists smear_gate, smear_lambda, backout_lambda in that order.
-  std::stable_sort(groups.back().params.begin(), groups.back().params.end(), [](const ParamInfo* a, const ParamInfo* b) {
-    auto rank = [](const std::string& name) { return name == "smear_gate.weight" ? 0 : name == "smear_lambda" ? 1 : 2; };
-    return rank(a->name) < rank(b->name);
-  });
+  std::stable_sort(groups.back().params.begin(), groups.back().params.end(),
+                   [](const ParamInfo* a, const ParamInfo* b) {
+                     auto rank = [](const std::string& name) {
+                       return name == "smear_gate.weight" ? 0 : name == "smear_lambda" ? 1 : 2;
+                     };
+                     return rank(a->name) < rank(b->name);
+                   });
 
   std::map<std::pair<int64_t, int64_t>, std::vector<const ParamInfo*>> by_shape;  // sorted like Python tuples
   for (const ParamInfo* info : params_of_kind(ParamKind::kMatrix)) {

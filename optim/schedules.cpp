@@ -7,7 +7,8 @@
 namespace nanoforge {
 
 int64_t warmdown_iterations(const ScheduleConfig& config) {
-  return static_cast<int64_t>(std::nearbyint(config.warmdown_ratio * static_cast<double>(config.num_iterations)));
+  return static_cast<int64_t>(
+      std::nearbyint(config.warmdown_ratio * static_cast<double>(config.num_iterations)));
 }
 
 double lr_multiplier(const ScheduleConfig& config, int64_t iteration) {
@@ -16,7 +17,8 @@ double lr_multiplier(const ScheduleConfig& config, int64_t iteration) {
     return static_cast<double>(iteration + 1) / static_cast<double>(config.warmup_steps);
   }
   if (iteration <= config.num_iterations - warmdown) return 1.0;
-  const double progress = static_cast<double>(config.num_iterations - iteration) / static_cast<double>(warmdown);
+  const double progress =
+      static_cast<double>(config.num_iterations - iteration) / static_cast<double>(warmdown);
   return progress + (1.0 - progress) * config.final_lr_frac;
 }
 
@@ -41,7 +43,8 @@ double muon_weight_decay(const ScheduleConfig& config, int64_t iteration) {
 }
 
 ScheduleValues schedule_at(const ScheduleConfig& config, int64_t iteration) {
-  return {lr_multiplier(config, iteration), muon_momentum(config, iteration), muon_weight_decay(config, iteration)};
+  return {lr_multiplier(config, iteration), muon_momentum(config, iteration),
+          muon_weight_decay(config, iteration)};
 }
 
 }  // namespace nanoforge

@@ -9,10 +9,10 @@ namespace nanoforge {
 
 struct ScheduleConfig {
   int64_t num_iterations = 0;
-  int64_t warmup_steps = 40;      // base_train --warmup-steps
-  double warmdown_ratio = 0.65;   // --warmdown-ratio: the last round(0.65 * N) steps decay
-  double final_lr_frac = 0.05;    // --final-lr-frac
-  double muon_weight_decay = 0;   // the horizon-scaled weight decay (wd_scaled)
+  int64_t warmup_steps = 40;     // base_train --warmup-steps
+  double warmdown_ratio = 0.65;  // --warmdown-ratio: the last round(0.65 * N) steps decay
+  double final_lr_frac = 0.05;   // --final-lr-frac
+  double muon_weight_decay = 0;  // the horizon-scaled weight decay (wd_scaled)
 };
 
 // The values every group's rate and Muon's momentum and decay take at one iteration.

@@ -13,11 +13,13 @@ TrainingHorizon training_horizon(const GPTConfig& config, const HorizonOptions& 
   horizon.scaling_params = ParamLayout(config).counts().scaling();
   horizon.target_tokens =
       static_cast<int64_t>(options.target_param_data_ratio * static_cast<double>(horizon.scaling_params));
-  const GPTConfig reference = GPTConfig::from_depth(12, config.vocab_size, config.sequence_len, config.window_pattern,
-                                                    options.aspect_ratio, options.head_dim);
-  horizon.reference_tokens = static_cast<int64_t>(options.target_param_data_ratio *
-                                                  static_cast<double>(ParamLayout(reference).counts().scaling()));
-  const double token_ratio = static_cast<double>(horizon.target_tokens) / static_cast<double>(horizon.reference_tokens);
+  const GPTConfig reference =
+      GPTConfig::from_depth(12, config.vocab_size, config.sequence_len, config.window_pattern,
+                            options.aspect_ratio, options.head_dim);
+  horizon.reference_tokens = static_cast<int64_t>(
+      options.target_param_data_ratio * static_cast<double>(ParamLayout(reference).counts().scaling()));
+  const double token_ratio =
+      static_cast<double>(horizon.target_tokens) / static_cast<double>(horizon.reference_tokens);
   if (options.total_batch_size > 0) {
     horizon.total_batch_size = options.total_batch_size;
   } else {
@@ -31,8 +33,9 @@ TrainingHorizon training_horizon(const GPTConfig& config, const HorizonOptions& 
   if (options.num_iterations > 0) {
     horizon.num_iterations = options.num_iterations;
   } else if (options.target_flops > 0) {
-    horizon.num_iterations = static_cast<int64_t>(std::nearbyint(
-        options.target_flops / (static_cast<double>(flops_per_token(config)) * static_cast<double>(horizon.total_batch_size))));
+    horizon.num_iterations = static_cast<int64_t>(
+        std::nearbyint(options.target_flops / (static_cast<double>(flops_per_token(config)) *
+                                               static_cast<double>(horizon.total_batch_size))));
   } else {
     horizon.num_iterations = horizon.target_tokens / horizon.total_batch_size;
   }

@@ -25,8 +25,8 @@ struct TrainingHorizon {
   int64_t reference_tokens = 0;  // D_REF: ratio * scaling params of depth 12
   int64_t total_batch_size = 0;  // tokens per optimizer step (B)
   int64_t num_iterations = 0;
-  double batch_lr_scale = 1;     // sqrt(B / 2^19), exactly 1 at B = 2^19
-  double weight_decay = 0;       // base * sqrt(B / 2^19) * D_REF / target_tokens
+  double batch_lr_scale = 1;  // sqrt(B / 2^19), exactly 1 at B = 2^19
+  double weight_decay = 0;    // base * sqrt(B / 2^19) * D_REF / target_tokens
 };
 
 inline constexpr int64_t kReferenceBatchTokens = 1 << 19;  // nanochat's B_REF

@@ -45,8 +45,8 @@ absl::Status write_config(H5File& file, const GPTConfig& config) {
   return file.write_string_attribute("/config", "window_pattern", config.window_pattern);
 }
 
-absl::Status write_tensors(H5File& file, const std::vector<CheckpointSnapshot::Tensor>& tensors) {
-  for (const CheckpointSnapshot::Tensor& tensor : tensors) {
+absl::Status write_tensors(H5File& file, const std::vector<NamedTensor>& tensors) {
+  for (const NamedTensor& tensor : tensors) {
     NANOFORGE_RETURN_IF_ERROR(file.write(tensor.dataset, tensor.shape, tensor.values.data(), kChecksummed));
   }
   return absl::OkStatus();
@@ -62,7 +62,7 @@ absl::Status write_optimizer(const std::string& path, const CheckpointSnapshot& 
   NANOFORGE_ASSIGN_OR_RETURN(H5File file, H5File::create(path));
   NANOFORGE_RETURN_IF_ERROR(file.write_int_attribute("/", "steps_taken", snapshot.optimizer_steps));
   NANOFORGE_RETURN_IF_ERROR(write_tensors(file, snapshot.optimizer_state));
-  for (const CheckpointSnapshot::Tensor& tensor : snapshot.optimizer_state) {
+  for (const NamedTensor& tensor : snapshot.optimizer_state) {
     // One rank holds whole tensors; sharded state (data parallelism) stores its rows of this global shape.
     NANOFORGE_RETURN_IF_ERROR(file.write_int_attribute(tensor.dataset, "slice_begin", 0));
     NANOFORGE_RETURN_IF_ERROR(file.write_int_attribute(tensor.dataset, "slice_rows", tensor.shape.at(0)));
@@ -122,45 +122,21 @@ std::string checkpoint_name(int64_t step) {
 int64_t CheckpointSnapshot::bytes() const {
   int64_t total = static_cast<int64_t>(trainer.loader_state.size());
   for (const auto* tensors : {&weights, &optimizer_state}) {
-    for (const Tensor& tensor : *tensors)
+    for (const NamedTensor& tensor : *tensors)
       total += static_cast<int64_t>(tensor.values.size() * sizeof(float));
   }
   return total;
 }
 
-void take_snapshot(const GPT& model, const MuonAdamW& optimizer, TrainerState trainer,
-                   CheckpointSnapshot& snapshot) {
-  // The sources in file order; the snapshot's tensors are (re)built only when they do not match them.
-  std::vector<std::pair<std::string, TensorView>> weights, state;
-  for (const std::string& name : model.layout().state_dict_order())
-    weights.emplace_back("/weights/" + name, model.param(name));
-  for (const ParamGroup& group : optimizer.groups()) {
-    for (const ParamInfo* info : group.params) {
-      const MuonAdamW::ParamState& s = optimizer.state(info->name);
-      const std::string base = "/state/" + info->name + "/";
-      if (group.kind == GroupKind::kAdamW) {
-        state.emplace_back(base + "exp_avg", s.exp_avg);
-        state.emplace_back(base + "exp_avg_sq", s.exp_avg_sq);
-      } else {
-        state.emplace_back(base + "momentum_buffer", s.momentum_buffer);
-        state.emplace_back(base + "second_momentum_buffer", s.second_moment);
-      }
-    }
+void take_model_snapshot(const GPT& model, TrainerState trainer, CheckpointSnapshot& snapshot) {
+  const std::vector<std::string> names = model.layout().state_dict_order();
+  if (snapshot.weights.size() != names.size()) snapshot.weights.assign(names.size(), {});
+  for (size_t i = 0; i < names.size(); ++i) {
+    snapshot.weights[i].dataset = "/weights/" + names[i];
+    snapshot.weights[i].shape = model.layout().at(names[i]).shape;
+    download_into(model.param(names[i]), snapshot.weights[i].values);
   }
-  auto copy_all = [](const std::vector<std::pair<std::string, TensorView>>& sources,
-                     std::vector<CheckpointSnapshot::Tensor>& tensors) {
-    if (tensors.size() != sources.size()) tensors.assign(sources.size(), {});
-    for (size_t i = 0; i < sources.size(); ++i) {
-      const TensorView& view = sources[i].second;
-      tensors[i].dataset = sources[i].first;
-      tensors[i].shape.assign(view.shape.begin(), view.shape.begin() + view.rank);
-      download_into(view, tensors[i].values);
-    }
-  };
   snapshot.config = model.config();
-  copy_all(weights, snapshot.weights);
-  copy_all(state, snapshot.optimizer_state);
-  snapshot.optimizer_steps = optimizer.steps_taken();
   snapshot.trainer = std::move(trainer);
 }
 
@@ -232,31 +208,20 @@ absl::Status load_model_weights(const std::string& checkpoint_dir, GPT& model) {
   return absl::OkStatus();
 }
 
-absl::Status load_optimizer_state(const std::string& checkpoint_dir, MuonAdamW& optimizer) {
+absl::StatusOr<int64_t> read_optimizer_steps(const std::string& checkpoint_dir) {
   NANOFORGE_ASSIGN_OR_RETURN(H5File file, H5File::open_read(checkpoint_dir + "/optimizer.h5"));
-  NANOFORGE_ASSIGN_OR_RETURN(const int64_t steps, file.read_int_attribute("/", "steps_taken"));
-  for (const ParamGroup& group : optimizer.groups()) {
-    for (const ParamInfo* info : group.params) {
-      const MuonAdamW::ParamState& state = optimizer.state(info->name);
-      const std::string base = "/state/" + info->name + "/";
-      const std::pair<const char*, TensorView> tensors[] = {{"exp_avg", state.exp_avg},
-                                                            {"exp_avg_sq", state.exp_avg_sq},
-                                                            {"momentum_buffer", state.momentum_buffer},
-                                                            {"second_momentum_buffer", state.second_moment}};
-      for (const auto& [key, tensor] : tensors) {
-        if (tensor.data == nullptr) continue;
-        NANOFORGE_ASSIGN_OR_RETURN(HostArray<float> stored, file.read<float>(base + key));
-        if (stored.numel() != tensor.numel()) {
-          return absl::InvalidArgumentError(fmt::format("{}: {}{} holds {} values, the optimizer needs {}",
-                                                        file.path(), base, key, stored.numel(),
-                                                        tensor.numel()));
-        }
-        upload(tensor, stored.values.data());
-      }
-    }
+  return file.read_int_attribute("/", "steps_taken");
+}
+
+absl::StatusOr<std::vector<float>> read_optimizer_tensor(const std::string& checkpoint_dir,
+                                                         const std::string& dataset, int64_t numel) {
+  NANOFORGE_ASSIGN_OR_RETURN(H5File file, H5File::open_read(checkpoint_dir + "/optimizer.h5"));
+  NANOFORGE_ASSIGN_OR_RETURN(HostArray<float> stored, file.read<float>(dataset));
+  if (stored.numel() != numel) {
+    return absl::InvalidArgumentError(fmt::format("{}: {} holds {} values, the optimizer needs {}",
+                                                  file.path(), dataset, stored.numel(), numel));
   }
-  optimizer.set_steps_taken(steps);
-  return absl::OkStatus();
+  return std::move(stored.values);
 }
 
 absl::StatusOr<TrainerState> read_trainer_state(const std::string& checkpoint_dir) {

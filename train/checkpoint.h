@@ -16,7 +16,7 @@
 
 #include "data/loader.h"
 #include "model/gpt.h"
-#include "optim/muon_adamw.h"
+#include "train/named_tensor.h"
 #include "train/recipe.h"
 
 namespace nanoforge {
@@ -32,14 +32,9 @@ struct TrainerState {
 
 // A host copy of everything a checkpoint holds.
 struct CheckpointSnapshot {
-  struct Tensor {
-    std::string dataset;  // e.g. "/weights/lm_head.weight", "/state/lm_head.weight/exp_avg"
-    std::vector<int64_t> shape;
-    std::vector<float> values;
-  };
   GPTConfig config;
-  std::vector<Tensor> weights;          // state-dict order
-  std::vector<Tensor> optimizer_state;  // group order
+  std::vector<NamedTensor> weights;          // "/weights/<name>", state-dict order
+  std::vector<NamedTensor> optimizer_state;  // "/state/<name>/<key>", filled by the optimizer
   int64_t optimizer_steps = 0;
   TrainerState trainer;
   int64_t bytes() const;
@@ -47,10 +42,11 @@ struct CheckpointSnapshot {
 
 std::string checkpoint_name(int64_t step);  // "step_000500"
 
-// Copies the model, the optimizer state and `trainer` into `snapshot`, reusing its buffers when it already
-// holds a snapshot of the same model (no allocation, no page faults: the copy is all the stall there is).
-void take_snapshot(const GPT& model, const MuonAdamW& optimizer, TrainerState trainer,
-                   CheckpointSnapshot& snapshot);
+// Copies the model's weights and `trainer` into `snapshot`, reusing its buffers when it already holds a
+// snapshot of the same model (no allocation, no page faults: the copy is all the stall there is). The
+// optimizer state is gathered into snapshot.optimizer_state by the optimizer itself
+// (DataParallelOptimizer::gather_state).
+void take_model_snapshot(const GPT& model, TrainerState trainer, CheckpointSnapshot& snapshot);
 absl::Status write_checkpoint(const std::string& run_dir, const CheckpointSnapshot& snapshot);
 
 // The checkpoint `latest` names, as a directory path; NotFound when the run has none.
@@ -60,7 +56,10 @@ absl::StatusOr<std::string> latest_checkpoint(const std::string& run_dir);
 absl::StatusOr<GPTConfig> read_checkpoint_config(const std::string& checkpoint_dir);
 // Loads CHECKPOINT/model.h5 into `model` (whose config must be the stored one).
 absl::Status load_model_weights(const std::string& checkpoint_dir, GPT& model);
-absl::Status load_optimizer_state(const std::string& checkpoint_dir, MuonAdamW& optimizer);
+// CHECKPOINT/optimizer.h5: its step count, and one tensor's values (checked to hold `numel`).
+absl::StatusOr<int64_t> read_optimizer_steps(const std::string& checkpoint_dir);
+absl::StatusOr<std::vector<float>> read_optimizer_tensor(const std::string& checkpoint_dir,
+                                                         const std::string& dataset, int64_t numel);
 absl::StatusOr<TrainerState> read_trainer_state(const std::string& checkpoint_dir);
 // Reads every dataset of the checkpoint (so HDF5 verifies every checksum); the first problem, by file name.
 absl::Status verify_checkpoint(const std::string& checkpoint_dir);

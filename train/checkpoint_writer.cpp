@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <regex>
 
+#include "support/status.h"
+
 namespace nanoforge {
 
 absl::Status prune_checkpoints(const std::string& run_dir, const RetentionPolicy& policy) {
@@ -39,10 +41,13 @@ absl::Status prune_checkpoints(const std::string& run_dir, const RetentionPolicy
   return absl::OkStatus();
 }
 
-absl::Status CheckpointWriter::save_async(const GPT& model, const MuonAdamW& optimizer,
+absl::Status CheckpointWriter::save_async(const GPT& model, DataParallelOptimizer& optimizer,
                                           TrainerState trainer) {
   absl::Status previous = wait();
-  take_snapshot(model, optimizer, std::move(trainer), snapshot_);
+  NANOFORGE_RETURN_IF_ERROR(optimizer.gather_state(snapshot_.optimizer_state));
+  if (!writes_) return previous;
+  snapshot_.optimizer_steps = optimizer.steps_taken();
+  take_model_snapshot(model, std::move(trainer), snapshot_);
   pending_ = std::async(std::launch::async, [this]() -> absl::Status {
     const auto start = std::chrono::steady_clock::now();
     absl::Status status = write_checkpoint(run_dir_, snapshot_);

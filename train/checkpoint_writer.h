@@ -1,4 +1,5 @@
-// Writes checkpoints in the background: the training loop hands over a host snapshot (take_snapshot, the only
+// Writes checkpoints in the background: the training loop hands over a host snapshot (the weights and the
+// gathered optimizer state, the only
 // stall) and goes on stepping while a thread serialises it (write_checkpoint) and then prunes old
 // checkpoints. One write at a time — HDF5 is not thread-safe, and a checkpoint should not overtake the
 // previous one — so a new save first waits for the pending one, and its error (if any) is returned then.
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "train/checkpoint.h"
+#include "train/data_parallel_optimizer.h"
 
 namespace nanoforge {
 
@@ -27,8 +29,10 @@ absl::Status prune_checkpoints(const std::string& run_dir, const RetentionPolicy
 
 class CheckpointWriter {
  public:
-  CheckpointWriter(std::string run_dir, RetentionPolicy retention)
-      : run_dir_(std::move(run_dir)), retention_(retention) {}
+  // Only the rank that `writes` (rank 0) copies and writes anything; the others take part in the state
+  // gathering.
+  CheckpointWriter(std::string run_dir, RetentionPolicy retention, bool writes)
+      : run_dir_(std::move(run_dir)), retention_(retention), writes_(writes) {}
   ~CheckpointWriter() { wait().IgnoreError(); }
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
@@ -36,7 +40,8 @@ class CheckpointWriter {
   // Waits for the previous write (returning its error, if any), copies the model, optimizer and trainer state
   // into the writer's snapshot buffers (reused from one checkpoint to the next: this copy is the stall), and
   // starts writing them in the background.
-  absl::Status save_async(const GPT& model, const MuonAdamW& optimizer, TrainerState trainer);
+  // Collective: every rank calls it (the optimizer state is gathered from all of them).
+  absl::Status save_async(const GPT& model, DataParallelOptimizer& optimizer, TrainerState trainer);
   // Waits for the pending write; its status.
   absl::Status wait();
   void protect_step(int64_t step) { retention_.protected_step = step; }
@@ -47,6 +52,7 @@ class CheckpointWriter {
  private:
   std::string run_dir_;
   RetentionPolicy retention_;
+  bool writes_ = true;
   CheckpointSnapshot snapshot_;  // owned by the background write while one is pending
   std::future<absl::Status> pending_;
   double last_write_seconds_ = 0;

@@ -7,14 +7,15 @@
 #include <chrono>
 #include <filesystem>
 
+#include "dist/communicator.h"
 #include "kernels/backend_info.h"
 #include "model/gpt.h"
-#include "optim/muon_adamw.h"
 #include "optim/param_groups.h"
 #include "support/status.h"
 #include "train/checkpoint.h"
 #include "train/command.h"
 #include "train/common_flags.h"
+#include "train/data_parallel_optimizer.h"
 
 ABSL_DECLARE_FLAG(int64_t, depth);
 ABSL_DECLARE_FLAG(int64_t, vocab);
@@ -42,17 +43,24 @@ absl::Status run_bench_checkpoint(const std::vector<std::string>& /*arguments*/)
                                     : absl::GetFlag(FLAGS_dir);
   GPT model(config, Device::kCpu, DType::kF32);
   model.init_weights(42);
-  MuonAdamW optimizer(nanochat_param_groups(config, model.layout(), {}, 1.0, 0.28), model.layout(),
-                      model.params(), model.grads());
+  NANOFORGE_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> communicator,
+                             create_communicator(Device::kCpu, DistOptions{}));
+  DataParallelOptimizer optimizer(nanochat_param_groups(config, model.layout(), {}, 1.0, 0.28),
+                                  model.layout(), model.params(), model.grads(), *communicator,
+                                  int64_t{25} << 20);
   fmt::print("checkpoint of {} ({} parameters) in {}\n", config.describe(), model.layout().total_numel(),
              dir);
   TrainerState trainer;
   trainer.step = 1;
   // The first snapshot allocates its buffers; every later one (what training sees) copies into them.
   CheckpointSnapshot snapshot;
-  const double first_snapshot_seconds =
-      seconds_of([&] { take_snapshot(model, optimizer, trainer, snapshot); });
-  const double snapshot_seconds = seconds_of([&] { take_snapshot(model, optimizer, trainer, snapshot); });
+  const auto take_snapshot = [&] {
+    const absl::Status gathered = optimizer.gather_state(snapshot.optimizer_state);
+    NANOFORGE_CHECK(gathered.ok(), "{}", gathered.ToString());
+    take_model_snapshot(model, trainer, snapshot);
+  };
+  const double first_snapshot_seconds = seconds_of(take_snapshot);
+  const double snapshot_seconds = seconds_of(take_snapshot);
   absl::Status status;
   const double write_seconds = seconds_of([&] { status = write_checkpoint(dir, snapshot); });
   NANOFORGE_RETURN_IF_ERROR(status);

@@ -1,9 +1,11 @@
 // `nanoforge parity --case CASE.h5 --out RESULT.h5` runs a model parity case (train/parity.h);
-// `nanoforge parity --optim GOLDEN.h5 --out RESULT.h5` replays an optimizer golden (train/optim_parity.h).
-// When the input carries nanochat's expected values, a per-tensor comparison is printed and a mismatch fails.
+// `nanoforge parity --optim GOLDEN.h5 --out RESULT.h5` replays an optimizer golden (train/optim_parity.h),
+// also under mpirun: the sharded optimizer of N ranks against nanochat. When the input carries nanochat's
+// expected values, a per-tensor comparison is printed and a mismatch fails.
 #include <absl/flags/flag.h>
 #include <fmt/format.h>
 
+#include "dist/communicator.h"
 #include "kernels/backend_info.h"
 #include "support/status.h"
 #include "train/command.h"
@@ -60,9 +62,14 @@ absl::Status run_model_case(const std::string& case_path, const std::string& out
 
 absl::Status run_optim_golden(const std::string& golden_path, const std::string& out_path) {
   NANOFORGE_ASSIGN_OR_RETURN(const OptimGolden golden, read_optim_golden(golden_path));
-  fmt::print("optimizer golden {}: {}, {} groups, {} steps\n", golden_path, golden.config.describe(),
-             golden.groups.size(), golden.steps.size());
-  NANOFORGE_ASSIGN_OR_RETURN(const auto weights_after, run_optim_parity(golden));
+  // Under mpirun the replay runs sharded over the ranks (what training does); rank 0 reports.
+  NANOFORGE_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> communicator,
+                             create_communicator(Device::kCpu, DistOptions{}));
+  NANOFORGE_ASSIGN_OR_RETURN(const auto weights_after, run_optim_parity(golden, *communicator));
+  if (communicator->rank() != 0) return absl::OkStatus();
+  fmt::print("optimizer golden {}: {}, {} groups, {} steps, replayed on {} rank{} ({})\n", golden_path,
+             golden.config.describe(), golden.groups.size(), golden.steps.size(), communicator->world_size(),
+             communicator->world_size() > 1 ? "s" : "", communicator->engine_name());
   NANOFORGE_RETURN_IF_ERROR(write_optim_result(out_path, weights_after));
   fmt::print("wrote {}\n", out_path);
   NANOFORGE_ASSIGN_OR_RETURN(const std::vector<TensorCheck> checks,

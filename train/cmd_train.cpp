@@ -26,8 +26,12 @@ absl::Status run_train_command(const std::vector<std::string>& overrides) {
   }
   NANOFORGE_ASSIGN_OR_RETURN(Recipe recipe, read_recipe(recipe_path));
   NANOFORGE_RETURN_IF_ERROR(apply_overrides(recipe, overrides));
-  return run_training(recipe, {run_dir, absl::GetFlag(FLAGS_stop_at_step), absl::GetFlag(FLAGS_resume),
-                               absl::GetFlag(FLAGS_resume_from)});
+  TrainRunOptions options;
+  options.run_dir = run_dir;
+  options.stop_at_step = absl::GetFlag(FLAGS_stop_at_step);
+  options.resume = absl::GetFlag(FLAGS_resume);
+  options.resume_from = absl::GetFlag(FLAGS_resume_from);
+  return run_training(recipe, options);
 }
 
 std::string recipe_help() {

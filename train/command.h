@@ -31,9 +31,12 @@ Command tokenizer_train_command();
 Command bench_tokenizer_command();
 Command bench_loader_command();
 Command bench_checkpoint_command();
+Command bench_allreduce_command();
+Command bench_scaling_command();
 Command prep_command();
 Command train_command();
 Command sample_command();
 Command eval_command();
+Command doctor_command();
 
 }  // namespace nanoforge

@@ -9,11 +9,14 @@ const std::vector<Command>& all_commands() {
                                                 train_command(),
                                                 sample_command(),
                                                 eval_command(),
+                                                doctor_command(),
                                                 parity_command(),
                                                 bench_step_command(),
                                                 bench_tokenizer_command(),
                                                 bench_loader_command(),
-                                                bench_checkpoint_command()};
+                                                bench_checkpoint_command(),
+                                                bench_allreduce_command(),
+                                                bench_scaling_command()};
   return commands;
 }
 

@@ -1,4 +1,4 @@
-// Reading an optimizer golden file, replaying it through MuonAdamW, writing the result.
+// Reading an optimizer golden file, replaying it through the data-parallel optimizer, writing the result.
 #include "train/optim_parity.h"
 
 #include <fmt/format.h>
@@ -7,9 +7,9 @@
 
 #include "kernels/host_transfer.h"
 #include "model/gpt.h"
-#include "optim/muon_adamw.h"
 #include "support/h5_file.h"
 #include "support/status.h"
+#include "train/data_parallel_optimizer.h"
 #include "train/parity.h"
 
 namespace nanoforge {
@@ -131,17 +131,19 @@ absl::StatusOr<std::vector<ParamGroup>> golden_param_groups(const OptimGolden& g
 }
 
 absl::StatusOr<std::vector<std::map<std::string, HostArray<float>>>> run_optim_parity(
-    const OptimGolden& golden) {
+    const OptimGolden& golden, Communicator& communicator) {
   GPT model(golden.config, Device::kCpu, DType::kF32);  // for its parameter and gradient buffers
   NANOFORGE_ASSIGN_OR_RETURN(std::vector<ParamGroup> groups, golden_param_groups(golden, model.layout()));
   for (const auto& [name, weight] : golden.weights_before)
     upload(model.param(name), weight.values.data());
-  MuonAdamW optimizer(std::move(groups), model.layout(), model.params(), model.grads());
+  // Training's default bucket size (dist.bucket_mb = 25): this small model's AdamW tensors share a bucket.
+  DataParallelOptimizer optimizer(std::move(groups), model.layout(), model.params(), model.grads(),
+                                  communicator, int64_t{25} << 20);
   std::vector<std::map<std::string, HostArray<float>>> results;
   for (const OptimGoldenStep& step : golden.steps) {
     for (const auto& [name, grad] : step.grads)
       upload(model.grad(name), grad.values.data());
-    optimizer.step(step.schedule);
+    NANOFORGE_RETURN_IF_ERROR(optimizer.step(step.schedule));
     std::map<std::string, HostArray<float>> after;
     for (const ParamInfo& param : model.layout().params()) {
       after[param.name] = HostArray<float>{param.shape, download<float>(model.param(param.name))};

@@ -1,6 +1,8 @@
 // The optimizer's parity check against nanochat: replay a golden file's gradients (nanochat's own MuonAdamW
-// steps, recorded in PyTorch) through nanoforge's MuonAdamW with the file's hyperparameters and schedule
-// values, step k starting from nanoforge's own step k-1, and write /steps/<k>/weights_after/<name>.
+// steps, recorded in PyTorch) through the optimizer training uses (train/data_parallel_optimizer.h, on any
+// number of ranks: each feeds the golden's gradients, so their average is the golden's) with the file's
+// hyperparameters and schedule values, step k starting from nanoforge's own step k-1, and write
+// /steps/<k>/weights_after/<name>.
 // Layout of both files: docs/parity.md.
 #pragma once
 
@@ -10,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/communicator.h"
 #include "model/gpt_config.h"
 #include "optim/param_groups.h"
 #include "optim/schedules.h"
@@ -50,9 +53,9 @@ absl::StatusOr<OptimGolden> read_optim_golden(const std::string& path);
 absl::StatusOr<std::vector<ParamGroup>> golden_param_groups(const OptimGolden& golden,
                                                             const ParamLayout& layout);
 
-// weights_after of every step, by parameter name.
+// weights_after of every step, by parameter name (the same on every rank).
 absl::StatusOr<std::vector<std::map<std::string, HostArray<float>>>> run_optim_parity(
-    const OptimGolden& golden);
+    const OptimGolden& golden, Communicator& communicator);
 
 absl::Status write_optim_result(const std::string& path,
                                 const std::vector<std::map<std::string, HostArray<float>>>& weights_after);

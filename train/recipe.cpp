@@ -67,6 +67,8 @@ std::vector<Field> fields_of(Recipe& r) {
        "also keep every checkpoint whose step is a multiple of M"},
       {"dist", "timeout_seconds", &r.dist.timeout_seconds,
        "how long a rank waits for the others before failing"},
+      {"dist", "bucket_mb", &r.dist.bucket_mb,
+       "MB of gradients per reduction bucket: smaller starts communication sooner, larger has less overhead"},
   };
 }
 

@@ -58,6 +58,7 @@ struct Recipe {
   } checkpoint;
   struct Dist {
     double timeout_seconds = 300;  // a rank that hears nothing from the others this long gives up
+    double bucket_mb = 25;  // gradient bucket size for the overlapped reduce-scatter (PyTorch DDP's default)
   } dist;
 };
 

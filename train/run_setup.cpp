@@ -68,6 +68,9 @@ absl::Status validate_recipe(const Recipe& r) {
     return invalid("checkpoint.keep_every must be >= 1 or -1 (none)");
   }
   if (r.dist.timeout_seconds <= 0) return invalid("dist.timeout_seconds must be positive");
+  if (!(r.dist.bucket_mb > 0 && r.dist.bucket_mb <= 4096)) {
+    return invalid("dist.bucket_mb must be in (0, 4096] MB (PyTorch DDP uses 25)");
+  }
   return absl::OkStatus();
 }
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -14,13 +15,13 @@
 #include "kernels/backend_info.h"
 #include "model/flops.h"
 #include "model/gpt.h"
-#include "optim/muon_adamw.h"
 #include "optim/param_groups.h"
 #include "support/number_format.h"
 #include "support/status.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_model.h"
 #include "train/checkpoint_writer.h"
+#include "train/data_parallel_optimizer.h"
 #include "train/evaluate.h"
 #include "train/generate.h"
 #include "train/metrics_log.h"
@@ -70,13 +71,24 @@ absl::Status load_initial_weights(const std::string& location, GPT& model) {
   return load_model_weights(*checkpoint, model);
 }
 
+// A scalar all ranks sum (loss, bits-per-byte sums, stop requests): one f64 all-reduce.
+double sum_over_ranks(Communicator& communicator, double value) {
+  if (communicator.world_size() == 1) return value;
+  TensorView view(&value, {1}, DType::kF64, Device::kCpu);
+  const absl::Status status = communicator.all_reduce(view, ReduceOp::kSum).wait();
+  NANOFORGE_CHECK(status.ok(), "all-reduce of a scalar failed: {}", status.ToString());
+  return value;
+}
+
 // Everything a run holds, and the steps of the loop.
 class Trainer {
  public:
-  Trainer(const Recipe& recipe, const TrainRunOptions& options, RunSetup setup)
+  Trainer(const Recipe& recipe, const TrainRunOptions& options, RunSetup setup, Communicator& communicator)
       : recipe_(recipe),
         options_(options),
         setup_(std::move(setup)),
+        communicator_(communicator),
+        chief_(communicator.rank() == 0),
         batch_(recipe.train.device_batch_size),
         seq_(recipe.model.max_seq_len),
         model_(setup_.model, Device::kCpu, DType::kF32),
@@ -85,10 +97,11 @@ class Trainer {
                                   {recipe.optim.unembedding_lr, recipe.optim.embedding_lr,
                                    recipe.optim.scalar_lr, recipe.optim.matrix_lr, recipe.optim.weight_decay},
                                   setup_.horizon.batch_lr_scale, setup_.horizon.weight_decay),
-            model_.layout(), model_.params(), model_.grads()),
+            model_.layout(), model_.params(), model_.grads(), communicator,
+            static_cast<int64_t>(recipe.dist.bucket_mb * 1024 * 1024)),
         tensors_(batch_, seq_),
         token_bytes_(setup_.tokenizer.token_byte_lengths()),
-        writer_(options.run_dir, {recipe.checkpoint.keep_last, recipe.checkpoint.keep_every, -1}) {}
+        writer_(options.run_dir, {recipe.checkpoint.keep_last, recipe.checkpoint.keep_every, -1}, chief_) {}
 
   absl::Status start();
   absl::Status run();
@@ -100,14 +113,17 @@ class Trainer {
   absl::Status save(int64_t step, bool wait);
   absl::Status train_step(int64_t step);
   void print_setup() const;
+  int agreed_shutdown_signal();
 
   const Recipe& recipe_;
   const TrainRunOptions& options_;
   RunSetup setup_;
+  Communicator& communicator_;
+  bool chief_;                         // rank 0: prints, writes metrics and checkpoints, samples
   std::optional<MetricsLog> metrics_;  // opened once a resume has trimmed what it will write again
   int64_t batch_, seq_;
   GPT model_;
-  MuonAdamW optimizer_;
+  DataParallelOptimizer optimizer_;
   std::unique_ptr<Loader> train_loader_, val_loader_;
   TokenBatchTensors tensors_;
   std::vector<int32_t> token_bytes_;
@@ -123,7 +139,7 @@ absl::Status Trainer::start() {
   if (!recipe_.model.init_from.empty())
     NANOFORGE_RETURN_IF_ERROR(load_initial_weights(recipe_.model.init_from, model_));
   model_.plan(batch_, seq_);
-  LoaderOptions val_options{batch_, seq_, /*rank=*/0, setup_.world_size,
+  LoaderOptions val_options{batch_, seq_, communicator_.rank(), setup_.world_size,
                             static_cast<uint64_t>(recipe_.train.seed)};
   val_options.shuffle = false;
   NANOFORGE_ASSIGN_OR_RETURN(val_loader_, Loader::create(setup_.val_data, val_options));
@@ -132,8 +148,9 @@ absl::Status Trainer::start() {
   if (options_.resume && checkpoint.empty()) {
     std::vector<std::string> skipped;
     NANOFORGE_ASSIGN_OR_RETURN(checkpoint, newest_valid_checkpoint(options_.run_dir, &skipped));
-    for (const std::string& problem : skipped)
-      fmt::print("resume: skipping damaged checkpoint {}\n", problem);
+    for (const std::string& problem : skipped) {
+      if (chief_) fmt::print("resume: skipping damaged checkpoint {}\n", problem);
+    }
   }
   if (!checkpoint.empty()) {
     NANOFORGE_RETURN_IF_ERROR(resume(checkpoint));
@@ -142,8 +159,10 @@ absl::Status Trainer::start() {
     train_options.shuffle = true;
     NANOFORGE_ASSIGN_OR_RETURN(train_loader_, Loader::create(setup_.train_data, train_options));
   }
-  NANOFORGE_ASSIGN_OR_RETURN(MetricsLog metrics, MetricsLog::open(options_.run_dir + "/metrics.jsonl"));
-  metrics_.emplace(std::move(metrics));
+  if (chief_) {
+    NANOFORGE_ASSIGN_OR_RETURN(MetricsLog metrics, MetricsLog::open(options_.run_dir + "/metrics.jsonl"));
+    metrics_.emplace(std::move(metrics));
+  }
   return absl::OkStatus();
 }
 
@@ -158,10 +177,16 @@ absl::Status Trainer::resume(const std::string& checkpoint) {
                                                      checkpoint, state.tokenizer_hash,
                                                      setup_.tokenizer.hash()));
   }
+  // Every rank reads the checkpoint (a multi-node run keeps its run directory where all nodes see it) and
+  // keeps its own share of the optimizer state, whatever the world size that wrote it.
   NANOFORGE_RETURN_IF_ERROR(load_model_weights(checkpoint, model_));
-  NANOFORGE_RETURN_IF_ERROR(load_optimizer_state(checkpoint, optimizer_));
+  NANOFORGE_ASSIGN_OR_RETURN(const int64_t optimizer_steps, read_optimizer_steps(checkpoint));
+  NANOFORGE_RETURN_IF_ERROR(
+      optimizer_.load_state([&](const std::string& dataset,
+                                int64_t numel) { return read_optimizer_tensor(checkpoint, dataset, numel); },
+                            optimizer_steps));
   NANOFORGE_ASSIGN_OR_RETURN(const LoaderState loader_state, LoaderState::from_bytes(state.loader_state));
-  LoaderOptions train_options{batch_, seq_, /*rank=*/0, setup_.world_size,
+  LoaderOptions train_options{batch_, seq_, communicator_.rank(), setup_.world_size,
                               static_cast<uint64_t>(recipe_.train.seed)};
   absl::StatusOr<std::unique_ptr<Loader>> loader =
       Loader::create(setup_.train_data, train_options, &loader_state);
@@ -173,6 +198,7 @@ absl::Status Trainer::resume(const std::string& checkpoint) {
   start_step_ = state.step;
   training_seconds_ = state.training_seconds;
   writer_.protect_step(start_step_);  // never pruned: the run may need to resume from it again
+  if (!chief_) return absl::OkStatus();
   NANOFORGE_RETURN_IF_ERROR(trim_metrics_after(options_.run_dir + "/metrics.jsonl", start_step_));
   fmt::print("resume: {} at step {}\n", checkpoint, start_step_);
   for (const std::string& change : changes)
@@ -182,14 +208,20 @@ absl::Status Trainer::resume(const std::string& checkpoint) {
 
 absl::Status Trainer::evaluate(int64_t step) {
   const Clock::time_point start = Clock::now();
-  NANOFORGE_ASSIGN_OR_RETURN(const BitsPerByteSums sums,
+  NANOFORGE_ASSIGN_OR_RETURN(BitsPerByteSums sums,
                              evaluate_bits_per_byte(model_, *val_loader_, setup_.eval_steps, token_bytes_));
+  // Every rank evaluated its own rows of the validation stream; the sums are the whole set's.
+  sums.nats = sum_over_ranks(communicator_, sums.nats);
+  sums.bytes = static_cast<int64_t>(sum_over_ranks(communicator_, static_cast<double>(sums.bytes)));
+  sums.tokens = static_cast<int64_t>(sum_over_ranks(communicator_, static_cast<double>(sums.tokens)));
+  if (!chief_) return absl::OkStatus();
   fmt::print("step {:05d} | val bpb {:.6f} ({} tokens, {:.1f}s)\n", step, sums.bits_per_byte(),
              with_thousands(sums.tokens), seconds_since(start));
   return metrics_->write({{"step", step}, {"val_bpb", sums.bits_per_byte()}});
 }
 
 void Trainer::sample() {
+  if (!chief_) return;  // generation is one process's work; the others go on to the next step's collectives
   for (const char* prompt : sample_prompts()) {
     std::vector<int32_t> ids = {setup_.tokenizer.bos_id()};
     setup_.tokenizer.encode(prompt, ids);
@@ -208,8 +240,10 @@ absl::Status Trainer::save(int64_t step, bool wait) {
   state.training_seconds = training_seconds_;
   const Clock::time_point start = Clock::now();
   NANOFORGE_RETURN_IF_ERROR(writer_.save_async(model_, optimizer_, std::move(state)));
-  fmt::print("step {:05d} | checkpoint {}: {:.2f}s host copy, written in the background\n", step,
-             checkpoint_name(step), seconds_since(start));
+  if (chief_) {
+    fmt::print("step {:05d} | checkpoint {}: {:.2f}s host copy, written in the background\n", step,
+               checkpoint_name(step), seconds_since(start));
+  }
   return wait ? writer_.wait() : absl::OkStatus();
 }
 
@@ -217,17 +251,26 @@ absl::Status Trainer::train_step(int64_t step) {
   const Clock::time_point step_start = Clock::now();
   model_.plan(batch_, seq_);
   model_.zero_grad();
-  double loss_sum = 0;
+  double loss_sum = 0, data_seconds = 0;
   for (int64_t micro = 0; micro < setup_.grad_accum_steps; ++micro) {
+    const Clock::time_point data_start = Clock::now();
     NANOFORGE_ASSIGN_OR_RETURN(const TokenBatch token_batch, train_loader_->next());
+    data_seconds += seconds_since(data_start);
     tensors_.fill(token_batch);
     loss_sum += model_.forward(tensors_.ids(), tensors_.targets());
+    // Only the last micro-batch's backward starts the reductions: the gradients are summed locally before.
+    const bool last = micro + 1 == setup_.grad_accum_steps;
+    if (last)
+      model_.set_gradient_ready_callback([this](int64_t ready) { optimizer_.gradients_ready(ready); });
     model_.backward(1.0 / static_cast<double>(setup_.grad_accum_steps));
+    if (last) model_.set_gradient_ready_callback({});
   }
   const ScheduleValues schedule = schedule_at(setup_.schedule, step);
-  optimizer_.step(schedule);
+  NANOFORGE_RETURN_IF_ERROR(optimizer_.step(schedule));
+  // The loss of the step: the mean over its micro-batches and over the ranks.
+  const double loss = sum_over_ranks(communicator_, loss_sum / static_cast<double>(setup_.grad_accum_steps)) /
+                      static_cast<double>(communicator_.world_size());
   const double step_seconds = seconds_since(step_start);
-  const double loss = loss_sum / static_cast<double>(setup_.grad_accum_steps);
   if (!std::isfinite(loss)) {
     return absl::InternalError(
         fmt::format("loss is {} at step {}: training diverged (lower the learning rates)", loss, step));
@@ -245,6 +288,11 @@ absl::Status Trainer::train_step(int64_t step) {
                   static_cast<int>(setup_.world_size));
   const double mean_step =
       timed_steps_ > 0 ? training_seconds_ / static_cast<double>(timed_steps_) : step_seconds;
+  if (options_.on_step) {
+    options_.on_step({step + 1, setup_.horizon.total_batch_size, step_seconds,
+                      optimizer_.last_exposed_seconds(), data_seconds});
+  }
+  if (!chief_) return absl::OkStatus();
   fmt::print(
       "step {:05d}/{:05d} ({:5.2f}%) | loss {:.6f} | lrm {:.3f} | dt {:.1f}ms | tok/s {} | mfu {} | "
       "elapsed {} | eta {}\n",
@@ -259,13 +307,28 @@ absl::Status Trainer::train_step(int64_t step) {
                          {"lr_multiplier", schedule.lr_multiplier},
                          {"tokens_per_s", tokens_per_second},
                          {"step_ms", 1e3 * step_seconds},
+                         {"exposed_comm_ms", 1e3 * optimizer_.last_exposed_seconds()},
+                         {"data_wait_ms", 1e3 * data_seconds},
                          {"elapsed_s", seconds_since(run_start_)}};
   if (mfu) record.push_back({"mfu", *mfu});
   return metrics_->write(record);
 }
 
+// A signal may reach some ranks and not others (a scheduler signals one node first); every rank must stop
+// after the same step, so the stop is agreed on. Returns this rank's signal, or kSignalElsewhere when only
+// others saw one.
+constexpr int kSignalElsewhere = -1;
+
+int Trainer::agreed_shutdown_signal() {
+  const int local = shutdown_requested();
+  if (communicator_.world_size() == 1) return local;
+  const double ranks_signalled = sum_over_ranks(communicator_, local != 0 ? 1.0 : 0.0);
+  if (local != 0) return local;
+  return ranks_signalled > 0 ? kSignalElsewhere : 0;
+}
+
 absl::Status Trainer::run() {
-  print_setup();
+  if (chief_) print_setup();
   const int64_t num_iterations = setup_.horizon.num_iterations;
   const int64_t last_step =
       options_.stop_at_step > 0 ? std::min(options_.stop_at_step, num_iterations) : num_iterations;
@@ -278,20 +341,27 @@ absl::Status Trainer::run() {
         recipe_.train.sample_every > 0 && (step % recipe_.train.sample_every == 0 || final_step);
     if (sample_due && step > 0 && step != start_step_) sample();
     const bool stop_here = step >= last_step;
-    const int signal = shutdown_requested();
+    const int signal = agreed_shutdown_signal();
     const bool checkpoint_due = recipe_.checkpoint.every > 0 && step % recipe_.checkpoint.every == 0;
-    if (step != start_step_ && (stop_here || checkpoint_due || signal != 0)) {
+    if (options_.checkpoints && step != start_step_ && (stop_here || checkpoint_due || signal != 0)) {
       NANOFORGE_RETURN_IF_ERROR(save(step, /*wait=*/stop_here || signal != 0));
     }
     if (signal != 0) {
-      fmt::print("stopped by signal {} after step {}; resume with --resume\n", signal, step);
+      if (chief_) {
+        fmt::print("stopped by {} after step {}; resume with --resume\n",
+                   signal == kSignalElsewhere ? std::string("a signal to another rank")
+                                              : fmt::format("signal {}", signal),
+                   step);
+      }
       return absl::OkStatus();
     }
     if (stop_here) break;
     NANOFORGE_RETURN_IF_ERROR(train_step(step));
   }
-  fmt::print("done: step {} of {} in {}; run directory {}\n", last_step, num_iterations,
-             minutes(seconds_since(run_start_)), options_.run_dir);
+  if (chief_) {
+    fmt::print("done: step {} of {} in {}; run directory {}\n", last_step, num_iterations,
+               minutes(seconds_since(run_start_)), options_.run_dir);
+  }
   return writer_.wait();
 }
 
@@ -310,9 +380,10 @@ void Trainer::print_setup() const {
   for (const ParamGroup& group : optimizer_.groups()) {
     fmt::print("  {:<22} {:>3} tensors  lr {:.6g}\n", group.label, group.params.size(), group.initial_lr);
   }
-  fmt::print("memory: {:.1f} MB parameters+gradients, {:.1f} MB optimizer state, {:.1f} MB activations\n",
-             2.0 * model_.params().bytes() / 1e6, optimizer_.state_bytes() / 1e6,
-             model_.activation_bytes() / 1e6);
+  fmt::print("{}\n", optimizer_.describe());
+  fmt::print(
+      "memory per rank: {:.1f} MB parameters+gradients, {:.1f} MB optimizer state, {:.1f} MB activations\n",
+      2.0 * model_.params().bytes() / 1e6, optimizer_.state_bytes() / 1e6, model_.activation_bytes() / 1e6);
   std::fflush(stdout);
 }
 
@@ -323,16 +394,25 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
     return absl::InvalidArgumentError("give --resume or --resume-from, not both");
   }
   set_cpu_threads(static_cast<int>(recipe.train.threads));
-  NANOFORGE_ASSIGN_OR_RETURN(RunSetup setup, set_up_run(recipe, /*world_size=*/1));
-  std::error_code error;
-  std::filesystem::create_directories(options.run_dir, error);
-  if (error) {
-    return absl::PermissionDeniedError(
-        fmt::format("{}: cannot create the run directory: {}", options.run_dir, error.message()));
+  NANOFORGE_RETURN_IF_ERROR(validate_recipe(recipe));  // before any rank starts talking to the others
+  NANOFORGE_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> communicator,
+                             create_communicator(Device::kCpu, {recipe.dist.timeout_seconds}));
+  NANOFORGE_ASSIGN_OR_RETURN(RunSetup setup, set_up_run(recipe, communicator->world_size()));
+  if (communicator->rank() == 0) {
+    std::error_code error;
+    std::filesystem::create_directories(options.run_dir, error);
+    if (error) {
+      return absl::PermissionDeniedError(
+          fmt::format("{}: cannot create the run directory: {}", options.run_dir, error.message()));
+    }
+    NANOFORGE_RETURN_IF_ERROR(write_text_file(options.run_dir + "/config.toml", recipe_to_toml(recipe)));
+    fmt::print("dist: {} rank{} ({})\n", communicator->world_size(),
+               communicator->world_size() > 1 ? "s" : "", communicator->engine_name());
   }
-  NANOFORGE_RETURN_IF_ERROR(write_text_file(options.run_dir + "/config.toml", recipe_to_toml(recipe)));
+  // Rank 0 made the run directory; the others read from it (resume) only after this.
+  NANOFORGE_RETURN_IF_ERROR(communicator->barrier());
   install_shutdown_handlers();
-  Trainer trainer(recipe, options, std::move(setup));
+  Trainer trainer(recipe, options, std::move(setup), *communicator);
   NANOFORGE_RETURN_IF_ERROR(trainer.start());
   return trainer.run();
 }

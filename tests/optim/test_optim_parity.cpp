@@ -1,10 +1,11 @@
-// MuonAdamW against nanochat's own optimizer steps: three chained steps of every golden pass the parity
-// README's rule (train/optim_parity_compare.h), and a broken hyperparameter would not.
+// The training optimizer (one rank) against nanochat's own MuonAdamW steps: three chained steps of every
+// golden pass the parity README's rule (train/optim_parity_compare.h), and a broken hyperparameter would not.
 #include <gtest/gtest.h>
 
+#include "dist/single_communicator.h"
+#include "tests/optim/golden_file.h"
 #include "train/optim_parity.h"
 #include "train/optim_parity_compare.h"
-#include "tests/optim/golden_file.h"
 
 namespace nanoforge {
 namespace {
@@ -13,8 +14,9 @@ void expect_golden_matches(const std::string& name) {
   const std::string path = test::golden_path(name);
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
   auto golden = read_optim_golden(path);
+  SingleCommunicator communicator(Device::kCpu);
   ASSERT_TRUE(golden.ok()) << golden.status();
-  auto after = run_optim_parity(*golden);
+  auto after = run_optim_parity(*golden, communicator);
   ASSERT_TRUE(after.ok()) << after.status();
   auto checks = compare_optim_with_golden(*golden, *after);
   ASSERT_TRUE(checks.ok()) << checks.status();
@@ -25,22 +27,31 @@ void expect_golden_matches(const std::string& name) {
   }
 }
 
-TEST(OptimParity, RealInitGolden) { expect_golden_matches("optim_dev.h5"); }
-TEST(OptimParity, PerturbedGolden) { expect_golden_matches("optim_dev_perturbed.h5"); }
-TEST(OptimParity, Bf16OrthogonalisationGolden) { expect_golden_matches("optim_dev_bf16ortho.h5"); }
+TEST(OptimParity, RealInitGolden) {
+  expect_golden_matches("optim_dev.h5");
+}
+TEST(OptimParity, PerturbedGolden) {
+  expect_golden_matches("optim_dev_perturbed.h5");
+}
+TEST(OptimParity, Bf16OrthogonalisationGolden) {
+  expect_golden_matches("optim_dev_bf16ortho.h5");
+}
 
 TEST(OptimParity, AWrongMomentumIsCaught) {
   const std::string path = test::golden_path("optim_dev_perturbed.h5");
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
   auto golden = read_optim_golden(path);
+  SingleCommunicator communicator(Device::kCpu);
   ASSERT_TRUE(golden.ok());
-  for (OptimGoldenStep& step : golden->steps) step.schedule.muon_momentum = 0.95;  // the schedule says 0.85
-  auto after = run_optim_parity(*golden);
+  for (OptimGoldenStep& step : golden->steps)
+    step.schedule.muon_momentum = 0.95;  // the schedule says 0.85
+  auto after = run_optim_parity(*golden, communicator);
   ASSERT_TRUE(after.ok());
   auto checks = compare_optim_with_golden(*golden, *after);
   ASSERT_TRUE(checks.ok());
   int failures = 0;
-  for (const TensorCheck& check : *checks) failures += !check.passed;
+  for (const TensorCheck& check : *checks)
+    failures += !check.passed;
   EXPECT_GT(failures, 10);
 }
 

@@ -8,7 +8,6 @@
 #include <chrono>
 #include <thread>
 
-#include "support/h5_file.h"
 #include "tests/train/training_fixture.h"
 #include "train/checkpoint.h"
 #include "train/resume.h"
@@ -41,33 +40,6 @@ TrainRunOptions stop_at_resumed(const std::string& run_dir, int64_t step) {
   return options;
 }
 
-// Every training record's "loss" field as printed (%.9g), by step.
-std::map<int64_t, std::string> losses_by_step(const std::string& run_dir) {
-  std::map<int64_t, std::string> losses;
-  for (const std::string& line : read_lines(run_dir + "/metrics.jsonl")) {
-    const size_t at = line.find("\"loss\": ");
-    if (at == std::string::npos) continue;
-    const int64_t step = static_cast<int64_t>(number_after(line, "step"));
-    EXPECT_EQ(losses.count(step), 0u) << "step " << step << " recorded twice in " << run_dir;
-    losses[step] = line.substr(at + 8, line.find(',', at) - at - 8);
-  }
-  return losses;
-}
-
-// The final model's weights, bytes of every dataset, for bitwise comparison.
-std::map<std::string, std::vector<float>> final_weights(const std::string& run_dir) {
-  auto checkpoint = latest_checkpoint(run_dir);
-  EXPECT_TRUE(checkpoint.ok()) << checkpoint.status();
-  auto file = H5File::open_read(*checkpoint + "/model.h5");
-  EXPECT_TRUE(file.ok());
-  std::map<std::string, std::vector<float>> weights;
-  const absl::StatusOr<std::vector<std::string>> names = file->members("/weights");
-  EXPECT_TRUE(names.ok());
-  for (const std::string& name : *names)
-    weights[name] = file->read<float>("/weights/" + name)->values;
-  return weights;
-}
-
 // The run everything is compared with: 20 steps in one go (computed once per test binary).
 const std::string& reference_run() {
   static const std::string dir = [] {
@@ -81,12 +53,6 @@ const std::string& reference_run() {
 void expect_same_run(const std::string& run_dir) {
   EXPECT_EQ(losses_by_step(run_dir), losses_by_step(reference_run()));
   EXPECT_EQ(final_weights(run_dir), final_weights(reference_run()));
-}
-
-std::string recipe_file(const Recipe& recipe, const std::string& dir) {
-  const std::string path = dir + "/recipe.toml";
-  std::ofstream(path) << recipe_to_toml(recipe);
-  return path;
 }
 
 // Starts `nanoforge train` on the recipe in a child process (environment `env` added).

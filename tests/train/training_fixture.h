@@ -1,5 +1,6 @@
 // What the training tests share: a small learnable corpus (generated sentences, tokenized with the committed
-// golden tokenizer into shards once per test binary), a one-layer recipe over it, and file helpers.
+// golden tokenizer into shards once per test binary), a one-layer recipe over it, file helpers, and readers
+// of what a run leaves behind (losses by step, final weights).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,11 +9,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "data/prep.h"
+#include "support/h5_file.h"
 #include "support/philox.h"
+#include "train/checkpoint.h"
 #include "train/recipe.h"
 #include "train/trainer.h"
 
@@ -121,6 +125,40 @@ inline TrainRunOptions stop_at(std::string run_dir, int64_t step) {
   options.run_dir = std::move(run_dir);
   options.stop_at_step = step;
   return options;
+}
+
+// Every training record's "loss" field as printed (%.9g), by step.
+inline std::map<int64_t, std::string> losses_by_step(const std::string& run_dir) {
+  std::map<int64_t, std::string> losses;
+  for (const std::string& line : read_lines(run_dir + "/metrics.jsonl")) {
+    const size_t at = line.find("\"loss\": ");
+    if (at == std::string::npos) continue;
+    const int64_t step = static_cast<int64_t>(number_after(line, "step"));
+    EXPECT_EQ(losses.count(step), 0u) << "step " << step << " recorded twice in " << run_dir;
+    losses[step] = line.substr(at + 8, line.find(',', at) - at - 8);
+  }
+  return losses;
+}
+
+// The final model's weights, bytes of every dataset, for bitwise comparison.
+inline std::map<std::string, std::vector<float>> final_weights(const std::string& run_dir) {
+  auto checkpoint = latest_checkpoint(run_dir);
+  EXPECT_TRUE(checkpoint.ok()) << checkpoint.status();
+  auto file = H5File::open_read(*checkpoint + "/model.h5");
+  EXPECT_TRUE(file.ok());
+  std::map<std::string, std::vector<float>> weights;
+  const absl::StatusOr<std::vector<std::string>> names = file->members("/weights");
+  EXPECT_TRUE(names.ok());
+  for (const std::string& name : *names)
+    weights[name] = file->read<float>("/weights/" + name)->values;
+  return weights;
+}
+
+// The recipe written as a TOML file in `dir`, for runs of the nanoforge program.
+inline std::string recipe_file(const Recipe& recipe, const std::string& dir) {
+  const std::string path = dir + "/recipe.toml";
+  std::ofstream(path) << recipe_to_toml(recipe);
+  return path;
 }
 
 }  // namespace nanoforge::test

@@ -1,0 +1,70 @@
+// The collective-communication interface data parallelism is built on (PyTorch's ProcessGroup, in small): one
+// process per device, `world_size` of them, each with a `rank`. Every collective is asynchronous — it is
+// queued on the engine's own thread (MPI, CPU buffers) or CUDA stream (NCCL, GPU buffers) and runs in the
+// order calls were made on this rank; the returned CommWork waits for it. All ranks must issue the same
+// collectives in the same order with the same sizes. Buffers stay owned by the caller and must not be touched
+// until the work has been waited for.
+//
+// Engines (dist/*_communicator.*): single-process (world size 1, no communication), MPI, NCCL. A watchdog
+// turns a collective that makes no progress for `timeout_seconds` (a lost rank) into an error naming the
+// ranks that did not arrive, instead of a hang.
+#pragma once
+
+#include <absl/status/statusor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kernels/tensor.h"
+
+namespace nanoforge {
+
+enum class ReduceOp { kSum, kAverage };
+
+// A queued collective. wait() blocks until it has completed (or failed) and returns its status; it may be
+// called more than once. A default-constructed CommWork is already complete.
+class CommWork {
+ public:
+  struct State;
+  CommWork() = default;
+  explicit CommWork(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  absl::Status wait() const;
+  bool done() const;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+struct DistOptions {
+  double timeout_seconds =
+      300;  // a collective that makes no progress this long fails (recipe: dist.timeout_seconds)
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual int local_rank() const = 0;           // rank among the processes on this machine (the GPU to use)
+  virtual std::string engine_name() const = 0;  // "single", "mpi", "nccl"
+
+  // In place: every rank's buffer becomes the sum (or average) of all ranks' buffers.
+  virtual CommWork all_reduce(TensorView buffer, ReduceOp op) = 0;
+  // input holds world_size equal chunks; rank r's output (input.numel() / world_size elements) becomes the
+  // reduction of chunk r over all ranks.
+  virtual CommWork reduce_scatter(TensorView input, TensorView output, ReduceOp op) = 0;
+  // output holds world_size chunks of input.numel(); chunk r is rank r's input.
+  virtual CommWork all_gather(TensorView input, TensorView output) = 0;
+  // Every rank's buffer becomes root's.
+  virtual CommWork broadcast(TensorView buffer, int root) = 0;
+  // Blocks until every rank has reached it (with the same timeout).
+  virtual absl::Status barrier() = 0;
+};
+
+// The communicator for how this process was started: under mpirun / srun (MPI; NCCL for CUDA tensors when
+// built with CUDA), torchrun-style RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT, or a single process.
+absl::StatusOr<std::unique_ptr<Communicator>> create_communicator(Device device, const DistOptions& options);
+
+}  // namespace nanoforge

@@ -1,0 +1,130 @@
+// parse_launch_env: reads the launcher's variables; every number is validated and every error names the
+// variable, what it held and what was expected.
+#include "dist/launch_env.h"
+
+#include <absl/strings/numbers.h>
+#include <fmt/format.h>
+
+#include <cstdlib>
+
+namespace nanoforge {
+namespace {
+
+struct Variables {
+  const char* rank;
+  const char* world_size;
+  const char* local_rank;
+};
+
+constexpr Variables kOpenMpiVariables = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                                         "OMPI_COMM_WORLD_LOCAL_RANK"};
+constexpr Variables kTorchrunVariables = {"RANK", "WORLD_SIZE", "LOCAL_RANK"};
+constexpr Variables kSlurmVariables = {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"};
+
+absl::StatusOr<int> parse_int(const EnvLookup& lookup, const char* name, int min_value, int max_value) {
+  const std::optional<std::string> text = lookup(name);
+  if (!text) return absl::InvalidArgumentError(fmt::format("{} is not set", name));
+  int value = 0;
+  if (!absl::SimpleAtoi(*text, &value) || value < min_value || value > max_value) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}={:?} is not a whole number in [{}, {}]", name, *text, min_value, max_value));
+  }
+  return value;
+}
+
+// Rank, world size and local rank from one launcher's variables. A missing local rank is 0 (one process per
+// machine, as on DGX Sparks); the GPU count check in the NCCL engine catches a wrong guess.
+absl::StatusOr<LaunchEnv> parse_ranks(const EnvLookup& lookup, Launcher launcher, const Variables& names) {
+  constexpr int kMaxRanks = 1 << 20;
+  LaunchEnv env;
+  env.launcher = launcher;
+  absl::StatusOr<int> world_size = parse_int(lookup, names.world_size, 1, kMaxRanks);
+  if (!world_size.ok()) return world_size.status();
+  env.world_size = *world_size;
+  absl::StatusOr<int> rank = parse_int(lookup, names.rank, 0, env.world_size - 1);
+  if (!rank.ok()) return rank.status();
+  env.rank = *rank;
+  if (lookup(names.local_rank)) {
+    absl::StatusOr<int> local_rank = parse_int(lookup, names.local_rank, 0, env.world_size - 1);
+    if (!local_rank.ok()) return local_rank.status();
+    env.local_rank = *local_rank;
+  }
+  return env;
+}
+
+absl::Status parse_master(const EnvLookup& lookup, LaunchEnv& env) {
+  const std::optional<std::string> addr = lookup("MASTER_ADDR");
+  const bool has_port = lookup("MASTER_PORT").has_value();
+  if (env.world_size == 1 && !addr && !has_port) return absl::OkStatus();  // nothing to meet
+  if (!addr || addr->empty() || !has_port) {
+    return absl::InvalidArgumentError(fmt::format(
+        "torchrun-style launch with WORLD_SIZE={} needs MASTER_ADDR and MASTER_PORT (where rank 0 listens "
+        "for the rendezvous), found MASTER_ADDR={} MASTER_PORT={}",
+        env.world_size, addr ? fmt::format("{:?}", *addr) : "unset",
+        lookup("MASTER_PORT") ? fmt::format("{:?}", *lookup("MASTER_PORT")) : "unset"));
+  }
+  env.master_addr = *addr;
+  absl::StatusOr<int> port = parse_int(lookup, "MASTER_PORT", 1, 65535);
+  if (!port.ok()) return port.status();
+  env.master_port = *port;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LaunchEnv> with_context(absl::StatusOr<LaunchEnv> env, const char* launcher) {
+  if (env.ok()) return env;
+  return absl::InvalidArgumentError(
+      fmt::format("reading the {} launch environment: {}", launcher, std::string(env.status().message())));
+}
+
+}  // namespace
+
+const char* launcher_name(Launcher launcher) {
+  switch (launcher) {
+    case Launcher::kNone:
+      return "none";
+    case Launcher::kOpenMpi:
+      return "mpirun";
+    case Launcher::kSlurm:
+      return "srun";
+    case Launcher::kTorchrun:
+      return "torchrun";
+  }
+  return "?";
+}
+
+std::string LaunchEnv::describe() const {
+  std::string text = fmt::format("rank {} of {} (local rank {})", rank, world_size, local_rank);
+  if (launcher != Launcher::kNone) text += fmt::format(", launched by {}", launcher_name(launcher));
+  if (launcher == Launcher::kTorchrun && !master_addr.empty())
+    text += fmt::format(", rendezvous at {}:{}", master_addr, master_port);
+  return text;
+}
+
+absl::StatusOr<LaunchEnv> parse_launch_env(const EnvLookup& lookup) {
+  if (lookup(kOpenMpiVariables.rank) || lookup(kOpenMpiVariables.world_size))
+    return with_context(parse_ranks(lookup, Launcher::kOpenMpi, kOpenMpiVariables), "Open MPI (mpirun)");
+  if (lookup(kTorchrunVariables.rank) || lookup(kTorchrunVariables.world_size)) {
+    absl::StatusOr<LaunchEnv> env = parse_ranks(lookup, Launcher::kTorchrun, kTorchrunVariables);
+    if (env.ok()) {
+      if (absl::Status master = parse_master(lookup, *env); !master.ok()) env = master;
+    }
+    return with_context(std::move(env), "torchrun-style");
+  }
+  if (lookup(kSlurmVariables.rank) || lookup(kSlurmVariables.world_size)) {
+    // SLURM_NPROCS is the older name of SLURM_NTASKS.
+    const bool has_ntasks = lookup("SLURM_NTASKS").has_value();
+    const Variables names = {"SLURM_PROCID", has_ntasks ? "SLURM_NTASKS" : "SLURM_NPROCS", "SLURM_LOCALID"};
+    return with_context(parse_ranks(lookup, Launcher::kSlurm, names), "Slurm (srun)");
+  }
+  return LaunchEnv{};
+}
+
+absl::StatusOr<LaunchEnv> launch_env_from_process() {
+  return parse_launch_env([](std::string_view name) -> std::optional<std::string> {
+    const char* value = std::getenv(std::string(name).c_str());
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  });
+}
+
+}  // namespace nanoforge

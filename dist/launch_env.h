@@ -1,0 +1,45 @@
+// How this process was started, read from the environment before any communication library is touched:
+// Open MPI's mpirun (OMPI_COMM_WORLD_*), Slurm's srun (SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID),
+// torchrun-style variables (RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT), or none (one
+// process). Parsing takes a lookup function so tests can feed recorded environments.
+#pragma once
+
+#include <absl/status/statusor.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace nanoforge {
+
+enum class Launcher { kNone, kOpenMpi, kSlurm, kTorchrun };
+
+const char* launcher_name(Launcher launcher);  // "none", "mpirun", "srun", "torchrun"
+
+struct LaunchEnv {
+  Launcher launcher = Launcher::kNone;
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;  // rank among the processes on this machine: the GPU this rank binds
+  // torchrun-style only: where rank 0 listens for the rendezvous (dist/tcp_rendezvous.h).
+  std::string master_addr;
+  int master_port = 0;
+
+  // Launched by an MPI-capable launcher: MPI_Init will find the job's other processes.
+  bool launched_by_mpi() const { return launcher == Launcher::kOpenMpi || launcher == Launcher::kSlurm; }
+  std::string describe() const;  // "rank 1 of 4 (local rank 1), launched by mpirun"
+};
+
+// Returns the value of an environment variable, or nullopt when it is unset.
+using EnvLookup = std::function<std::optional<std::string>(std::string_view name)>;
+
+// Precedence when several are present: Open MPI (mpirun also runs inside Slurm allocations, where SLURM_*
+// describe the batch step), then torchrun-style (scripts export RANK/WORLD_SIZE under srun on purpose),
+// then Slurm. Errors name the variable and the value found.
+absl::StatusOr<LaunchEnv> parse_launch_env(const EnvLookup& lookup);
+
+// parse_launch_env over this process's environment.
+absl::StatusOr<LaunchEnv> launch_env_from_process();
+
+}  // namespace nanoforge

@@ -1,0 +1,151 @@
+// Data parallelism on the CPU (the MPI engine, ranks started by mpirun): N ranks each accumulating over 1/N
+// of the micro-batches are one rank's run — the same rows per step (data/loader.h's world-size rule),
+// gradients averaged over ranks, sharded (ZeRO-1) updates gathered back — up to the order of float additions;
+// a run resumed at the same world size is the uninterrupted run bit for bit; one stopped at one world size
+// resumes at another.
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "tests/train/training_fixture.h"
+
+namespace nanoforge {
+namespace {
+
+using namespace test;
+
+// The small recipe with a 16-row global batch: 4 micro-batches on 1 rank, 2 on 2 ranks, 1 on 4. Buckets of
+// ~50 KB split this model's gradients into several, so reductions start during the backward pass.
+Recipe parallel_recipe() {
+  Recipe recipe = small_recipe();
+  recipe.train.total_batch_size = 16 * 64;
+  recipe.train.num_iterations = 20;
+  recipe.train.eval_every = 10;
+  recipe.train.sample_every = 20;
+  recipe.checkpoint.every = 10;
+  recipe.dist.bucket_mb = 0.05;
+  return recipe;
+}
+
+// Runs `nanoforge train` on `ranks` processes under mpirun; the output goes to RUN_DIR.log.
+int run_ranks(int ranks, const std::string& recipe_path, const std::string& run_dir,
+              const std::string& flags = "") {
+  // Open MPI refuses to start as root (CI containers) without these; --oversubscribe: CI has 2 cores.
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  const std::string command =
+      fmt::format("{} -n {} --oversubscribe {} train --recipe {} --run-dir {} {} > {}.log 2>&1",
+                  NANOFORGE_MPIEXEC, ranks, NANOFORGE_BINARY, recipe_path, run_dir, flags, run_dir);
+  return std::system(command.c_str());
+}
+
+std::string log_of(const std::string& run_dir) {
+  return read_bytes(run_dir + ".log");
+}
+
+// How far two runs may drift apart. Reducing over ranks adds the micro-batch gradients in another order than
+// one rank's accumulation: ~1e-8 relative in the first step's loss, grown by training to ~3e-7 after these
+// 20 steps (measured, 4 ranks); 1e-5 leaves room for other BLAS builds while a lost or double-counted
+// micro-batch moves the loss by >1e-3.
+constexpr double kLossTolerance = 1e-5;
+// The weights drift more than the loss: Muon orthogonalises each update, so directions whose gradient is only
+// rounding noise still get full-size steps. Measured ||dW|| / ||W|| after 20 steps: <= 7e-4 (4 ranks).
+constexpr double kWeightTolerance = 5e-3;
+// One weight is left out: backout_lambda's gradient is rounding noise (~1e-8) in a one-layer model, and AdamW
+// turns noise of either sign into full-size steps. Its effect on the loss is within kLossTolerance above.
+constexpr const char* kNoiseDrivenWeight = "backout_lambda";
+
+double norm(const std::vector<float>& values) {
+  double sum = 0;
+  for (const float v : values)
+    sum += static_cast<double>(v) * v;
+  return std::sqrt(sum);
+}
+
+void expect_close_runs(const std::string& run, const std::string& reference) {
+  const auto losses = losses_by_step(run), expected = losses_by_step(reference);
+  ASSERT_EQ(losses.size(), expected.size()) << run << " vs " << reference;
+  double worst_loss = 0, worst_weight = 0;
+  for (const auto& [step, loss] : expected) {
+    ASSERT_TRUE(losses.count(step)) << "step " << step << " missing in " << run;
+    const double a = std::stod(losses.at(step)), b = std::stod(loss);
+    worst_loss = std::max(worst_loss, std::abs(a - b) / std::abs(b));
+    EXPECT_NEAR(a, b, kLossTolerance * std::abs(b)) << "step " << step;
+  }
+  const auto weights = final_weights(run), expected_weights = final_weights(reference);
+  ASSERT_EQ(weights.size(), expected_weights.size());
+  for (const auto& [name, values] : expected_weights) {
+    const std::vector<float>& actual = weights.at(name);
+    ASSERT_EQ(actual.size(), values.size()) << name;
+    if (name == kNoiseDrivenWeight) continue;
+    std::vector<float> difference(values.size());
+    for (size_t i = 0; i < values.size(); ++i)
+      difference[i] = actual[i] - values[i];
+    const double relative = norm(difference) / norm(values);
+    worst_weight = std::max(worst_weight, relative);
+    EXPECT_LE(relative, kWeightTolerance) << name;
+  }
+  std::printf("%s vs %s: largest relative difference %.3g (loss), %.3g (weights)\n", run.c_str(),
+              reference.c_str(), worst_loss, worst_weight);
+}
+
+// One rank, no mpirun (the single-process engine), accumulating over 4 micro-batches: what the others match.
+const std::string& one_rank_run() {
+  static const std::string dir = [] {
+    const std::string run = temp_dir("one_rank");
+    EXPECT_TRUE(run_training(parallel_recipe(), stop_at(run, -1)).ok());
+    return run;
+  }();
+  return dir;
+}
+
+class RanksMatchOneRank : public ::testing::TestWithParam<int> {};
+
+TEST_P(RanksMatchOneRank, LossesAndWeights) {
+  const int ranks = GetParam();
+  const std::string dir = temp_dir(fmt::format("ranks{}", ranks)), run = dir + "/run";
+  ASSERT_EQ(run_ranks(ranks, recipe_file(parallel_recipe(), dir), run), 0) << log_of(run);
+  const std::string log = log_of(run);
+  EXPECT_NE(log.find(fmt::format("dist: {} ranks (mpi)", ranks)), std::string::npos) << log;
+  EXPECT_NE(log.find(fmt::format("{} micro-batches of 4 x 64 per rank, {} ranks", 4 / ranks, ranks)),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("sample: "), std::string::npos) << "rank 0 samples at the end";
+  expect_close_runs(run, one_rank_run());
+}
+
+INSTANTIATE_TEST_SUITE_P(DataParallel, RanksMatchOneRank, ::testing::Values(2, 4));
+
+TEST(DataParallel, ResumeAtTheSameWorldSizeIsBitForBit) {
+  const std::string dir = temp_dir("resume_same"), whole = dir + "/whole", split = dir + "/split";
+  const std::string recipe = recipe_file(parallel_recipe(), dir);
+  ASSERT_EQ(run_ranks(2, recipe, whole), 0) << log_of(whole);
+  ASSERT_EQ(run_ranks(2, recipe, split, "--stop-at-step 10"), 0) << log_of(split);
+  ASSERT_EQ(run_ranks(2, recipe, split, "--resume"), 0) << log_of(split);
+  EXPECT_EQ(losses_by_step(split), losses_by_step(whole));
+  EXPECT_EQ(final_weights(split), final_weights(whole));
+}
+
+// A checkpoint holds whole tensors, whatever the world size that wrote it: a 2-rank run stopped at step 10
+// continues on 1 rank and on 4, and both end where the uninterrupted run does.
+TEST(DataParallel, ResumeAtAnotherWorldSize) {
+  const std::string dir = temp_dir("resume_other"), first = dir + "/two_ranks";
+  const std::string recipe = recipe_file(parallel_recipe(), dir);
+  ASSERT_EQ(run_ranks(2, recipe, first, "--stop-at-step 10"), 0) << log_of(first);
+  const std::string on_one = dir + "/on_one", on_four = dir + "/on_four";
+  std::filesystem::copy(first, on_one, std::filesystem::copy_options::recursive);
+  std::filesystem::copy(first, on_four, std::filesystem::copy_options::recursive);
+
+  TrainRunOptions resume_here;
+  resume_here.run_dir = on_one;
+  resume_here.resume = true;
+  ASSERT_TRUE(run_training(parallel_recipe(), resume_here).ok());
+  expect_close_runs(on_one, one_rank_run());
+
+  ASSERT_EQ(run_ranks(4, recipe, on_four, "--resume"), 0) << log_of(on_four);
+  EXPECT_NE(log_of(on_four).find("resume: "), std::string::npos);
+  expect_close_runs(on_four, one_rank_run());
+}
+
+}  // namespace
+}  // namespace nanoforge
