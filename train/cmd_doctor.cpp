@@ -12,6 +12,7 @@
 
 #include "dist/comm_runtime_info.h"
 #include "dist/nccl_env_advice.h"
+#include "dist/nccl_env_apply.h"
 #include "dist/rdma_inventory.h"
 #include "dist/rdma_probe.h"
 #include "dist/rdma_report.h"
@@ -62,13 +63,6 @@ std::string json_strings(const std::vector<std::string>& values) {
   for (const std::string& value : values)
     quoted.push_back(json_string(value));
   return absl::StrCat("[", absl::StrJoin(quoted, ", "), "]");
-}
-
-std::map<std::string, std::string> process_nccl_environment() {
-  std::map<std::string, std::string> environment;
-  for (const std::string& name : reviewed_nccl_variables())
-    if (const char* value = std::getenv(name.c_str())) environment[name] = value;
-  return environment;
 }
 
 std::string format_runtimes(const CommRuntimeInfo& runtimes, const BackendInfo& backend) {
