@@ -30,5 +30,8 @@ void copy_to_host(void*, const void*, int64_t) {
   NANOFORGE_CHECK(false, "{}", kNotBuilt);
 }
 void synchronize() {}
+bool device_memory_info(DeviceMemoryInfo*, std::string* reason) {
+  return available(reason);
+}
 
 }  // namespace nanoforge::cuda

@@ -2,6 +2,7 @@
 // CUDA backend (kernels/cuda/memory.cu) when it is built.
 #include "kernels/device_buffer.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -9,10 +10,40 @@
 #include "kernels/cuda/cuda_memory.h"
 
 namespace nanoforge {
+namespace {
+
+struct DeviceAccounting {
+  std::atomic<int64_t> in_use{0};
+  std::atomic<int64_t> peak{0};
+};
+
+DeviceAccounting& accounting(Device device) {
+  static DeviceAccounting per_device[2];
+  return per_device[device == Device::kCpu ? 0 : 1];
+}
+
+void account(Device device, int64_t bytes) {
+  DeviceAccounting& a = accounting(device);
+  const int64_t now = a.in_use.fetch_add(bytes) + bytes;
+  int64_t peak = a.peak.load();
+  while (now > peak && !a.peak.compare_exchange_weak(peak, now)) {
+  }
+}
+
+}  // namespace
+
+int64_t device_bytes_in_use(Device device) {
+  return accounting(device).in_use.load();
+}
+
+int64_t device_bytes_peak(Device device) {
+  return accounting(device).peak.load();
+}
 
 DeviceBuffer::DeviceBuffer(Device device, int64_t bytes) : bytes_(bytes), device_(device) {
   NANOFORGE_CHECK(bytes >= 0, "negative allocation of {} bytes", bytes);
   if (bytes == 0) return;
+  account(device, bytes);
   if (device == Device::kCpu) {
     int64_t rounded = (bytes + ArenaAllocator::kAlignmentBytes - 1) / ArenaAllocator::kAlignmentBytes *
                       ArenaAllocator::kAlignmentBytes;
@@ -45,6 +76,7 @@ DeviceBuffer::~DeviceBuffer() {
 
 void DeviceBuffer::release() {
   if (data_ == nullptr) return;
+  account(device_, -bytes_);
   if (device_ == Device::kCpu) {
     std::free(data_);
   } else {

@@ -64,6 +64,11 @@ class ArenaAllocator {
   DType default_dtype_;
 };
 
+// Bytes held by live DeviceBuffers on `device`, and the most held at once since the process started (what
+// a run's memory plan really took; benchmarks report it as peak memory).
+int64_t device_bytes_in_use(Device device);
+int64_t device_bytes_peak(Device device);
+
 // Copies between host memory and a tensor on any device (a plain memcpy on the CPU).
 void copy_from_host(TensorView dst, const void* src);
 void copy_to_host(void* dst, TensorView src);

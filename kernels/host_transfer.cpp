@@ -1,6 +1,8 @@
 // upload / download: convert on the host in a staging vector of the tensor's dtype, then one copy.
 #include "kernels/host_transfer.h"
 
+#include <bit>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 
@@ -22,6 +24,18 @@ std::vector<Host> convert_back(const std::vector<Stored>& staged) {
   return std::vector<Host>(staged.begin(), staged.end());
 }
 
+// bf16 as its 16 bits: the upper half of an fp32, rounded to nearest even (as the GPU's __float2bfloat16_rn;
+// NaN stays NaN).
+uint16_t bf16_bits(float value) {
+  const uint32_t bits = std::bit_cast<uint32_t>(value);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);  // quiet NaN
+  return static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+
+float bf16_value(uint16_t bits) {
+  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+}
+
 }  // namespace
 
 template <class Host>
@@ -37,10 +51,14 @@ void upload(TensorView dst, const Host* src) {
     case DType::kI32:
       copy_from_host(dst, convert<int32_t>(src, n).data());
       return;
-    case DType::kBF16:
-      break;
+    case DType::kBF16: {
+      std::vector<uint16_t> staged(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i)
+        staged[i] = bf16_bits(static_cast<float>(src[i]));
+      copy_from_host(dst, staged.data());
+      return;
+    }
   }
-  NANOFORGE_CHECK(false, "upload: no host conversion to {} yet", dtype_name(dst.dtype));
 }
 
 template <class Host>
@@ -62,10 +80,16 @@ std::vector<Host> download(TensorView src) {
       copy_to_host(staged.data(), src);
       return convert_back<Host>(staged);
     }
-    case DType::kBF16:
-      break;
+    case DType::kBF16: {
+      std::vector<uint16_t> staged(n);
+      copy_to_host(staged.data(), src);
+      std::vector<Host> values(n);
+      for (size_t i = 0; i < n; ++i)
+        values[i] = static_cast<Host>(bf16_value(staged[i]));
+      return values;
+    }
   }
-  NANOFORGE_CHECK(false, "download: no host conversion from {} yet", dtype_name(src.dtype));
+  NANOFORGE_CHECK(false, "download: unknown dtype {}", static_cast<int>(src.dtype));
   return {};
 }
 

@@ -1,11 +1,13 @@
 // The op dispatcher: checks that an op's tensors share one device, then runs the CPU kernel for the dtype
-// (f32 or f64) or the CUDA kernel. An op the CUDA backend does not have yet stops with its name, and a
-// CUDA tensor in a build without CUDA stops with how to get one.
+// (f32 or f64) or the CUDA kernel (kernels/cuda/cuda_ops.h has every op), timing the call when op profiling
+// is on. A CUDA tensor in a build without CUDA stops with how to get one.
 #include "kernels/ops.h"
 
+#include <atomic>
 #include <initializer_list>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/op_profile.h"
 #ifdef NANOFORGE_HAVE_CUDA
 #include "kernels/cuda/cuda_ops.h"
 #endif
@@ -45,25 +47,45 @@ void on_cpu(DType dtype, const char* op, Fn&& fn) {
   }
 }
 
+#ifndef NANOFORGE_HAVE_CUDA
+// A CUDA tensor in a build without the CUDA backend (every op has a CUDA kernel when it is built).
 [[noreturn]] void missing_cuda_op(const char* op) {
-#ifdef NANOFORGE_HAVE_CUDA
-  NANOFORGE_CHECK(false, "{}: the CUDA backend has no kernel for this op yet (see docs/kernels.md)", op);
-#else
   NANOFORGE_CHECK(false, "{}: this nanoforge was built without the CUDA backend (-DNANOFORGE_CUDA=ON)", op);
-#endif
   __builtin_unreachable();
 }
+#endif
 
+// Runs one op call, timed when profiling is on (kernels/op_profile.h).
+template <class Fn>
+decltype(auto) timed(const char* op, Device device, Fn&& fn) {
+  ScopedOpTimer timer(op, device);
+  return fn();
+}
 }  // namespace
 
 // One CPU call for the dtype of `dtype_source`: cpu::op<T>(args...).
-#define NANOFORGE_CPU(op, dtype_source, ...) \
-  on_cpu((dtype_source).dtype, #op, [&](auto zero) { cpu::op<decltype(zero)>(__VA_ARGS__); })
+#define NANOFORGE_CPU(op, dtype_source, ...)                                                     \
+  timed(#op, Device::kCpu, [&] {                                                                 \
+    on_cpu((dtype_source).dtype, #op, [&](auto zero) { cpu::op<decltype(zero)>(__VA_ARGS__); }); \
+  })
 #ifdef NANOFORGE_HAVE_CUDA
-#define NANOFORGE_CUDA(op, ...) cuda::op(__VA_ARGS__)
+#define NANOFORGE_CUDA(op, ...) \
+  timed(#op, Device::kCuda, [&]() -> decltype(auto) { return cuda::op(__VA_ARGS__); })
 #else
 #define NANOFORGE_CUDA(op, ...) missing_cuda_op(#op)
 #endif
+
+namespace {
+std::atomic<bool> deterministic_mode{false};
+}  // namespace
+
+void set_deterministic(bool on) {
+  deterministic_mode.store(on);
+}
+
+bool deterministic() {
+  return deterministic_mode.load();
+}
 
 void fill(TensorView t, double value) {
   if (t.device == Device::kCuda) return NANOFORGE_CUDA(fill, t, value);
@@ -84,22 +106,36 @@ void accumulate(TensorView into, TensorView add) {
   NANOFORGE_CPU(accumulate, into, into, add);
 }
 
+void convert(TensorView dst, TensorView src) {
+  check_same_shape(dst, src, "convert");
+  NANOFORGE_CHECK(dst.device == src.device, "convert: tensors on different devices ({} and {})",
+                  dst.describe(), src.describe());
+  if (dst.dtype == src.dtype) return copy(dst, src);
+  if (dst.device == Device::kCuda) return NANOFORGE_CUDA(convert, dst, src);
+  if (dst.dtype == DType::kF32 && src.dtype == DType::kF64) return cpu::convert<float, double>(dst, src);
+  if (dst.dtype == DType::kF64 && src.dtype == DType::kF32) return cpu::convert<double, float>(dst, src);
+  NANOFORGE_CHECK(false, "convert on the CPU: f32 <-> f64 only, not {} to {}", src.describe(),
+                  dst.describe());
+}
+
 void matmul(TensorView out, TensorView a, Transpose transpose_a, TensorView b, Transpose transpose_b,
             double alpha, double beta) {
-  if (common_device({&out, &a, &b}, "matmul") == Device::kCuda) return missing_cuda_op("matmul");
+  if (common_device({&out, &a, &b}, "matmul") == Device::kCuda) {
+    return NANOFORGE_CUDA(matmul, out, a, transpose_a, b, transpose_b, alpha, beta);
+  }
   NANOFORGE_CPU(matmul, out, out, a, transpose_a, b, transpose_b, alpha, beta);
 }
 
 void embedding_forward(TensorView out, TensorView table, TensorView ids) {
   if (common_device({&out, &table, &ids}, "embedding_forward") == Device::kCuda) {
-    return missing_cuda_op("embedding_forward");
+    return NANOFORGE_CUDA(embedding_forward, out, table, ids);
   }
   NANOFORGE_CPU(embedding_forward, out, out, table, ids);
 }
 
 void embedding_backward(TensorView d_table, TensorView d_out, TensorView ids) {
   if (common_device({&d_table, &d_out, &ids}, "embedding_backward") == Device::kCuda) {
-    return missing_cuda_op("embedding_backward");
+    return NANOFORGE_CUDA(embedding_backward, d_table, d_out, ids);
   }
   NANOFORGE_CPU(embedding_backward, d_table, d_table, d_out, ids);
 }
@@ -121,28 +157,35 @@ void rmsnorm_backward(TensorView d_x, TensorView d_out, TensorView out, TensorVi
 
 void rotary_forward(TensorView x, TensorView cos, TensorView sin) {
   if (common_device({&x, &cos, &sin}, "rotary_forward") == Device::kCuda)
-    return missing_cuda_op("rotary_forward");
+    return NANOFORGE_CUDA(rotary_forward, x, cos, sin);
   NANOFORGE_CPU(rotary_forward, x, x, cos, sin);
 }
 
 void rotary_backward(TensorView d_x, TensorView cos, TensorView sin) {
   if (common_device({&d_x, &cos, &sin}, "rotary_backward") == Device::kCuda) {
-    return missing_cuda_op("rotary_backward");
+    return NANOFORGE_CUDA(rotary_backward, d_x, cos, sin);
   }
   NANOFORGE_CPU(rotary_backward, d_x, d_x, cos, sin);
 }
 
-int64_t attention_workspace_bytes(Device device, DType dtype, int64_t /*batch*/, int64_t seq,
-                                  int64_t /*heads*/, int64_t /*kv_heads*/, int64_t /*head_dim*/,
-                                  int64_t window) {
-  if (device == Device::kCuda) missing_cuda_op("attention_workspace_bytes");
+int64_t attention_workspace_bytes(Device device, DType dtype, [[maybe_unused]] int64_t batch, int64_t seq,
+                                  [[maybe_unused]] int64_t heads, [[maybe_unused]] int64_t kv_heads,
+                                  [[maybe_unused]] int64_t head_dim, int64_t window) {
+  if (device == Device::kCuda) {
+#ifdef NANOFORGE_HAVE_CUDA
+    return cuda::attention_workspace_bytes(batch, seq, heads, kv_heads, head_dim,
+                                           window);  // a size, not timed
+#else
+    missing_cuda_op("attention_workspace_bytes");
+#endif
+  }
   return cpu::attention_workspace_bytes(dtype, seq, window);
 }
 
 void attention_forward(TensorView out, TensorView lse, TensorView q, TensorView k, TensorView v,
                        int64_t window, double scale, TensorView workspace) {
   if (common_device({&out, &lse, &q, &k, &v, &workspace}, "attention_forward") == Device::kCuda) {
-    return missing_cuda_op("attention_forward");
+    return NANOFORGE_CUDA(attention_forward, out, lse, q, k, v, window, scale, workspace);
   }
   NANOFORGE_CPU(attention_forward, q, out, lse, q, k, v, window, scale, workspace);
 }
@@ -152,21 +195,22 @@ void attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorVi
                         double scale, TensorView workspace) {
   if (common_device({&d_q, &d_k, &d_v, &d_out, &q, &k, &v, &out, &lse, &workspace}, "attention_backward") ==
       Device::kCuda) {
-    return missing_cuda_op("attention_backward");
+    return NANOFORGE_CUDA(attention_backward, d_q, d_k, d_v, d_out, q, k, v, out, lse, window, scale,
+                          workspace);
   }
   NANOFORGE_CPU(attention_backward, q, d_q, d_k, d_v, d_out, q, k, v, out, lse, window, scale, workspace);
 }
 
 void relu_squared_forward(TensorView out, TensorView x) {
   if (common_device({&out, &x}, "relu_squared_forward") == Device::kCuda) {
-    return missing_cuda_op("relu_squared_forward");
+    return NANOFORGE_CUDA(relu_squared_forward, out, x);
   }
   NANOFORGE_CPU(relu_squared_forward, x, out, x);
 }
 
 void relu_squared_backward(TensorView d_x, TensorView d_out, TensorView x) {
   if (common_device({&d_x, &d_out, &x}, "relu_squared_backward") == Device::kCuda) {
-    return missing_cuda_op("relu_squared_backward");
+    return NANOFORGE_CUDA(relu_squared_backward, d_x, d_out, x);
   }
   NANOFORGE_CPU(relu_squared_backward, x, d_x, d_out, x);
 }
@@ -174,7 +218,7 @@ void relu_squared_backward(TensorView d_x, TensorView d_out, TensorView x) {
 void smear_forward(TensorView out, TensorView gate_sigmoid, TensorView x, TensorView gate_weight,
                    TensorView lambda) {
   if (common_device({&out, &gate_sigmoid, &x, &gate_weight, &lambda}, "smear_forward") == Device::kCuda) {
-    return missing_cuda_op("smear_forward");
+    return NANOFORGE_CUDA(smear_forward, out, gate_sigmoid, x, gate_weight, lambda);
   }
   NANOFORGE_CPU(smear_forward, x, out, gate_sigmoid, x, gate_weight, lambda);
 }
@@ -183,7 +227,8 @@ void smear_backward(TensorView d_x, TensorView d_gate_weight, TensorView d_lambd
                     TensorView x, TensorView gate_sigmoid, TensorView gate_weight, TensorView lambda) {
   if (common_device({&d_x, &d_gate_weight, &d_lambda, &d_out, &x, &gate_sigmoid, &gate_weight, &lambda},
                     "smear_backward") == Device::kCuda) {
-    return missing_cuda_op("smear_backward");
+    return NANOFORGE_CUDA(smear_backward, d_x, d_gate_weight, d_lambda, d_out, x, gate_sigmoid, gate_weight,
+                          lambda);
   }
   NANOFORGE_CPU(smear_backward, x, d_x, d_gate_weight, d_lambda, d_out, x, gate_sigmoid, gate_weight, lambda);
 }
@@ -192,7 +237,7 @@ void value_embed_gate_forward(TensorView v, TensorView gate_sigmoid, TensorView 
                               TensorView table, TensorView ids) {
   if (common_device({&v, &gate_sigmoid, &u, &gate_weight, &table, &ids}, "value_embed_gate_forward") ==
       Device::kCuda) {
-    return missing_cuda_op("value_embed_gate_forward");
+    return NANOFORGE_CUDA(value_embed_gate_forward, v, gate_sigmoid, u, gate_weight, table, ids);
   }
   NANOFORGE_CPU(value_embed_gate_forward, v, v, gate_sigmoid, u, gate_weight, table, ids);
 }
@@ -202,7 +247,8 @@ void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorV
                                TensorView table, TensorView ids) {
   if (common_device({&d_u, &d_gate_weight, &d_table, &d_v, &u, &gate_sigmoid, &gate_weight, &table, &ids},
                     "value_embed_gate_backward") == Device::kCuda) {
-    return missing_cuda_op("value_embed_gate_backward");
+    return NANOFORGE_CUDA(value_embed_gate_backward, d_u, d_gate_weight, d_table, d_v, u, gate_sigmoid,
+                          gate_weight, table, ids);
   }
   NANOFORGE_CPU(value_embed_gate_backward, u, d_u, d_gate_weight, d_table, d_v, u, gate_sigmoid, gate_weight,
                 table, ids);
@@ -211,7 +257,7 @@ void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorV
 void residual_mix_forward(TensorView out, TensorView x, TensorView x0, TensorView resid_lambda,
                           TensorView x0_lambda) {
   if (common_device({&out, &x, &x0, &resid_lambda, &x0_lambda}, "residual_mix_forward") == Device::kCuda) {
-    return missing_cuda_op("residual_mix_forward");
+    return NANOFORGE_CUDA(residual_mix_forward, out, x, x0, resid_lambda, x0_lambda);
   }
   NANOFORGE_CPU(residual_mix_forward, x, out, x, x0, resid_lambda, x0_lambda);
 }
@@ -221,7 +267,8 @@ void residual_mix_backward(TensorView d_x, TensorView d_x0, TensorView d_resid_l
                            TensorView x0_lambda) {
   if (common_device({&d_x, &d_x0, &d_resid_lambda, &d_x0_lambda, &d_out, &x, &x0, &resid_lambda, &x0_lambda},
                     "residual_mix_backward") == Device::kCuda) {
-    return missing_cuda_op("residual_mix_backward");
+    return NANOFORGE_CUDA(residual_mix_backward, d_x, d_x0, d_resid_lambda, d_x0_lambda, d_out, x, x0,
+                          resid_lambda, x0_lambda);
   }
   NANOFORGE_CPU(residual_mix_backward, x, d_x, d_x0, d_resid_lambda, d_x0_lambda, d_out, x, x0, resid_lambda,
                 x0_lambda);
@@ -229,7 +276,7 @@ void residual_mix_backward(TensorView d_x, TensorView d_x0, TensorView d_resid_l
 
 void backout_forward(TensorView out, TensorView x, TensorView x_backout, TensorView lambda) {
   if (common_device({&out, &x, &x_backout, &lambda}, "backout_forward") == Device::kCuda) {
-    return missing_cuda_op("backout_forward");
+    return NANOFORGE_CUDA(backout_forward, out, x, x_backout, lambda);
   }
   NANOFORGE_CPU(backout_forward, x, out, x, x_backout, lambda);
 }
@@ -238,7 +285,7 @@ void backout_backward(TensorView d_x_backout, TensorView d_lambda, TensorView d_
                       TensorView lambda) {
   if (common_device({&d_x_backout, &d_lambda, &d_out, &x_backout, &lambda}, "backout_backward") ==
       Device::kCuda) {
-    return missing_cuda_op("backout_backward");
+    return NANOFORGE_CUDA(backout_backward, d_x_backout, d_lambda, d_out, x_backout, lambda);
   }
   NANOFORGE_CPU(backout_backward, x_backout, d_x_backout, d_lambda, d_out, x_backout, lambda);
 }
@@ -246,7 +293,7 @@ void backout_backward(TensorView d_x_backout, TensorView d_lambda, TensorView d_
 void softcap_cross_entropy_forward(TensorView losses, TensorView lse, TensorView logits, TensorView targets,
                                    double softcap) {
   if (common_device({&losses, &lse, &logits, &targets}, "softcap_cross_entropy_forward") == Device::kCuda) {
-    return missing_cuda_op("softcap_cross_entropy_forward");
+    return NANOFORGE_CUDA(softcap_cross_entropy_forward, losses, lse, logits, targets, softcap);
   }
   NANOFORGE_CPU(softcap_cross_entropy_forward, logits, losses, lse, logits, targets, softcap);
 }
@@ -255,14 +302,21 @@ void softcap_cross_entropy_backward(TensorView d_logits, TensorView logits_cappe
                                     TensorView targets, double softcap, double grad_scale) {
   if (common_device({&d_logits, &logits_capped, &lse, &targets}, "softcap_cross_entropy_backward") ==
       Device::kCuda) {
-    return missing_cuda_op("softcap_cross_entropy_backward");
+    return NANOFORGE_CUDA(softcap_cross_entropy_backward, d_logits, logits_capped, lse, targets, softcap,
+                          grad_scale);
   }
   NANOFORGE_CPU(softcap_cross_entropy_backward, logits_capped, d_logits, logits_capped, lse, targets, softcap,
                 grad_scale);
 }
 
 LossSum sum_loss(TensorView losses, TensorView targets) {
-  if (common_device({&losses, &targets}, "sum_loss") == Device::kCuda) missing_cuda_op("sum_loss");
+  if (common_device({&losses, &targets}, "sum_loss") == Device::kCuda) {
+#ifdef NANOFORGE_HAVE_CUDA
+    return NANOFORGE_CUDA(sum_loss, losses, targets);
+#else
+    missing_cuda_op("sum_loss");
+#endif
+  }
   LossSum result;
   on_cpu(losses.dtype, "sum_loss",
          [&](auto zero) { result = cpu::sum_loss<decltype(zero)>(losses, targets); });
@@ -272,45 +326,60 @@ LossSum sum_loss(TensorView losses, TensorView targets) {
 void adamw_update(TensorView param, TensorView grad, TensorView exp_avg, TensorView exp_avg_sq,
                   const AdamWStep& hyper) {
   if (common_device({&param, &grad, &exp_avg, &exp_avg_sq}, "adamw_update") == Device::kCuda) {
-    return missing_cuda_op("adamw_update");
+    return NANOFORGE_CUDA(adamw_update, param, grad, exp_avg, exp_avg_sq, hyper);
   }
   NANOFORGE_CPU(adamw_update, param, param, grad, exp_avg, exp_avg_sq, hyper);
 }
 
 void muon_nesterov_momentum(TensorView update, TensorView momentum_buffer, TensorView grad, double momentum) {
   if (common_device({&update, &momentum_buffer, &grad}, "muon_nesterov_momentum") == Device::kCuda) {
-    return missing_cuda_op("muon_nesterov_momentum");
+    return NANOFORGE_CUDA(muon_nesterov_momentum, update, momentum_buffer, grad, momentum);
   }
   NANOFORGE_CPU(muon_nesterov_momentum, grad, update, momentum_buffer, grad, momentum);
 }
 
 void muon_equilibrate_rows(TensorView x) {
-  if (x.device == Device::kCuda) return missing_cuda_op("muon_equilibrate_rows");
+  if (x.device == Device::kCuda) return NANOFORGE_CUDA(muon_equilibrate_rows, x);
   NANOFORGE_CPU(muon_equilibrate_rows, x, x);
 }
 
 void normalize_frobenius(TensorView x, double multiplier, double eps) {
-  if (x.device == Device::kCuda) return missing_cuda_op("normalize_frobenius");
+  if (x.device == Device::kCuda) return NANOFORGE_CUDA(normalize_frobenius, x, multiplier, eps);
   NANOFORGE_CPU(normalize_frobenius, x, x, multiplier, eps);
 }
 
 void rescale_frobenius(TensorView x, double target_norm, double eps) {
-  if (x.device == Device::kCuda) return missing_cuda_op("rescale_frobenius");
+  if (x.device == Device::kCuda) return NANOFORGE_CUDA(rescale_frobenius, x, target_norm, eps);
   NANOFORGE_CPU(rescale_frobenius, x, x, target_norm, eps);
 }
 
 void normuon_variance_reduce(TensorView g, TensorView second_moment, double beta2) {
   if (common_device({&g, &second_moment}, "normuon_variance_reduce") == Device::kCuda) {
-    return missing_cuda_op("normuon_variance_reduce");
+    return NANOFORGE_CUDA(normuon_variance_reduce, g, second_moment, beta2);
   }
   NANOFORGE_CPU(normuon_variance_reduce, g, g, second_moment, beta2);
 }
 
 void cautious_weight_decay_step(TensorView param, TensorView update, double lr, double weight_decay) {
   if (common_device({&param, &update}, "cautious_weight_decay_step") == Device::kCuda) {
-    return missing_cuda_op("cautious_weight_decay_step");
+    return NANOFORGE_CUDA(cautious_weight_decay_step, param, update, lr, weight_decay);
   }
   NANOFORGE_CPU(cautious_weight_decay_step, param, param, update, lr, weight_decay);
+}
+
+double squared_norm(TensorView x) {
+  if (x.device == Device::kCuda) {
+#ifdef NANOFORGE_HAVE_CUDA
+    return NANOFORGE_CUDA(squared_norm, x);
+#else
+    missing_cuda_op("squared_norm");
+#endif
+  }
+  double total = 0;
+  timed("squared_norm", Device::kCpu, [&] {
+    on_cpu(x.dtype, "squared_norm", [&](auto zero) { total = cpu::squared_norm<decltype(zero)>(x); });
+  });
+  return total;
 }
 
 }  // namespace nanoforge::ops

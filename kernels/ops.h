@@ -15,6 +15,12 @@ namespace nanoforge::ops {
 // nanochat's F.rms_norm(x, (C,)) with eps=None: torch uses fp32 machine epsilon 2^-23 for fp32 math.
 inline constexpr double kRmsNormEps = 1.1920928955078125e-07;
 
+// Deterministic mode (the recipe key train.deterministic): CUDA kernels that would otherwise add into one
+// place with atomics, in an order that changes from run to run, use a fixed order instead (slower). The
+// CPU backend is deterministic either way. Process-wide; set it before the first step.
+void set_deterministic(bool on);
+bool deterministic();
+
 enum class Transpose : bool { kNo, kYes };
 enum class Accumulate : bool { kNo, kYes };  // write the gradient, or add it to what is there
 
@@ -22,6 +28,9 @@ enum class Accumulate : bool { kNo, kYes };  // write the gradient, or add it to
 void fill(TensorView t, double value);
 void copy(TensorView dst, TensorView src);         // same shape, dtype and device
 void accumulate(TensorView into, TensorView add);  // into += add
+// dst = src converted to dst's dtype (same shape and device), rounded to nearest even: f32 <-> bf16 on the
+// GPU (the fp32 master weights to the bf16 copies matmul reads), f32 <-> f64 on the CPU. Same dtypes: a copy.
+void convert(TensorView dst, TensorView src);
 
 // ---- dense algebra ----
 // out (M, N) = alpha * op(a) @ op(b) + beta * out, where op(a) is (M, K) and op(b) is (K, N). With beta = 0,
@@ -161,5 +170,9 @@ void rescale_frobenius(TensorView x, double target_norm, double eps);
 void normuon_variance_reduce(TensorView g, TensorView second_moment, double beta2);
 // Muon's update with cautious weight decay: p -= lr * update + lr * weight_decay * p * [update * p >= 0].
 void cautious_weight_decay_step(TensorView param, TensorView update, double lr, double weight_decay);
+// sum(x^2) over every element, in double, read back to the host: one tensor's share of the global gradient
+// norm (the caller adds the tensors' shares, then takes the square root). Deterministic: the same bits for
+// any thread count on the CPU (a fixed blocking summed in double), and on every run on the GPU.
+double squared_norm(TensorView x);
 
 }  // namespace nanoforge::ops

@@ -1,6 +1,8 @@
 // The activation plan of one (B, T): every tensor the forward pass keeps for the backward pass, and the
 // backward pass's scratch, as views into one arena. Built twice by plan_activations — once to measure,
-// once over the allocated buffer — so a step never allocates. Shapes use N = B*T rows.
+// once over the allocated buffer — so a step never allocates. Shapes use N = B*T rows. Activations and their
+// gradients have the arena's dtype (bf16 on the GPU); per-row statistics (rstd, lse, gate sigmoids, losses)
+// have the accumulation dtype, statistics_dtype (f32 for bf16).
 #pragma once
 
 #include <cstdint>
@@ -40,8 +42,16 @@ struct Activations {
   TensorView d_fc;                                 // (N, 4C)
 };
 
-// Assigns every view of `activations` from `arena` for (batch, seq).
+// The dtype of the statistics kept with activations of `activation_dtype`, and of the rotary tables: f32 for
+// bf16 (what the kernels accumulate in), else the activation dtype itself (f32 or f64 on the CPU).
+DType statistics_dtype(DType activation_dtype);
+
+// Assigns every view of `activations` from `arena` (its default dtype: the activation dtype) for (batch,
+// seq).
 void plan_activations(const GPTConfig& config, int64_t batch, int64_t seq, ArenaAllocator& arena,
                       Activations& activations);
+
+// The bytes the plan of (batch, seq) takes on `device` with activations of `dtype`, measured, not allocated.
+int64_t activation_bytes(const GPTConfig& config, Device device, DType dtype, int64_t batch, int64_t seq);
 
 }  // namespace nanoforge

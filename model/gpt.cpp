@@ -1,10 +1,14 @@
 // GPT forward and backward, one op call per step of nanochat's gpt.py (see docs/model.md for the math).
 // The residual stream of block i is built in place in layers[i].residual: mixed input, then + attention,
-// then + MLP (GEMMs with beta = 1), so no separate residual adds are needed.
+// then + MLP (GEMMs with beta = 1), so no separate residual adds are needed. Both passes read
+// compute_weights_: on the CPU the parameters themselves, on the GPU the same with bf16 GEMM matrices; weight
+// gradients always go to the parameter-dtype buffer (f32 GEMM outputs from bf16 operands on the GPU).
 #include "model/gpt.h"
 
 #include <cmath>
 #include <limits>
+#include <tuple>
+#include <utility>
 
 #include "kernels/host_transfer.h"
 #include "kernels/ops.h"
@@ -41,47 +45,90 @@ TensorView as_token_heads(TensorView t) {
   return t.reshaped({t.shape[0] * t.shape[1], t.shape[2], t.shape[3]});
 }
 
+// The parameters' dtype: fp32 master weights on the GPU, the activation dtype on the CPU.
+DType parameter_dtype(Device device, DType dtype) {
+  return device == Device::kCuda ? DType::kF32 : dtype;
+}
+
+// cos and sin (sequence_len, D/2), in the statistics dtype (f32 on the GPU).
+std::pair<TensorView, TensorView> take_rotary_tables(const GPTConfig& config, ArenaAllocator& arena) {
+  const TensorView cos = arena.take({config.sequence_len, config.head_dim() / 2});
+  return {cos, arena.take({config.sequence_len, config.head_dim() / 2})};
+}
+
 }  // namespace
 
+GPT::MemoryBytes GPT::memory_bytes(const GPTConfig& config, Device device, DType dtype) {
+  const ParamLayout layout(config);
+  MemoryBytes bytes;
+  bytes.params = layout.total_numel() * dtype_bytes(parameter_dtype(device, dtype));
+  bytes.grads = bytes.params;
+  if (device == Device::kCuda) bytes.compute_weights = compute_weight_layout(layout, dtype).bytes;
+  ArenaAllocator measure(device, statistics_dtype(dtype));
+  take_rotary_tables(config, measure);
+  bytes.rotary_tables = measure.used_bytes();
+  return bytes;
+}
+
 GPT::GPT(const GPTConfig& config, Device device, DType dtype)
-    : config_(config), layout_(config), device_(device), dtype_(dtype) {
+    : config_(config),
+      layout_(config),
+      device_(device),
+      dtype_(dtype),
+      param_dtype_(parameter_dtype(device, dtype)) {
   const absl::Status valid = config.validate();
   NANOFORGE_CHECK(valid.ok(), "GPT: invalid config: {}", valid.ToString());
-  params_ = DeviceBuffer(device, layout_.total_numel() * dtype_bytes(dtype));
-  grads_ = DeviceBuffer(device, layout_.total_numel() * dtype_bytes(dtype));
-  weights_ = model_weights(config, layout_, params_.data(), dtype, device);
+  if (device == Device::kCuda) {
+    NANOFORGE_CHECK(dtype == DType::kBF16, "GPT on CUDA trains with bf16 activations, not {}",
+                    dtype_name(dtype));
+  } else {
+    NANOFORGE_CHECK(dtype == DType::kF32 || dtype == DType::kF64,
+                    "GPT on the CPU computes in f32 or f64, not {}", dtype_name(dtype));
+  }
+  params_ = DeviceBuffer(device, layout_.total_numel() * dtype_bytes(param_dtype_));
+  grads_ = DeviceBuffer(device, layout_.total_numel() * dtype_bytes(param_dtype_));
+  weights_ = model_weights(config, layout_, params_.data(), param_dtype_, device);
+  compute_weights_ = weights_;
+  if (device == Device::kCuda) {
+    compute_layout_ = compute_weight_layout(layout_, dtype);
+    compute_buffer_ = DeviceBuffer(device, compute_layout_.bytes);
+    compute_weights_ = with_compute_matrices(weights_, config, layout_, compute_layout_, compute_buffer_);
+  }
   // Where the buffer's prefix of final gradients ends after each part of the backward pass (layout order is
-  // lm_head, backout_lambda, the blocks from last to first, then the scalars and embeddings).
+  // lm_head, the blocks from last to first, then the scalars (backout_lambda among them) and embeddings).
   ready_after_head_ = layout_.at(layer_param(config.n_layer - 1, "mlp.c_proj")).offset;
   for (int64_t layer = 0; layer < config.n_layer; ++layer) {
     ready_after_layer_.push_back(layer > 0 ? layout_.at(layer_param(layer - 1, "mlp.c_proj")).offset
                                            : layout_.at("resid_lambdas").offset);
   }
-  weight_grads_ = model_weights(config, layout_, grads_.data(), dtype, device);
-  const int64_t half = config.head_dim() / 2;
+  weight_grads_ = model_weights(config, layout_, grads_.data(), param_dtype_, device);
   const RotaryTables tables = rotary_tables(config.sequence_len, config.head_dim(), kRotaryBase);
-  ArenaAllocator measure(device, dtype);
-  measure.take({config.sequence_len, half});
-  measure.take({config.sequence_len, half});
+  ArenaAllocator measure(device, statistics_dtype(dtype));
+  take_rotary_tables(config, measure);
   rotary_buffer_ = DeviceBuffer(device, measure.used_bytes());
-  ArenaAllocator arena(rotary_buffer_, dtype);
-  rotary_cos_ = arena.take({config.sequence_len, half});
-  rotary_sin_ = arena.take({config.sequence_len, half});
+  ArenaAllocator arena(rotary_buffer_, statistics_dtype(dtype));
+  std::tie(rotary_cos_, rotary_sin_) = take_rotary_tables(config, arena);
   upload(rotary_cos_, tables.cos.data());
   upload(rotary_sin_, tables.sin.data());
 }
 
 void GPT::init_weights(uint64_t seed) {
   init_parameters(config_, layout_, seed, params());
+  weights_changed();
+}
+
+void GPT::refresh_compute_weights() {
+  if (device_ == Device::kCuda) refresh_compute_copy(compute_layout_, params(), compute_buffer_);
+  compute_version_ = weights_version_;
 }
 
 TensorView GPT::view_of(const DeviceBuffer& buffer) const {
-  return TensorView(buffer.data(), {layout_.total_numel()}, dtype_, device_);
+  return TensorView(buffer.data(), {layout_.total_numel()}, param_dtype_, device_);
 }
 
 TensorView GPT::param_view(const DeviceBuffer& buffer, const ParamInfo& info) const {
-  void* data = static_cast<char*>(buffer.data()) + info.offset * dtype_bytes(dtype_);
-  return TensorView(data, std::span<const int64_t>(info.shape), dtype_, device_);
+  void* data = static_cast<char*>(buffer.data()) + info.offset * dtype_bytes(param_dtype_);
+  return TensorView(data, std::span<const int64_t>(info.shape), param_dtype_, device_);
 }
 
 void GPT::plan(int64_t batch, int64_t seq) {
@@ -103,7 +150,12 @@ void GPT::zero_grad() {
 
 double GPT::forward(TensorView ids, TensorView targets) {
   Activations& a = activations_;
-  const ModelWeights& w = weights_;
+  const ModelWeights& w = compute_weights_;
+  NANOFORGE_CHECK(
+      device_ != Device::kCuda || compute_version_ == weights_version_,
+      "GPT::forward: the bf16 copies of the weight matrices are older than the fp32 weights (changed "
+      "by init_weights, a load or an optimizer step); call refresh_compute_weights() after changing "
+      "the weights");
   NANOFORGE_CHECK(a.batch > 0, "GPT::forward: call plan(batch, seq) first");
   NANOFORGE_CHECK(
       ids.rank == 2 && ids.shape[0] == a.batch && ids.shape[1] == a.seq && ids.dtype == DType::kI32,
@@ -134,7 +186,7 @@ double GPT::forward(TensorView ids, TensorView targets) {
 void GPT::block_forward(int64_t layer) {
   Activations& a = activations_;
   LayerActivations& l = a.layers[layer];
-  const BlockWeights& w = weights_.blocks[layer];
+  const BlockWeights& w = compute_weights_.blocks[layer];
   const TensorView x_in = layer == 0 ? a.x0 : a.layers[layer - 1].residual;
   ops::residual_mix_forward(l.residual, x_in, a.x0, w.resid_lambda, w.x0_lambda);
   // Attention.
@@ -162,7 +214,7 @@ void GPT::block_forward(int64_t layer) {
 
 void GPT::backward(double loss_scale) {
   Activations& a = activations_;
-  const ModelWeights& w = weights_;
+  const ModelWeights& w = compute_weights_;
   const ModelWeights& g = weight_grads_;
   NANOFORGE_CHECK(valid_targets_ >= 0, "GPT::backward: call forward first (once per backward)");
   const int64_t C = config_.n_embd;
@@ -195,7 +247,7 @@ void GPT::backward(double loss_scale) {
 void GPT::block_backward(int64_t layer) {
   Activations& a = activations_;
   LayerActivations& l = a.layers[layer];
-  const BlockWeights& w = weights_.blocks[layer];
+  const BlockWeights& w = compute_weights_.blocks[layer];
   const BlockWeights& g = weight_grads_.blocks[layer];
   // MLP: residual += mlp_proj(relu(fc(norm2))^2).
   linear_backward(a.d_fc, Accumulate::kNo, g.mlp_proj, a.d_residual, l.fc_act, w.mlp_proj);

@@ -1,6 +1,10 @@
 // GPT: nanochat's model — forward to the mean loss, backward to the gradients of every parameter — over one
 // flat parameter buffer, one flat gradient buffer (same layout, see param_layout.h) and an activation arena
 // planned once per (B, T). It calls only kernels/ops.h, so it runs on any backend the tensors live on.
+//
+// On the GPU it trains in mixed precision (docs/model.md, "On the GPU"): parameters and gradients stay fp32
+// (the master weights the optimizer, data parallelism and checkpoints see), activations are bf16, and the
+// GEMM matrices are read from a bf16 copy (model/compute_weights.h) that refresh_compute_weights() renews.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +13,7 @@
 
 #include "kernels/device_buffer.h"
 #include "model/activations.h"
+#include "model/compute_weights.h"
 #include "model/gpt_config.h"
 #include "model/model_weights.h"
 #include "model/param_layout.h"
@@ -17,30 +22,52 @@ namespace nanoforge {
 
 class GPT {
  public:
-  // The config must be valid (GPTConfig::validate()). dtype is the parameter and activation type (f32 for
-  // training on the CPU, f64 for gradient checks). Parameters start at zero: call init_weights or load them.
+  // The config must be valid (GPTConfig::validate()). dtype is the activation type: on the CPU f32 (training)
+  // or f64 (gradient checks), and the parameters have it too; on the GPU bf16, with fp32 parameters and
+  // gradients. Parameters start at zero: call init_weights or load them.
   GPT(const GPTConfig& config, Device device, DType dtype);
+
+  // What the constructor allocates, measured without allocating: the parameters, the gradients, the GPU's
+  // bf16 GEMM matrices and the rotary tables.
+  struct MemoryBytes {
+    int64_t params = 0, grads = 0, compute_weights = 0, rotary_tables = 0;
+  };
+  static MemoryBytes memory_bytes(const GPTConfig& config, Device device, DType dtype);
 
   const GPTConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
   Device device() const { return device_; }
-  DType dtype() const { return dtype_; }
+  DType dtype() const { return dtype_; }              // activations
+  DType param_dtype() const { return param_dtype_; }  // params(), grads()
 
+  // Writes params() (and counts as weights_changed()).
   void init_weights(uint64_t seed);
+
+  // The GPU's bf16 copies of the GEMM matrices must match the fp32 parameters: call refresh_compute_weights()
+  // after every change to params() — an optimizer step, a load, init_weights — before the next forward().
+  // forward() refuses to run on copies older than the last weights_changed() (init_weights and
+  // load_model_weights call it; call it after writing params() some other way). On the CPU there are no
+  // copies, and both calls only keep the count.
+  void refresh_compute_weights();
+  void weights_changed() { ++weights_version_; }
+  int64_t compute_weight_bytes() const { return compute_buffer_.bytes(); }
 
   TensorView params() const { return view_of(params_); }  // flat, layout order
   TensorView grads() const { return view_of(grads_); }
   TensorView param(const std::string& name) const { return param_view(params_, layout_.at(name)); }
   TensorView grad(const std::string& name) const { return param_view(grads_, layout_.at(name)); }
-  const ModelWeights& weights() const { return weights_; }
+  const ModelWeights& weights() const { return weights_; }  // the parameters themselves (fp32 on the GPU)
   const ModelWeights& weight_grads() const { return weight_grads_; }
+  // What forward and backward read: weights(), with the GEMM matrices' bf16 copies on the GPU.
+  const ModelWeights& compute_weights() const { return compute_weights_; }
 
   // Plans (and allocates) the activations for batches of (batch, seq), seq <= config.sequence_len.
   void plan(int64_t batch, int64_t seq);
   int64_t activation_bytes() const { return activation_buffer_.bytes(); }
 
   // ids, targets: (B, T) i32 on the model's device, targets -1 ignored. Returns the mean cross-entropy over
-  // the targets that are not ignored (NaN when all are, as PyTorch does).
+  // the targets that are not ignored (NaN when all are, as PyTorch does). On the GPU the compute copies must
+  // be current (refresh_compute_weights).
   double forward(TensorView ids, TensorView targets);
   // Adds the gradient of loss_scale * (the last forward's mean loss) to grads(). One backward per forward.
   void backward(double loss_scale = 1.0);
@@ -52,9 +79,11 @@ class GPT {
   }
   void zero_grad();
 
-  // The softcapped logits (B*T, vocab_size) of the last forward; backward() overwrites them.
+  // The softcapped logits (B*T, vocab_size) of the last forward, in the activation dtype; backward()
+  // overwrites them.
   TensorView logits() const { return activations_.logits; }
-  // The last forward's cross-entropy per token (B*T), 0 where the target is ignored (for bits per byte).
+  // The last forward's cross-entropy per token (B*T), 0 where the target is ignored (for bits per byte); f32
+  // on the GPU.
   TensorView token_losses() const { return activations_.losses; }
 
  private:
@@ -68,9 +97,15 @@ class GPT {
   GPTConfig config_;
   ParamLayout layout_;
   Device device_;
-  DType dtype_;
+  DType dtype_, param_dtype_;
   DeviceBuffer params_, grads_;
   ModelWeights weights_, weight_grads_;  // views into params_ and grads_
+  // What forward and backward read: weights_, with the GEMM matrices from compute_buffer_ on the GPU.
+  ComputeWeightLayout compute_layout_;
+  DeviceBuffer compute_buffer_;
+  ModelWeights compute_weights_;
+  int64_t weights_version_ = 1;  // the parameters start at zero: no copy has been made of them yet
+  int64_t compute_version_ = 0;
   DeviceBuffer rotary_buffer_;
   TensorView rotary_cos_, rotary_sin_;  // (sequence_len, D/2)
   DeviceBuffer activation_buffer_;

@@ -39,8 +39,10 @@ std::string value_embed_param(int64_t layer) {
 ParamLayout::ParamLayout(const GPTConfig& config) : config_(config) {
   const int64_t C = config.n_embd, V = config.padded_vocab_size(), L = config.n_layer;
   const int64_t q_dim = config.n_head * config.head_dim(), kv_dim = config.kv_dim();
+  // backout_lambda's gradient is final right after lm_head's, but it sits with the scalars: one float between
+  // lm_head and the blocks would leave every block matrix (and its fp32 gradient, a cuBLASLt output) only
+  // 4-byte aligned.
   add("lm_head.weight", {V, C}, ParamKind::kUnembedding);
-  add("backout_lambda", {1}, ParamKind::kSmear);
   for (int64_t i = L - 1; i >= 0; --i) {
     add(layer_param(i, "mlp.c_proj"), {C, config.mlp_dim()}, ParamKind::kMatrix);
     add(layer_param(i, "mlp.c_fc"), {config.mlp_dim(), C}, ParamKind::kMatrix);
@@ -55,6 +57,7 @@ ParamLayout::ParamLayout(const GPTConfig& config) : config_(config) {
   }
   add("resid_lambdas", {L}, ParamKind::kResidLambdas);
   add("x0_lambdas", {L}, ParamKind::kX0Lambdas);
+  add("backout_lambda", {1}, ParamKind::kSmear);
   add("smear_lambda", {1}, ParamKind::kSmear);
   add("smear_gate.weight", {1, kSmearGateChannels}, ParamKind::kSmear);
   add("transformer.wte.weight", {V, C}, ParamKind::kEmbedding);

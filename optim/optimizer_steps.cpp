@@ -1,5 +1,7 @@
 // adamw_step and muon_step. The Polar Express iterations use two GEMMs per product: A = X X^T (or X^T X for
-// tall X), B = b A + c A A, X' = a X + B X (or X B); beta carries the linear terms so no extra pass runs.
+// tall X), B = b A + c A A, X' = a X + B X (or X B); beta carries the linear terms so no extra pass runs. On
+// the GPU the momentum step writes the update straight into the bf16 scratch from the fp32 state, and the
+// cautious step applies it to the fp32 parameter, so the bf16 rounding is the orthogonalisation's only.
 #include "optim/optimizer_steps.h"
 
 #include <algorithm>
@@ -25,11 +27,16 @@ void adamw_step(TensorView param, TensorView grad, TensorView exp_avg, TensorVie
                     {lr, group.beta1, group.beta2, group.eps, group.weight_decay, step});
 }
 
+DType muon_scratch_dtype(Device device, DType param_dtype) {
+  return device == Device::kCuda ? DType::kBF16 : param_dtype;
+}
+
 MuonScratch take_muon_scratch(ArenaAllocator& arena, int64_t max_matrix_elements, int64_t max_side) {
   const int64_t matrix_elements = std::max<int64_t>(max_matrix_elements, 1);
   const int64_t gram_elements = std::max<int64_t>(max_side * max_side, 1);
-  return {arena.take({matrix_elements}), arena.take({matrix_elements}), arena.take({gram_elements}),
-          arena.take({gram_elements})};
+  const DType dtype = muon_scratch_dtype(arena.device(), arena.dtype());
+  return {arena.take({matrix_elements}, dtype), arena.take({matrix_elements}, dtype),
+          arena.take({gram_elements}, dtype), arena.take({gram_elements}, dtype)};
 }
 
 MuonScratch take_muon_scratch_for(ArenaAllocator& arena, const std::vector<ParamGroup>& groups) {

@@ -26,16 +26,22 @@ inline constexpr double kPolarExpressCoefficients[5][3] = {
 void adamw_step(TensorView param, TensorView grad, TensorView exp_avg, TensorView exp_avg_sq,
                 const ParamGroup& group, double lr, int64_t step);
 
-// Scratch for muon_step: room for the largest matrix (twice) and the largest Gram matrix (twice).
+// Scratch for muon_step: room for the largest matrix (twice) and the largest Gram matrix (twice). The update
+// is orthogonalised in it: in bf16 on the GPU, as nanochat does there (its Polar Express casts to bf16), in
+// the arena's dtype on the CPU.
 struct MuonScratch {
   TensorView matrix_a, matrix_b, gram_a, gram_b;  // 1-D
 };
-// Takes the scratch for matrices of up to `max_matrix_elements` whose smaller side is at most `max_side`.
+// The dtype Muon orthogonalises in for parameters of `param_dtype` on `device`.
+DType muon_scratch_dtype(Device device, DType param_dtype);
+// Takes the scratch for matrices of up to `max_matrix_elements` whose smaller side is at most `max_side`, in
+// muon_scratch_dtype(arena's device and dtype).
 MuonScratch take_muon_scratch(ArenaAllocator& arena, int64_t max_matrix_elements, int64_t max_side);
 // The scratch any matrix of `groups` fits in (their Muon groups).
 MuonScratch take_muon_scratch_for(ArenaAllocator& arena, const std::vector<ParamGroup>& groups);
 
-// momentum (rows, cols) and second_moment ((rows, 1) or (1, cols)) are the matrix's state; grad is read only.
+// momentum (rows, cols) and second_moment ((rows, 1) or (1, cols)) are the matrix's state, in the dtype of
+// param and grad; grad is read only.
 void muon_step(TensorView param, TensorView grad, TensorView momentum, TensorView second_moment,
                const ParamGroup& group, const ScheduleValues& schedule, double lr,
                const MuonScratch& scratch);

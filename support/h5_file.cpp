@@ -107,7 +107,11 @@ absl::StatusOr<H5File> H5File::create(const std::string& path, int64_t alignment
   // Threshold 1: every allocation (raw data and metadata blocks alike) starts on the alignment.
   if (alignment_bytes > 0)
     H5Pset_alignment(access_properties.get(), 1, static_cast<hsize_t>(alignment_bytes));
-  hid_t handle = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access_properties.get());
+  // No modification times in object headers (HDF5 records them by default): the same content gives the same
+  // bytes, whenever it is written (prep's output is compared byte for byte across thread counts).
+  Handle creation_properties(H5Pcreate(H5P_FILE_CREATE));
+  H5Pset_obj_track_times(creation_properties.get(), 0);
+  hid_t handle = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, creation_properties.get(), access_properties.get());
   if (handle < 0) {
     return absl::PermissionDeniedError(
         fmt::format("{}: cannot create HDF5 file (does the directory exist and is it writable?)", path));
@@ -320,7 +324,10 @@ absl::Status H5File::create_group(const std::string& group_path) {
   if (has(group_path)) return absl::OkStatus();
   Handle link_properties(H5Pcreate(H5P_LINK_CREATE));
   H5Pset_create_intermediate_group(link_properties.get(), 1);
-  Handle group(H5Gcreate2(handle_, group_path.c_str(), link_properties.get(), H5P_DEFAULT, H5P_DEFAULT));
+  Handle group_properties(H5Pcreate(H5P_GROUP_CREATE));
+  H5Pset_obj_track_times(group_properties.get(), 0);  // reproducible bytes, as in create()
+  Handle group(
+      H5Gcreate2(handle_, group_path.c_str(), link_properties.get(), group_properties.get(), H5P_DEFAULT));
   if (!group.valid())
     return absl::InternalError(fmt::format("{}: cannot create group {}", path_, group_path));
   return absl::OkStatus();
@@ -460,6 +467,7 @@ absl::Status H5File::write(const std::string& dataset_path, const std::vector<in
   const bool checksum =
       options.checksum && !shape.empty();  // HDF5 filters need a chunked (non-scalar) dataset
   Handle creation(checksum ? checksummed_layout(dims, sizeof(T)) : H5Pcreate(H5P_DATASET_CREATE));
+  H5Pset_obj_track_times(creation.get(), 0);  // reproducible bytes, as in create()
   Handle dataset(H5Dcreate2(handle_, dataset_path.c_str(), memory_type<T>(), space.get(),
                             link_properties.get(), creation.get(), H5P_DEFAULT));
   if (!dataset.valid()) {

@@ -196,6 +196,7 @@ absl::StatusOr<GPTConfig> read_checkpoint_config(const std::string& checkpoint_d
 
 absl::Status load_model_weights(const std::string& checkpoint_dir, GPT& model) {
   NANOFORGE_ASSIGN_OR_RETURN(H5File file, H5File::open_read(checkpoint_dir + "/model.h5"));
+  model.weights_changed();  // from here on, whether every tensor loads or not: the GPU's copies are stale
   for (const ParamInfo& info : model.layout().params()) {
     NANOFORGE_ASSIGN_OR_RETURN(HostArray<float> weight, file.read<float>("/weights/" + info.name));
     if (weight.shape != info.shape) {

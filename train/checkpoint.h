@@ -54,7 +54,8 @@ absl::StatusOr<std::string> latest_checkpoint(const std::string& run_dir);
 
 // The model config stored in CHECKPOINT/model.h5.
 absl::StatusOr<GPTConfig> read_checkpoint_config(const std::string& checkpoint_dir);
-// Loads CHECKPOINT/model.h5 into `model` (whose config must be the stored one).
+// Loads CHECKPOINT/model.h5 into `model` (whose config must be the stored one). On the GPU, call
+// model.refresh_compute_weights() before its next forward.
 absl::Status load_model_weights(const std::string& checkpoint_dir, GPT& model);
 // CHECKPOINT/optimizer.h5: its step count, and one tensor's values (checked to hold `numel`).
 absl::StatusOr<int64_t> read_optimizer_steps(const std::string& checkpoint_dir);

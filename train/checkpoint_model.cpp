@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "support/status.h"
+#include "train/memory_plan.h"
 
 namespace nanoforge {
 
@@ -19,7 +20,7 @@ absl::StatusOr<std::string> resolve_checkpoint(const std::string& path) {
 }
 
 absl::StatusOr<CheckpointModel> load_checkpoint_model(const std::string& path,
-                                                      const std::string& tokenizer_dir) {
+                                                      const std::string& tokenizer_dir, Device device) {
   NANOFORGE_ASSIGN_OR_RETURN(const std::string checkpoint, resolve_checkpoint(path));
   NANOFORGE_ASSIGN_OR_RETURN(TrainerState trainer, read_trainer_state(checkpoint));
   NANOFORGE_ASSIGN_OR_RETURN(Recipe recipe,
@@ -37,8 +38,9 @@ absl::StatusOr<CheckpointModel> load_checkpoint_model(const std::string& path,
                     tokenizer->hash(), checkpoint, trainer.tokenizer_hash));
   }
   NANOFORGE_ASSIGN_OR_RETURN(const GPTConfig config, read_checkpoint_config(checkpoint));
-  auto model = std::make_unique<GPT>(config, Device::kCpu, DType::kF32);
+  auto model = std::make_unique<GPT>(config, device, training_dtype(device));
   NANOFORGE_RETURN_IF_ERROR(load_model_weights(checkpoint, *model));
+  model->refresh_compute_weights();
   return CheckpointModel{checkpoint, std::move(trainer), std::move(recipe), std::move(*tokenizer),
                          std::move(model)};
 }

@@ -24,7 +24,9 @@ struct CheckpointModel {
 };
 
 absl::StatusOr<std::string> resolve_checkpoint(const std::string& path);
+// The model lives on `device` (on a GPU in mixed precision, its bf16 GEMM copy made).
 absl::StatusOr<CheckpointModel> load_checkpoint_model(const std::string& path,
-                                                      const std::string& tokenizer_dir);
+                                                      const std::string& tokenizer_dir,
+                                                      Device device = Device::kCpu);
 
 }  // namespace nanoforge

@@ -22,8 +22,8 @@
 #include "kernels/ops.h"
 #include "support/status.h"
 #include "train/command.h"
+#include "train/common_flags.h"
 
-ABSL_DECLARE_FLAG(std::string, device);
 ABSL_DECLARE_FLAG(int32_t, warmup);
 ABSL_FLAG(
     std::string, sizes, "1K..256M",

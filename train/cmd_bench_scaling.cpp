@@ -18,6 +18,7 @@
 #include "kernels/backend_info.h"
 #include "support/status.h"
 #include "train/command.h"
+#include "train/common_flags.h"
 #include "train/recipe.h"
 #include "train/trainer.h"
 
@@ -26,7 +27,6 @@ ABSL_DECLARE_FLAG(int32_t, steps);
 ABSL_DECLARE_FLAG(int32_t, warmup);
 ABSL_FLAG(std::string, baseline, "",
           "the one-device JSON of this bench (its speedup and efficiency are relative)");
-ABSL_FLAG(std::string, json_out, "", "also write the JSON record to this file (rank 0)");
 
 namespace nanoforge {
 namespace {

@@ -22,8 +22,10 @@ absl::Status run_eval(const std::vector<std::string>&) {
     return absl::InvalidArgumentError("--checkpoint and --data are both required");
   }
   set_cpu_threads(absl::GetFlag(FLAGS_threads));
-  NANOFORGE_ASSIGN_OR_RETURN(CheckpointModel loaded, load_checkpoint_model(absl::GetFlag(FLAGS_checkpoint),
-                                                                           absl::GetFlag(FLAGS_tokenizer)));
+  NANOFORGE_ASSIGN_OR_RETURN(const Device device, device_from_flag());
+  NANOFORGE_ASSIGN_OR_RETURN(
+      CheckpointModel loaded,
+      load_checkpoint_model(absl::GetFlag(FLAGS_checkpoint), absl::GetFlag(FLAGS_tokenizer), device));
   const std::string location = absl::GetFlag(FLAGS_data);
   absl::StatusOr<std::vector<std::string>> files = list_shard_files(location, "val");
   if (!files.ok()) files = list_shard_files(location, "");
@@ -52,8 +54,8 @@ absl::Status run_eval(const std::vector<std::string>&) {
 Command eval_command() {
   return {"eval",
           "validation bits per byte of a checkpoint",
-          "--checkpoint PATH --data SHARDS [--eval-tokens N] [--eval-batch B]",
-          {"checkpoint", "tokenizer", "data", "eval_tokens", "eval_batch", "threads"},
+          "--checkpoint PATH --data SHARDS [--eval-tokens N] [--eval-batch B] [--device cpu|cuda]",
+          {"checkpoint", "tokenizer", "data", "eval_tokens", "eval_batch", "device", "threads"},
           run_eval};
 }
 

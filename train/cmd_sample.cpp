@@ -23,8 +23,10 @@ absl::Status run_sample(const std::vector<std::string>&) {
   if (absl::GetFlag(FLAGS_max_tokens) < 1) return absl::InvalidArgumentError("--max-tokens must be >= 1");
   if (absl::GetFlag(FLAGS_temperature) < 0) return absl::InvalidArgumentError("--temperature must be >= 0");
   set_cpu_threads(absl::GetFlag(FLAGS_threads));
-  NANOFORGE_ASSIGN_OR_RETURN(CheckpointModel loaded, load_checkpoint_model(absl::GetFlag(FLAGS_checkpoint),
-                                                                           absl::GetFlag(FLAGS_tokenizer)));
+  NANOFORGE_ASSIGN_OR_RETURN(const Device device, device_from_flag());
+  NANOFORGE_ASSIGN_OR_RETURN(
+      CheckpointModel loaded,
+      load_checkpoint_model(absl::GetFlag(FLAGS_checkpoint), absl::GetFlag(FLAGS_tokenizer), device));
   std::vector<int32_t> prompt = {loaded.tokenizer.bos_id()};
   loaded.tokenizer.encode(absl::GetFlag(FLAGS_prompt), prompt);
   SampleOptions options{absl::GetFlag(FLAGS_max_tokens), absl::GetFlag(FLAGS_temperature),
@@ -39,8 +41,10 @@ absl::Status run_sample(const std::vector<std::string>&) {
 Command sample_command() {
   return {"sample",
           "generate text from a checkpoint",
-          "--checkpoint PATH --prompt TEXT [--max-tokens N] [--temperature T] [--top-k K] [--seed S]",
-          {"checkpoint", "tokenizer", "prompt", "max_tokens", "temperature", "top_k", "seed", "threads"},
+          "--checkpoint PATH --prompt TEXT [--max-tokens N] [--temperature T] [--top-k K] [--seed S] "
+          "[--device cpu|cuda]",
+          {"checkpoint", "tokenizer", "prompt", "max_tokens", "temperature", "top_k", "seed", "device",
+           "threads"},
           run_sample};
 }
 

@@ -2,9 +2,12 @@
 #include "train/common_flags.h"
 
 #include <absl/flags/flag.h>
+#include <fmt/format.h>
 
 #include <string>
 #include <vector>
+
+#include "kernels/cuda/cuda_memory.h"
 
 ABSL_FLAG(int32_t, threads, 0,
           "CPU threads for the ops and BLAS (0: OpenMP's default, OMP_NUM_THREADS or all cores)");
@@ -16,4 +19,23 @@ ABSL_FLAG(std::string, text_split, "paragraphs",
 ABSL_FLAG(std::string, tokenizer, "", "tokenizer directory (tokenizer.tiktoken + special_tokens.txt)");
 ABSL_FLAG(std::string, out, "", "where to write the command's output (a file or a directory, see the usage)");
 ABSL_FLAG(std::string, data, "", "token shards: a directory of shard files, or comma-separated files");
+ABSL_FLAG(std::string, device, "cpu",
+          "backend: cpu (fp32) or cuda (bf16 activations, fp32 weights and gradients)");
+ABSL_FLAG(std::string, json_out, "", "also write the final JSON record to this file (rank 0 only)");
 ABSL_FLAG(std::string, checkpoint, "", "a checkpoint directory, or a run directory (its latest checkpoint)");
+
+namespace nanoforge {
+
+absl::StatusOr<Device> device_from_flag() {
+  const std::string device = absl::GetFlag(FLAGS_device);
+  if (device == "cpu") return Device::kCpu;
+  if (device != "cuda")
+    return absl::InvalidArgumentError(fmt::format("--device {}: use cpu or cuda", device));
+  std::string reason;
+  if (!cuda::available(&reason)) {
+    return absl::FailedPreconditionError(fmt::format("--device cuda: no usable GPU: {}", reason));
+  }
+  return Device::kCuda;
+}
+
+}  // namespace nanoforge

@@ -2,10 +2,13 @@
 #pragma once
 
 #include <absl/flags/declare.h>
+#include <absl/status/statusor.h>
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "kernels/tensor.h"
 
 ABSL_DECLARE_FLAG(int32_t, threads);
 // Input documents (data/documents.h): files or directories, comma-separated; and how text files split.
@@ -16,3 +19,11 @@ ABSL_DECLARE_FLAG(std::string, tokenizer);
 ABSL_DECLARE_FLAG(std::string, out);
 ABSL_DECLARE_FLAG(std::string, data);
 ABSL_DECLARE_FLAG(std::string, checkpoint);
+// The backend a command runs on: "cpu" or "cuda".
+ABSL_DECLARE_FLAG(std::string, device);
+namespace nanoforge {
+// --device as a Device: cpu, or cuda when a GPU is usable (an error saying why otherwise).
+absl::StatusOr<Device> device_from_flag();
+}  // namespace nanoforge
+// Benchmarks: where to write the JSON record they print last.
+ABSL_DECLARE_FLAG(std::string, json_out);

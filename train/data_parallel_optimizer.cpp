@@ -22,25 +22,17 @@ double seconds_waiting(const CommWork& work, absl::Status& status) {
 
 }  // namespace
 
-DataParallelOptimizer::DataParallelOptimizer(std::vector<ParamGroup> groups, const ParamLayout& layout,
-                                             TensorView params, TensorView grads, Communicator& communicator,
-                                             int64_t bucket_bytes)
-    : groups_(std::move(groups)),
-      layout_(layout),
-      params_(params),
-      grads_(grads),
-      communicator_(communicator),
-      rank_(communicator.rank()),
-      world_(communicator.world_size()) {
+std::vector<DataParallelOptimizer::Bucket> DataParallelOptimizer::make_buckets(
+    const std::vector<ParamGroup>& groups, int world_size, int64_t bucket_bytes, int64_t element_bytes) {
   // Which group each parameter is in; the plan's input by place in the flat buffer.
   std::map<int64_t, std::pair<const ParamInfo*, const ParamGroup*>> by_offset;
   BucketPlanInput input;
-  input.world_size = world_;
+  input.world_size = world_size;
   input.bucket_bytes = bucket_bytes;
   input.first_bucket_bytes = std::min<int64_t>(bucket_bytes, 1 << 20);
-  input.element_bytes = dtype_bytes(params.dtype);
+  input.element_bytes = element_bytes;
   std::vector<const ParamGroup*> muon_groups;
-  for (const ParamGroup& group : groups_) {
+  for (const ParamGroup& group : groups) {
     if (group.kind == GroupKind::kMuon) {
       muon_groups.push_back(&group);
       input.matrix_groups.emplace_back();
@@ -51,50 +43,91 @@ DataParallelOptimizer::DataParallelOptimizer(std::vector<ParamGroup> groups, con
       (group.kind == GroupKind::kAdamW ? input.elementwise : input.matrix_groups.back()).push_back(tensor);
     }
   }
+  std::vector<Bucket> buckets;
   for (const GradBucket& plan : plan_grad_buckets(input)) {
     Bucket bucket;
     bucket.plan = plan;
-    for (const BucketTensor& tensor : plan.tensors)
-      bucket.params.push_back(by_offset.at(tensor.offset).first);
+    for (const BucketTensor& tensor : plan.tensors) {
+      const auto& [info, group] = by_offset.at(tensor.offset);
+      bucket.params.push_back(info);
+      bucket.param_groups.push_back(group);
+    }
     if (plan.kind == GradBucket::Kind::kMatrixStack)
       bucket.group = muon_groups[static_cast<size_t>(plan.group)];
-    buckets_.push_back(std::move(bucket));
+    buckets.push_back(std::move(bucket));
   }
+  return buckets;
+}
 
-  // Staging (the packed bucket, then the gathered updates), the owned gradient chunk and the chunk to send,
-  // and this rank's optimizer state: measured first, then carved out of two buffers.
-  auto plan_memory = [&](ArenaAllocator& staging, ArenaAllocator& state) {
-    for (Bucket& bucket : buckets_) {
-      const int64_t chunk = bucket.plan.padded_elements / world_;
-      bucket.staging = staging.take({bucket.plan.padded_elements});
-      bucket.owned_grad = staging.take({chunk});
-      bucket.send = staging.take({chunk});
-      bucket.pieces.clear();
-      if (bucket.plan.kind == GradBucket::Kind::kElementwise) {
-        for (size_t t = 0; t < bucket.params.size(); ++t) {
-          const OwnedPiece owned = owned_piece(bucket.plan, t, rank_, world_);
-          if (owned.tensor_begin == owned.tensor_end) continue;
-          const int64_t numel = owned.tensor_end - owned.tensor_begin;
-          Piece piece{bucket.params[t],   by_offset.at(bucket.params[t]->offset).second,
-                      owned.tensor_begin, owned.tensor_end,
-                      owned.chunk_offset, state.take({numel}),
-                      state.take({numel})};
-          bucket.pieces.push_back(piece);
-        }
-      } else if (static_cast<size_t>(rank_) < bucket.params.size()) {
-        const ParamGroup& group = *bucket.group;
-        bucket.momentum = state.take({group.rows, group.cols});
-        bucket.second_moment =
-            group.rows >= group.cols ? state.take({group.rows, 1}) : state.take({1, group.cols});
+// Staging (the packed bucket, then the gathered updates), the owned gradient chunk and the chunk to send,
+// and this rank's optimizer state.
+void DataParallelOptimizer::take_bucket_memory(std::vector<Bucket>& buckets, int rank, int world_size,
+                                               ArenaAllocator& staging, ArenaAllocator& state) {
+  for (Bucket& bucket : buckets) {
+    const int64_t chunk = bucket.plan.padded_elements / world_size;
+    bucket.staging = staging.take({bucket.plan.padded_elements});
+    bucket.owned_grad = staging.take({chunk});
+    bucket.send = staging.take({chunk});
+    bucket.pieces.clear();
+    if (bucket.plan.kind == GradBucket::Kind::kElementwise) {
+      for (size_t t = 0; t < bucket.params.size(); ++t) {
+        const OwnedPiece owned = owned_piece(bucket.plan, t, rank, world_size);
+        if (owned.tensor_begin == owned.tensor_end) continue;
+        const int64_t numel = owned.tensor_end - owned.tensor_begin;
+        Piece piece{bucket.params[t],   bucket.param_groups[t], owned.tensor_begin, owned.tensor_end,
+                    owned.chunk_offset, state.take({numel}),    state.take({numel})};
+        bucket.pieces.push_back(piece);
       }
+    } else if (static_cast<size_t>(rank) < bucket.params.size()) {
+      const ParamGroup& group = *bucket.group;
+      bucket.momentum = state.take({group.rows, group.cols});
+      bucket.second_moment =
+          group.rows >= group.cols ? state.take({group.rows, 1}) : state.take({1, group.cols});
     }
-  };
+  }
+}
+
+std::pair<TensorView, TensorView> DataParallelOptimizer::take_gather_views(const std::vector<Bucket>& buckets,
+                                                                           int world_size,
+                                                                           ArenaAllocator& arena) {
+  int64_t largest = 0;
+  for (const Bucket& bucket : buckets)
+    largest = std::max(largest, bucket.plan.padded_elements);
+  const TensorView gathered = arena.take({std::max<int64_t>(largest, 1)});
+  return {gathered, arena.take({std::max<int64_t>(largest / world_size, 1)})};
+}
+
+DataParallelOptimizer::MemoryBytes DataParallelOptimizer::memory_bytes(const std::vector<ParamGroup>& groups,
+                                                                       Device device, DType param_dtype,
+                                                                       int rank, int world_size,
+                                                                       int64_t bucket_bytes) {
+  std::vector<Bucket> buckets = make_buckets(groups, world_size, bucket_bytes, dtype_bytes(param_dtype));
+  ArenaAllocator staging(device, param_dtype), state(device, param_dtype), scratch(device, param_dtype),
+      gather(device, param_dtype);
+  take_bucket_memory(buckets, rank, world_size, staging, state);
+  take_muon_scratch_for(scratch, groups);
+  take_gather_views(buckets, world_size, gather);
+  return {state.used_bytes(), staging.used_bytes(), scratch.used_bytes(), gather.used_bytes()};
+}
+
+DataParallelOptimizer::DataParallelOptimizer(std::vector<ParamGroup> groups, const ParamLayout& layout,
+                                             TensorView params, TensorView grads, Communicator& communicator,
+                                             int64_t bucket_bytes)
+    : groups_(std::move(groups)),
+      layout_(layout),
+      params_(params),
+      grads_(grads),
+      communicator_(communicator),
+      rank_(communicator.rank()),
+      world_(communicator.world_size()) {
+  buckets_ = make_buckets(groups_, world_, bucket_bytes, dtype_bytes(params.dtype));
+  // Measured first, then carved out of the buffers.
   ArenaAllocator measure_staging(params.device, params.dtype), measure_state(params.device, params.dtype);
-  plan_memory(measure_staging, measure_state);
+  take_bucket_memory(buckets_, rank_, world_, measure_staging, measure_state);
   staging_buffer_ = DeviceBuffer(params.device, measure_staging.used_bytes());
   state_buffer_ = DeviceBuffer(params.device, measure_state.used_bytes());
   ArenaAllocator staging(staging_buffer_, params.dtype), state(state_buffer_, params.dtype);
-  plan_memory(staging, state);
+  take_bucket_memory(buckets_, rank_, world_, staging, state);
   ArenaAllocator measure_scratch(params.device, params.dtype);
   take_muon_scratch_for(measure_scratch, groups_);
   scratch_buffer_ = DeviceBuffer(params.device, measure_scratch.used_bytes());
@@ -205,20 +238,13 @@ absl::Status DataParallelOptimizer::gather_state(std::vector<NamedTensor>& out) 
     return named.values;
   };
   // Scratch big enough to gather any bucket (or a stack's second moments), allocated on the first call.
-  int64_t largest = 0;
-  for (const Bucket& bucket : buckets_)
-    largest = std::max(largest, bucket.plan.padded_elements);
-  const auto take_views = [&](ArenaAllocator& arena) {
-    const TensorView gathered = arena.take({std::max<int64_t>(largest, 1)});
-    return std::pair{gathered, arena.take({std::max<int64_t>(largest / world_, 1)})};
-  };
   if (gather_buffer_.bytes() == 0) {
     ArenaAllocator measure(params_.device, params_.dtype);
-    take_views(measure);
+    take_gather_views(buckets_, world_, measure);
     gather_buffer_ = DeviceBuffer(params_.device, measure.used_bytes());
   }
   ArenaAllocator gather_arena(gather_buffer_, params_.dtype);
-  const auto [gathered_all, send_all] = take_views(gather_arena);
+  const auto [gathered_all, send_all] = take_gather_views(buckets_, world_, gather_arena);
   std::vector<float>& values = gathered_host_;
   for (Bucket& bucket : buckets_) {
     const int64_t chunk = bucket.plan.padded_elements / world_;

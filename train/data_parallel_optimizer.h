@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dist/communicator.h"
@@ -25,8 +26,20 @@ namespace nanoforge {
 
 class DataParallelOptimizer {
  public:
+  // params and grads: the flat buffers (layout order), f32 (or f64 on the CPU); the state has their dtype,
+  // Muon's scratch muon_scratch_dtype (bf16 on the GPU).
   DataParallelOptimizer(std::vector<ParamGroup> groups, const ParamLayout& layout, TensorView params,
                         TensorView grads, Communicator& communicator, int64_t bucket_bytes);
+
+  // The device memory one rank's optimizer takes, measured without allocating anything.
+  struct MemoryBytes {
+    int64_t state = 0;              // this rank's moments and momentum buffers
+    int64_t staging = 0;            // the gradient buckets, their owned chunks and the chunks sent back
+    int64_t muon_scratch = 0;       // the orthogonalisation's matrices
+    int64_t checkpoint_gather = 0;  // gather_state's scratch, allocated at the first checkpoint
+  };
+  static MemoryBytes memory_bytes(const std::vector<ParamGroup>& groups, Device device, DType param_dtype,
+                                  int rank, int world_size, int64_t bucket_bytes);
 
   // From the backward pass of the step's last micro-batch: the gradients of [0, ready_elements) of the flat
   // buffer are final. Starts the reduction of every bucket that is now complete.
@@ -61,7 +74,8 @@ class DataParallelOptimizer {
   };
   struct Bucket {
     GradBucket plan;
-    std::vector<const ParamInfo*> params;  // tensors' parameters, packing order
+    std::vector<const ParamInfo*> params;         // tensors' parameters, packing order
+    std::vector<const ParamGroup*> param_groups;  // the group of each
     TensorView staging, owned_grad, send;
     std::vector<Piece> pieces;           // elementwise: owned pieces
     const ParamGroup* group = nullptr;   // stacks: the Muon group
@@ -69,6 +83,16 @@ class DataParallelOptimizer {
     CommWork reduce, gather;
     bool launched = false;
   };
+
+  // The buckets of `groups` (their plans, tensors and groups; no memory yet).
+  static std::vector<Bucket> make_buckets(const std::vector<ParamGroup>& groups, int world_size,
+                                          int64_t bucket_bytes, int64_t element_bytes);
+  // Takes every bucket's staging views and this rank's state from the two arenas.
+  static void take_bucket_memory(std::vector<Bucket>& buckets, int rank, int world_size,
+                                 ArenaAllocator& staging, ArenaAllocator& state);
+  // gather_state's scratch: a whole bucket gathered, and one rank's chunk of it.
+  static std::pair<TensorView, TensorView> take_gather_views(const std::vector<Bucket>& buckets,
+                                                             int world_size, ArenaAllocator& arena);
 
   TensorView param_range(TensorView flat, const ParamInfo& info, int64_t begin, int64_t end) const;
   TensorView param_view(TensorView flat, const ParamInfo& info) const;

@@ -32,7 +32,8 @@ absl::StatusOr<BitsPerByteSums> evaluate_bits_per_byte(GPT& model, Loader& val_l
                                                        std::span<const int32_t> token_bytes) {
   NANOFORGE_RETURN_IF_ERROR(val_loader.rewind());
   BitsPerByteSums sums;
-  TokenBatchTensors tensors(val_loader.options().batch_rows, val_loader.options().sequence_length);
+  TokenBatchTensors tensors(val_loader.options().batch_rows, val_loader.options().sequence_length,
+                            model.device());
   for (int64_t step = 0; step < steps; ++step) {
     NANOFORGE_ASSIGN_OR_RETURN(const TokenBatch batch, val_loader.next());
     tensors.fill(batch);

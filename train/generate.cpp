@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "kernels/device_buffer.h"
 #include "kernels/host_transfer.h"
 #include "support/check.h"
 #include "support/philox.h"
@@ -51,13 +52,19 @@ std::vector<int32_t> generate(GPT& model, std::span<const int32_t> prompt, const
   model.plan(1, window);
   std::vector<int32_t> tokens(prompt.begin(), prompt.end()), generated;
   std::vector<int32_t> ids(static_cast<size_t>(window)), targets(static_cast<size_t>(window), -1);
-  const TensorView ids_view(ids.data(), {1, window}, DType::kI32, Device::kCpu);
-  const TensorView targets_view(targets.data(), {1, window}, DType::kI32, Device::kCpu);
+  // The model reads ids and targets on its own device: a GPU model gets a copy of each row.
+  DeviceBuffer on_device(model.device(), model.device() == Device::kCpu ? 0 : 2 * window * 4);
+  int32_t* device_ids = model.device() == Device::kCpu ? ids.data() : static_cast<int32_t*>(on_device.data());
+  int32_t* device_targets = model.device() == Device::kCpu ? targets.data() : device_ids + window;
+  const TensorView ids_view(device_ids, {1, window}, DType::kI32, model.device());
+  const TensorView targets_view(device_targets, {1, window}, DType::kI32, model.device());
+  if (model.device() != Device::kCpu) copy_from_host(targets_view, targets.data());
   const Philox rng(options.seed, Philox::stream_of("sample"));
   for (int64_t step = 0; step < options.max_tokens; ++step) {
     const int64_t context = std::min<int64_t>(static_cast<int64_t>(tokens.size()), window);
     std::copy(tokens.end() - context, tokens.end(), ids.begin());
     std::fill(ids.begin() + context, ids.end(), tokens.front());  // causal: later positions do not matter
+    if (model.device() != Device::kCpu) copy_from_host(ids_view, ids.data());
     model.forward(ids_view, targets_view);
     std::vector<float> row = download<float>(model.logits().rows(context - 1, 1));
     const int32_t next = pick_token(row, options, rng.uniform(static_cast<uint64_t>(step)));

@@ -131,8 +131,9 @@ absl::StatusOr<std::vector<ParamGroup>> golden_param_groups(const OptimGolden& g
 }
 
 absl::StatusOr<std::vector<std::map<std::string, HostArray<float>>>> run_optim_parity(
-    const OptimGolden& golden, Communicator& communicator) {
-  GPT model(golden.config, Device::kCpu, DType::kF32);  // for its parameter and gradient buffers
+    const OptimGolden& golden, Communicator& communicator, Device device) {
+  // For its parameter and gradient buffers (f32 on either device).
+  GPT model(golden.config, device, device == Device::kCuda ? DType::kBF16 : DType::kF32);
   NANOFORGE_ASSIGN_OR_RETURN(std::vector<ParamGroup> groups, golden_param_groups(golden, model.layout()));
   for (const auto& [name, weight] : golden.weights_before)
     upload(model.param(name), weight.values.data());

@@ -53,9 +53,11 @@ absl::StatusOr<OptimGolden> read_optim_golden(const std::string& path);
 absl::StatusOr<std::vector<ParamGroup>> golden_param_groups(const OptimGolden& golden,
                                                             const ParamLayout& layout);
 
-// weights_after of every step, by parameter name (the same on every rank).
+// weights_after of every step, by parameter name (the same on every rank). On Device::kCuda the optimizer
+// runs as training runs it there (fp32 state, Muon orthogonalising in bf16); the communicator must be on
+// `device`.
 absl::StatusOr<std::vector<std::map<std::string, HostArray<float>>>> run_optim_parity(
-    const OptimGolden& golden, Communicator& communicator);
+    const OptimGolden& golden, Communicator& communicator, Device device = Device::kCpu);
 
 absl::Status write_optim_result(const std::string& path,
                                 const std::vector<std::map<std::string, HostArray<float>>>& weights_after);

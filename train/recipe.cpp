@@ -14,7 +14,7 @@
 namespace nanoforge {
 namespace {
 
-using FieldRef = std::variant<int64_t*, double*, std::string*>;
+using FieldRef = std::variant<int64_t*, double*, std::string*, bool*>;
 
 struct Field {
   const char* section;
@@ -56,6 +56,8 @@ std::vector<Field> fields_of(Recipe& r) {
       {"train", "sample_tokens", &r.train.sample_tokens, "tokens generated per sample prompt"},
       {"train", "device", &r.train.device, "auto, cpu or cuda"},
       {"train", "threads", &r.train.threads, "CPU threads (0: all cores)"},
+      {"train", "deterministic", &r.train.deterministic,
+       "GPU: fixed-order reductions instead of atomics, so a run repeats bit for bit (slower)"},
       {"optim", "unembedding_lr", &r.optim.unembedding_lr, "AdamW lr of lm_head (before scaling)"},
       {"optim", "embedding_lr", &r.optim.embedding_lr, "AdamW lr of the embeddings (before scaling)"},
       {"optim", "scalar_lr", &r.optim.scalar_lr, "AdamW lr of the residual scalars (before scaling)"},
@@ -78,6 +80,7 @@ const char* type_name(const FieldRef& ref) {
         using T = std::remove_pointer_t<decltype(p)>;
         if constexpr (std::is_same_v<T, int64_t>) return "integer";
         if constexpr (std::is_same_v<T, double>) return "float";
+        if constexpr (std::is_same_v<T, bool>) return "boolean";
         return "string";
       },
       ref);
@@ -93,6 +96,8 @@ std::string toml_value(const FieldRef& ref) {
           std::string text = fmt::format("{}", *p);
           if (text.find_first_of(".einf") == std::string::npos) text += ".0";  // keep it a TOML float
           return text;
+        } else if constexpr (std::is_same_v<T, bool>) {
+          return *p ? "true" : "false";
         } else {
           std::ostringstream quoted;
           quoted << toml::value<std::string>(*p);  // TOML string syntax with escapes
@@ -156,6 +161,9 @@ absl::Status assign(const Field& field, const toml::node& node, const std::strin
           } else {
             return wrong(found);
           }
+        } else if constexpr (std::is_same_v<T, bool>) {
+          if (!node.is_boolean()) return wrong(found);
+          *p = node.as_boolean()->get();
         } else {
           if (!node.is_string()) return wrong(found);
           *p = node.as_string()->get();

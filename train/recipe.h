@@ -43,6 +43,7 @@ struct Recipe {
     int64_t sample_tokens = 16;
     std::string device = "auto";  // auto, cpu, cuda
     int64_t threads = 0;          // CPU threads (0: all)
+    bool deterministic = false;   // GPU kernels reduce in a fixed order (kernels/ops.h set_deterministic)
   } train;
   struct Optim {
     double unembedding_lr = 0.008;

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/cuda/cuda_memory.h"
 #include "support/status.h"
 
 namespace nanoforge {
@@ -74,12 +75,20 @@ absl::Status validate_recipe(const Recipe& r) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size) {
-  NANOFORGE_RETURN_IF_ERROR(validate_recipe(recipe));
+absl::StatusOr<Device> resolve_train_device(const Recipe& recipe) {
+  if (recipe.train.device == "cpu") return Device::kCpu;
+  // cuda::available counts GPUs without creating a context: the NCCL engine binds each rank's GPU later.
+  std::string reason;
+  if (cuda::available(&reason)) return Device::kCuda;
   if (recipe.train.device == "cuda") {
-    return absl::UnimplementedError(
-        "train.device = cuda: training on the CUDA backend arrives with the CUDA backend; use cpu or auto");
+    return absl::FailedPreconditionError(
+        fmt::format("train.device = cuda, but no GPU is usable: {}; use train.device=cpu", reason));
   }
+  return Device::kCpu;
+}
+
+absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size, Device device) {
+  NANOFORGE_RETURN_IF_ERROR(validate_recipe(recipe));
   absl::StatusOr<Tokenizer> tokenizer = Tokenizer::load(recipe.data.tokenizer);
   if (!tokenizer.ok()) {
     return absl::Status(tokenizer.status().code(),
@@ -87,7 +96,16 @@ absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size) {
   }
   RunSetup setup(std::move(*tokenizer));
   setup.world_size = world_size;
+  setup.device = device;
   setup.device_name = "cpu";
+  if (device == Device::kCuda) {
+    cuda::DeviceMemoryInfo gpu;
+    std::string reason;
+    if (!cuda::device_memory_info(&gpu, &reason)) {
+      return absl::FailedPreconditionError(fmt::format("train.device: the GPU is not usable: {}", reason));
+    }
+    setup.device_name = gpu.name;
+  }
 
   ShardOpenOptions open;
   open.expect.vocab_size = setup.tokenizer.vocab_size();

@@ -10,6 +10,7 @@
 
 #include "data/shard_set.h"
 #include "data/tokenizer.h"
+#include "kernels/tensor.h"
 #include "model/gpt_config.h"
 #include "optim/schedules.h"
 #include "optim/training_horizon.h"
@@ -27,12 +28,17 @@ struct RunSetup {
   int64_t world_size = 1;
   int64_t grad_accum_steps = 1;  // micro-batches per optimizer step and rank
   int64_t eval_steps = 0;        // validation batches per evaluation
-  std::string device_name;       // what MFU is computed against ("cpu")
+  Device device = Device::kCpu;  // where the model, its gradients and the optimizer state live
+  std::string device_name;       // what MFU is computed against ("cpu", "NVIDIA H200")
 };
+
+// train.device resolved: auto means cuda when this build has the CUDA backend and a GPU is visible, else
+// cpu; cuda without a usable GPU is an error saying why.
+absl::StatusOr<Device> resolve_train_device(const Recipe& recipe);
 
 // Checks the recipe's values on their own (sizes positive, fractions in range, keys that need each other).
 absl::Status validate_recipe(const Recipe& recipe);
 
-absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size);
+absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size, Device device);
 
 }  // namespace nanoforge

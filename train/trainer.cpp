@@ -13,6 +13,8 @@
 #include <optional>
 
 #include "kernels/backend_info.h"
+#include "kernels/host_transfer.h"
+#include "kernels/ops.h"
 #include "model/flops.h"
 #include "model/gpt.h"
 #include "optim/param_groups.h"
@@ -24,6 +26,7 @@
 #include "train/data_parallel_optimizer.h"
 #include "train/evaluate.h"
 #include "train/generate.h"
+#include "train/memory_plan.h"
 #include "train/metrics_log.h"
 #include "train/peak_flops.h"
 #include "train/resume.h"
@@ -71,15 +74,6 @@ absl::Status load_initial_weights(const std::string& location, GPT& model) {
   return load_model_weights(*checkpoint, model);
 }
 
-// A scalar all ranks sum (loss, bits-per-byte sums, stop requests): one f64 all-reduce.
-double sum_over_ranks(Communicator& communicator, double value) {
-  if (communicator.world_size() == 1) return value;
-  TensorView view(&value, {1}, DType::kF64, Device::kCpu);
-  const absl::Status status = communicator.all_reduce(view, ReduceOp::kSum).wait();
-  NANOFORGE_CHECK(status.ok(), "all-reduce of a scalar failed: {}", status.ToString());
-  return value;
-}
-
 // Everything a run holds, and the steps of the loop.
 class Trainer {
  public:
@@ -91,7 +85,8 @@ class Trainer {
         chief_(communicator.rank() == 0),
         batch_(recipe.train.device_batch_size),
         seq_(recipe.model.max_seq_len),
-        model_(setup_.model, Device::kCpu, DType::kF32),
+        // On the GPU the activations are bf16; weights, gradients and optimizer state stay fp32.
+        model_(setup_.model, setup_.device, training_dtype(setup_.device)),
         optimizer_(
             nanochat_param_groups(setup_.model, model_.layout(),
                                   {recipe.optim.unembedding_lr, recipe.optim.embedding_lr,
@@ -99,9 +94,10 @@ class Trainer {
                                   setup_.horizon.batch_lr_scale, setup_.horizon.weight_decay),
             model_.layout(), model_.params(), model_.grads(), communicator,
             static_cast<int64_t>(recipe.dist.bucket_mb * 1024 * 1024)),
-        tensors_(batch_, seq_),
+        tensors_(batch_, seq_, setup_.device),
         token_bytes_(setup_.tokenizer.token_byte_lengths()),
-        writer_(options.run_dir, {recipe.checkpoint.keep_last, recipe.checkpoint.keep_every, -1}, chief_) {}
+        writer_(options.run_dir, {recipe.checkpoint.keep_last, recipe.checkpoint.keep_every, -1}, chief_),
+        scalar_buffer_(setup_.device, sizeof(double)) {}
 
   absl::Status start();
   absl::Status run();
@@ -114,6 +110,7 @@ class Trainer {
   absl::Status train_step(int64_t step);
   void print_setup() const;
   int agreed_shutdown_signal();
+  double sum_over_ranks(double value);
 
   const Recipe& recipe_;
   const TrainRunOptions& options_;
@@ -128,16 +125,29 @@ class Trainer {
   TokenBatchTensors tensors_;
   std::vector<int32_t> token_bytes_;
   CheckpointWriter writer_;
+  DeviceBuffer scalar_buffer_;  // one f64 on the run's device, for sum_over_ranks
   int64_t start_step_ = 0;
   double training_seconds_ = 0;  // timed steps only (not evaluation), as nanochat's total_training_time
   int64_t timed_steps_ = 0;
   Clock::time_point run_start_ = Clock::now();
 };
 
+// A scalar all ranks sum (loss, bits-per-byte sums, stop requests): one f64 all-reduce, through a buffer on
+// the run's device (the NCCL engine reduces GPU buffers only).
+double Trainer::sum_over_ranks(double value) {
+  if (communicator_.world_size() == 1) return value;
+  const TensorView scalar(scalar_buffer_.data(), {1}, DType::kF64, setup_.device);
+  upload<double>(scalar, &value);
+  const absl::Status status = communicator_.all_reduce(scalar, ReduceOp::kSum).wait();
+  NANOFORGE_CHECK(status.ok(), "all-reduce of a scalar failed: {}", status.ToString());
+  return download<double>(scalar)[0];
+}
+
 absl::Status Trainer::start() {
   model_.init_weights(static_cast<uint64_t>(recipe_.train.seed));
   if (!recipe_.model.init_from.empty())
     NANOFORGE_RETURN_IF_ERROR(load_initial_weights(recipe_.model.init_from, model_));
+  model_.refresh_compute_weights();
   model_.plan(batch_, seq_);
   LoaderOptions val_options{batch_, seq_, communicator_.rank(), setup_.world_size,
                             static_cast<uint64_t>(recipe_.train.seed)};
@@ -180,6 +190,7 @@ absl::Status Trainer::resume(const std::string& checkpoint) {
   // Every rank reads the checkpoint (a multi-node run keeps its run directory where all nodes see it) and
   // keeps its own share of the optimizer state, whatever the world size that wrote it.
   NANOFORGE_RETURN_IF_ERROR(load_model_weights(checkpoint, model_));
+  model_.refresh_compute_weights();
   NANOFORGE_ASSIGN_OR_RETURN(const int64_t optimizer_steps, read_optimizer_steps(checkpoint));
   NANOFORGE_RETURN_IF_ERROR(
       optimizer_.load_state([&](const std::string& dataset,
@@ -211,9 +222,9 @@ absl::Status Trainer::evaluate(int64_t step) {
   NANOFORGE_ASSIGN_OR_RETURN(BitsPerByteSums sums,
                              evaluate_bits_per_byte(model_, *val_loader_, setup_.eval_steps, token_bytes_));
   // Every rank evaluated its own rows of the validation stream; the sums are the whole set's.
-  sums.nats = sum_over_ranks(communicator_, sums.nats);
-  sums.bytes = static_cast<int64_t>(sum_over_ranks(communicator_, static_cast<double>(sums.bytes)));
-  sums.tokens = static_cast<int64_t>(sum_over_ranks(communicator_, static_cast<double>(sums.tokens)));
+  sums.nats = sum_over_ranks(sums.nats);
+  sums.bytes = static_cast<int64_t>(sum_over_ranks(static_cast<double>(sums.bytes)));
+  sums.tokens = static_cast<int64_t>(sum_over_ranks(static_cast<double>(sums.tokens)));
   if (!chief_) return absl::OkStatus();
   fmt::print("step {:05d} | val bpb {:.6f} ({} tokens, {:.1f}s)\n", step, sums.bits_per_byte(),
              with_thousands(sums.tokens), seconds_since(start));
@@ -267,8 +278,9 @@ absl::Status Trainer::train_step(int64_t step) {
   }
   const ScheduleValues schedule = schedule_at(setup_.schedule, step);
   NANOFORGE_RETURN_IF_ERROR(optimizer_.step(schedule));
+  model_.refresh_compute_weights();
   // The loss of the step: the mean over its micro-batches and over the ranks.
-  const double loss = sum_over_ranks(communicator_, loss_sum / static_cast<double>(setup_.grad_accum_steps)) /
+  const double loss = sum_over_ranks(loss_sum / static_cast<double>(setup_.grad_accum_steps)) /
                       static_cast<double>(communicator_.world_size());
   const double step_seconds = seconds_since(step_start);
   if (!std::isfinite(loss)) {
@@ -322,7 +334,7 @@ constexpr int kSignalElsewhere = -1;
 int Trainer::agreed_shutdown_signal() {
   const int local = shutdown_requested();
   if (communicator_.world_size() == 1) return local;
-  const double ranks_signalled = sum_over_ranks(communicator_, local != 0 ? 1.0 : 0.0);
+  const double ranks_signalled = sum_over_ranks(local != 0 ? 1.0 : 0.0);
   if (local != 0) return local;
   return ranks_signalled > 0 ? kSignalElsewhere : 0;
 }
@@ -382,9 +394,32 @@ void Trainer::print_setup() const {
   }
   fmt::print("{}\n", optimizer_.describe());
   fmt::print(
-      "memory per rank: {:.1f} MB parameters+gradients, {:.1f} MB optimizer state, {:.1f} MB activations\n",
-      2.0 * model_.params().bytes() / 1e6, optimizer_.state_bytes() / 1e6, model_.activation_bytes() / 1e6);
+      "memory allocated by this rank: {:.3f} GB on {} ({:.1f} MB optimizer state, {:.1f} MB activations)\n",
+      device_bytes_in_use(setup_.device) / 1e9, setup_.device_name, optimizer_.state_bytes() / 1e6,
+      model_.activation_bytes() / 1e6);
   std::fflush(stdout);
+}
+
+// The run's memory, planned before anything is allocated, printed by rank 0 and checked by every rank against
+// what its machine has free (a GPU sharing host memory can freeze the machine when it runs out).
+absl::Status check_run_fits(const Recipe& recipe, const RunSetup& setup, const Communicator& communicator) {
+  const ParamLayout layout(setup.model);  // outlives the groups, which point into it
+  const MemoryPlan plan = plan_training_memory(
+      setup.model,
+      nanochat_param_groups(setup.model, layout,
+                            {recipe.optim.unembedding_lr, recipe.optim.embedding_lr, recipe.optim.scalar_lr,
+                             recipe.optim.matrix_lr, recipe.optim.weight_decay},
+                            setup.horizon.batch_lr_scale, setup.horizon.weight_decay),
+      setup.device, recipe.train.device_batch_size, recipe.model.max_seq_len, communicator.rank(),
+      communicator.world_size(), static_cast<int64_t>(recipe.dist.bucket_mb * 1024 * 1024));
+  if (communicator.rank() == 0) fmt::print("{}", plan.table());
+  NANOFORGE_ASSIGN_OR_RETURN(const AvailableMemory available, available_memory(setup.device));
+  const absl::Status fits = check_memory_plan(plan, available);
+  if (!fits.ok()) {
+    return absl::Status(fits.code(),
+                        fmt::format("rank {}: {}", communicator.rank(), std::string(fits.message())));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -395,9 +430,12 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
   }
   set_cpu_threads(static_cast<int>(recipe.train.threads));
   NANOFORGE_RETURN_IF_ERROR(validate_recipe(recipe));  // before any rank starts talking to the others
+  NANOFORGE_ASSIGN_OR_RETURN(const Device device, resolve_train_device(recipe));
+  ops::set_deterministic(recipe.train.deterministic);
+  // The NCCL engine binds this rank's GPU (local rank) before anything else touches CUDA.
   NANOFORGE_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> communicator,
-                             create_communicator(Device::kCpu, {recipe.dist.timeout_seconds}));
-  NANOFORGE_ASSIGN_OR_RETURN(RunSetup setup, set_up_run(recipe, communicator->world_size()));
+                             create_communicator(device, {recipe.dist.timeout_seconds}));
+  NANOFORGE_ASSIGN_OR_RETURN(RunSetup setup, set_up_run(recipe, communicator->world_size(), device));
   if (communicator->rank() == 0) {
     std::error_code error;
     std::filesystem::create_directories(options.run_dir, error);
@@ -411,6 +449,7 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
   }
   // Rank 0 made the run directory; the others read from it (resume) only after this.
   NANOFORGE_RETURN_IF_ERROR(communicator->barrier());
+  NANOFORGE_RETURN_IF_ERROR(check_run_fits(recipe, setup, *communicator));
   install_shutdown_handlers();
   Trainer trainer(recipe, options, std::move(setup), *communicator);
   NANOFORGE_RETURN_IF_ERROR(trainer.start());

@@ -9,7 +9,8 @@ namespace nanoforge::cpu {
 template <class T>
 void adamw_update(TensorView param, TensorView grad, TensorView exp_avg, TensorView exp_avg_sq,
                   const ops::AdamWStep& hyper) {
-  for (const TensorView* t : {&grad, &exp_avg, &exp_avg_sq}) check_same_shape(*t, param, "adamw_update");
+  for (const TensorView* t : {&grad, &exp_avg, &exp_avg_sq})
+    check_same_shape(*t, param, "adamw_update");
   NANOFORGE_CHECK(hyper.step >= 1, "adamw_update: step counts from 1, got {}", hyper.step);
   const T decay = static_cast<T>(1.0 - hyper.lr * hyper.weight_decay);
   const T w1 = static_cast<T>(1.0 - hyper.beta1), w2 = static_cast<T>(1.0 - hyper.beta2);

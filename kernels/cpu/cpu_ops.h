@@ -18,6 +18,8 @@ template <class T>
 void copy(TensorView dst, TensorView src);
 template <class T>
 void accumulate(TensorView into, TensorView add);
+template <class Dst, class Src>
+void convert(TensorView dst, TensorView src);
 
 template <class T>
 void matmul(TensorView out, TensorView a, Transpose transpose_a, TensorView b, Transpose transpose_b,
@@ -106,5 +108,7 @@ template <class T>
 void normuon_variance_reduce(TensorView g, TensorView second_moment, double beta2);
 template <class T>
 void cautious_weight_decay_step(TensorView param, TensorView update, double lr, double weight_decay);
+template <class T>
+double squared_norm(TensorView x);
 
 }  // namespace nanoforge::cpu

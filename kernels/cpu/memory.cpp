@@ -1,4 +1,4 @@
-// CPU fill / copy / accumulate: the elementwise memory ops, parallel over elements.
+// CPU fill / copy / accumulate / convert: the elementwise memory ops, parallel over elements.
 #include <cstring>
 
 #include "kernels/cpu/cpu_ops.h"
@@ -32,6 +32,17 @@ void accumulate(TensorView into, TensorView add) {
     out[i] += in[i];
 }
 
+template <class Dst, class Src>
+void convert(TensorView dst, TensorView src) {
+  check_same_shape(dst, src, "convert");
+  Dst* out = dst.as<Dst>();
+  const Src* in = src.as<Src>();
+  const int64_t n = dst.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = static_cast<Dst>(in[i]);
+}
+
 template void fill<float>(TensorView, double);
 template void fill<double>(TensorView, double);
 template void fill<int32_t>(TensorView, double);
@@ -40,5 +51,7 @@ template void copy<double>(TensorView, TensorView);
 template void copy<int32_t>(TensorView, TensorView);
 template void accumulate<float>(TensorView, TensorView);
 template void accumulate<double>(TensorView, TensorView);
+template void convert<float, double>(TensorView, TensorView);
+template void convert<double, float>(TensorView, TensorView);
 
 }  // namespace nanoforge::cpu

@@ -1,7 +1,7 @@
 // CPU kernels for the elementwise and norm steps of nanochat's Muon (the Polar Express matrix products go
 // through matmul): Nesterov momentum, MuonEq row equilibration, Frobenius (re)normalisation, NorMuon's
-// variance reduction and the cautious-weight-decay update. Norms are ordered sums (thread-count
-// independent), accumulated in double.
+// variance reduction and the cautious-weight-decay update, and squared_norm for the global gradient norm.
+// Norms are ordered sums (thread-count independent), accumulated in double.
 #include <cmath>
 
 #include "kernels/cpu/cpu_ops.h"
@@ -16,7 +16,8 @@ double sum_of_squares(const T* x, int64_t n) {
   ordered_sums(n, 1, &total, [&](int64_t begin, int64_t end, double* partial) {
     double sum = 0;
 #pragma omp simd reduction(+ : sum)
-    for (int64_t i = begin; i < end; ++i) sum += static_cast<double>(x[i]) * x[i];
+    for (int64_t i = begin; i < end; ++i)
+      sum += static_cast<double>(x[i]) * x[i];
     partial[0] += sum;
   });
   return total;
@@ -52,10 +53,13 @@ void muon_equilibrate_rows(TensorView x) {
     T* row = data + r * cols;
     double squares = 0;
 #pragma omp simd reduction(+ : squares)
-    for (int64_t c = 0; c < cols; ++c) squares += static_cast<double>(row[c]) * row[c];
-    const T factor = static_cast<T>(target / std::max(std::sqrt(squares), 1e-6));  // nanochat's row-norm floor
+    for (int64_t c = 0; c < cols; ++c)
+      squares += static_cast<double>(row[c]) * row[c];
+    const T factor =
+        static_cast<T>(target / std::max(std::sqrt(squares), 1e-6));  // nanochat's row-norm floor
 #pragma omp simd
-    for (int64_t c = 0; c < cols; ++c) row[c] *= factor;
+    for (int64_t c = 0; c < cols; ++c)
+      row[c] *= factor;
   }
 }
 
@@ -65,7 +69,8 @@ void normalize_frobenius(TensorView x, double multiplier, double eps) {
   const int64_t n = x.numel();
   const T factor = static_cast<T>(1.0 / (std::sqrt(sum_of_squares(data, n)) * multiplier + eps));
 #pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) data[i] *= factor;
+  for (int64_t i = 0; i < n; ++i)
+    data[i] *= factor;
 }
 
 template <class T>
@@ -74,20 +79,22 @@ void rescale_frobenius(TensorView x, double target_norm, double eps) {
   const int64_t n = x.numel();
   const T factor = static_cast<T>(target_norm / std::max(std::sqrt(sum_of_squares(data, n)), eps));
 #pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) data[i] *= factor;
+  for (int64_t i = 0; i < n; ++i)
+    data[i] *= factor;
 }
 
 template <class T>
 void normuon_variance_reduce(TensorView g, TensorView second_moment, double beta2) {
   check_rank(g, 2, "normuon_variance_reduce", "g");
   const int64_t rows = g.shape[0], cols = g.shape[1];
-  const bool per_row = second_moment.numel() == rows && (second_moment.rank < 2 || second_moment.dim(-1) == 1);
+  const bool per_row =
+      second_moment.numel() == rows && (second_moment.rank < 2 || second_moment.dim(-1) == 1);
   NANOFORGE_CHECK(per_row || second_moment.numel() == cols,
                   "normuon_variance_reduce: second moment {} fits neither ({}, 1) nor (1, {})",
                   second_moment.describe(), rows, cols);
   T* data = g.as<T>();
   T* state = second_moment.as<T>();
-  const int64_t groups = per_row ? rows : cols;  // one statistic per row or per column
+  const int64_t groups = per_row ? rows : cols;   // one statistic per row or per column
   const int64_t reduced = per_row ? cols : rows;  // N: the size of the reduced dimension
   auto element = [&](int64_t group, int64_t k) -> T& {
     return per_row ? data[group * cols + k] : data[k * cols + group];
@@ -96,7 +103,8 @@ void normuon_variance_reduce(TensorView g, TensorView second_moment, double beta
   double norm_squared = 0, new_norm_squared = 0;
   for (int64_t group = 0; group < groups; ++group) {
     double squares = 0;
-    for (int64_t k = 0; k < reduced; ++k) squares += static_cast<double>(element(group, k)) * element(group, k);
+    for (int64_t k = 0; k < reduced; ++k)
+      squares += static_cast<double>(element(group, k)) * element(group, k);
     const T mean = static_cast<T>(squares / static_cast<double>(reduced));
     state[group] += static_cast<T>(1.0 - beta2) * (mean - state[group]);
     const double step = 1.0 / std::sqrt(std::max(static_cast<double>(state[group]), 1e-10));
@@ -128,13 +136,19 @@ void cautious_weight_decay_step(TensorView param, TensorView update, double lr, 
   }
 }
 
-#define NANOFORGE_MUON_INSTANTIATE(T)                                                   \
+template <class T>
+double squared_norm(TensorView x) {
+  return sum_of_squares(x.as<T>(), x.numel());
+}
+
+#define NANOFORGE_MUON_INSTANTIATE(T)                                                  \
   template void muon_nesterov_momentum<T>(TensorView, TensorView, TensorView, double); \
   template void muon_equilibrate_rows<T>(TensorView);                                  \
   template void normalize_frobenius<T>(TensorView, double, double);                    \
   template void rescale_frobenius<T>(TensorView, double, double);                      \
   template void normuon_variance_reduce<T>(TensorView, TensorView, double);            \
-  template void cautious_weight_decay_step<T>(TensorView, TensorView, double, double);
+  template void cautious_weight_decay_step<T>(TensorView, TensorView, double, double); \
+  template double squared_norm<T>(TensorView);
 NANOFORGE_MUON_INSTANTIATE(float)
 NANOFORGE_MUON_INSTANTIATE(double)
 #undef NANOFORGE_MUON_INSTANTIATE

@@ -17,4 +17,15 @@ void copy_to_host(void* host_dst, const void* device_src, int64_t bytes);
 // Waits for all work queued on the device (for timing and before reading results on the host).
 void synchronize();
 
+// The current GPU's memory: free and total bytes as cudaMemGetInfo reports them, and whether the GPU is
+// integrated with the host and shares its memory (cudaDevAttrIntegrated, e.g. a GB10), where the host's own
+// accounting (/proc/meminfo) says better what is free. Returns false, saying why, when no GPU is usable.
+struct DeviceMemoryInfo {
+  std::string name;
+  int64_t free_bytes = 0;
+  int64_t total_bytes = 0;
+  bool integrated = false;
+};
+bool device_memory_info(DeviceMemoryInfo* info, std::string* reason = nullptr);
+
 }  // namespace nanoforge::cuda

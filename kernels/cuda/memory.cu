@@ -1,6 +1,7 @@
-// CUDA device memory behind DeviceBuffer: whether a GPU is usable, zeroed allocation, release, and
-// synchronous host<->device copies (cuda_memory.h). Allocation happens once per buffer when a run is planned,
-// never inside a step, so plain cudaMalloc is enough and there is no caching allocator.
+// CUDA device memory behind DeviceBuffer: whether a GPU is usable, zeroed allocation, release,
+// synchronous host<->device copies, and how much memory is free (cuda_memory.h). Allocation happens once per
+// buffer when a run is planned, never inside a step, so plain cudaMalloc is enough and there is no caching
+// allocator.
 #include <fmt/format.h>
 
 #include "kernels/cuda/cuda_check.cuh"
@@ -53,6 +54,23 @@ void copy_to_host(void* host_dst, const void* device_src, int64_t bytes) {
 
 void synchronize() {
   NANOFORGE_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+bool device_memory_info(DeviceMemoryInfo* info, std::string* reason) {
+  if (!available(reason)) return false;
+  int device = 0;
+  NANOFORGE_CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp properties{};
+  NANOFORGE_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
+  size_t free_bytes = 0, total_bytes = 0;
+  NANOFORGE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  int integrated = 0;
+  NANOFORGE_CUDA_CHECK(cudaDeviceGetAttribute(&integrated, cudaDevAttrIntegrated, device));
+  info->name = properties.name;
+  info->free_bytes = static_cast<int64_t>(free_bytes);
+  info->total_bytes = static_cast<int64_t>(total_bytes);
+  info->integrated = integrated != 0;
+  return true;
 }
 
 }  // namespace nanoforge::cuda

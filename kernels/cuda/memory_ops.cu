@@ -1,7 +1,8 @@
-// The memory ops of kernels/ops.h on the GPU: fill and copy (f32, bf16, i32) and accumulate (f32, bf16).
-// copy is a device-to-device cudaMemcpyAsync. fill and accumulate are memory-bound grid-stride loops over
-// 16-byte packs (one element at a time where a view is not 16-byte aligned); accumulate adds in fp32 and
-// rounds once, as torch's bf16 add does. Everything runs on the default stream.
+// The memory ops of kernels/ops.h on the GPU: fill and copy (f32, bf16, i32), accumulate (f32, bf16) and
+// convert (f32 <-> bf16). copy is a device-to-device cudaMemcpyAsync. fill, accumulate and convert are
+// memory-bound grid-stride loops over 16-byte packs (one element at a time where a view is not aligned);
+// accumulate adds in fp32 and rounds once, as torch's bf16 add does; convert rounds to nearest even, as
+// torch's .to(torch.bfloat16). Everything runs on the default stream.
 #include <algorithm>
 
 #include "kernels/cuda/cuda_check.cuh"
@@ -58,6 +59,25 @@ __global__ void accumulate_kernel(T* into, const T* add, int64_t numel) {
   }
 }
 
+// dst, src: (numel), flat; dst = src converted. A pack is kCount elements of each side: 4 f32 (16 bytes) and
+// 4 bf16 (8 bytes) for f32 <-> bf16.
+template <class Dst, class Src, int kCount>
+__global__ void convert_kernel(Dst* dst, const Src* src, int64_t numel) {
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t packs = numel / kCount;
+  for (int64_t i = first; i < packs; i += stride) {
+    const Pack<Src, kCount> in = pack_at<kCount>(src, i);
+    Pack<Dst, kCount> out;
+#pragma unroll
+    for (int k = 0; k < kCount; ++k)
+      out.values[k] = from_float<Dst>(to_float(in.values[k]));
+    pack_at<kCount>(dst, i) = out;
+  }
+  for (int64_t i = packs * kCount + first; i < numel; i += stride)
+    dst[i] = from_float<Dst>(to_float(src[i]));
+}
+
 template <class T>
 void launch_fill(TensorView t, T value) {
   const int64_t numel = t.numel();
@@ -82,6 +102,24 @@ void launch_accumulate(TensorView into, TensorView add) {
   NANOFORGE_CUDA_CHECK_LAUNCH("accumulate");
 }
 
+// Packs hold as many elements as 16 bytes of the wider type; each side's pointer must be aligned to its own
+// pack (sizeof(T) * count bytes), else one element at a time.
+template <class Dst, class Src>
+void launch_convert(TensorView dst, TensorView src) {
+  const int64_t numel = dst.numel();
+  if (numel == 0) return;
+  constexpr int kCount = kPackBytes / static_cast<int>(sizeof(Dst) > sizeof(Src) ? sizeof(Dst) : sizeof(Src));
+  const bool packable = reinterpret_cast<uintptr_t>(dst.data) % (sizeof(Dst) * kCount) == 0 &&
+                        reinterpret_cast<uintptr_t>(src.data) % (sizeof(Src) * kCount) == 0;
+  if (packable) {
+    convert_kernel<Dst, Src, kCount><<<blocks_for((numel + kCount - 1) / kCount), kThreadsPerBlock>>>(
+        dst.as<Dst>(), src.as<Src>(), numel);
+  } else {
+    convert_kernel<Dst, Src, 1><<<blocks_for(numel), kThreadsPerBlock>>>(dst.as<Dst>(), src.as<Src>(), numel);
+  }
+  NANOFORGE_CUDA_CHECK_LAUNCH("convert");
+}
+
 }  // namespace
 
 void fill(TensorView t, double value) {
@@ -104,7 +142,7 @@ void copy(TensorView dst, TensorView src) {
   check_tensor(src, dst.dtype, "copy", "src");
   if (dst.data == src.data || dst.bytes() == 0) return;
   NANOFORGE_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, static_cast<size_t>(dst.bytes()),
-                                       cudaMemcpyDeviceToDevice, cudaStreamDefault));
+                                       cudaMemcpyDeviceToDevice, /*stream=*/nullptr));
 }
 
 void accumulate(TensorView into, TensorView add) {
@@ -119,6 +157,17 @@ void accumulate(TensorView into, TensorView add) {
     default:
       NANOFORGE_CHECK(false, "accumulate on CUDA: into must be f32 or bf16, got {}", into.describe());
   }
+}
+
+void convert(TensorView dst, TensorView src) {
+  check_same_shape(dst, src, "convert");
+  check_on_gpu(dst, "convert", "dst");
+  check_on_gpu(src, "convert", "src");
+  if (dst.dtype == DType::kBF16 && src.dtype == DType::kF32)
+    return launch_convert<__nv_bfloat16, float>(dst, src);
+  if (dst.dtype == DType::kF32 && src.dtype == DType::kBF16)
+    return launch_convert<float, __nv_bfloat16>(dst, src);
+  NANOFORGE_CHECK(false, "convert on CUDA: f32 <-> bf16 only, not {} to {}", src.describe(), dst.describe());
 }
 
 }  // namespace nanoforge::cuda

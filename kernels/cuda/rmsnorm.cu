@@ -7,22 +7,14 @@
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/reductions.cuh"
 #include "kernels/cuda/vector_pack.cuh"
 
 namespace nanoforge::cuda {
 namespace {
 
-constexpr int kWarpSize = 32;
 constexpr int kRowsPerBlock = 8;  // 256 threads: a block size every architecture schedules well
 constexpr int kThreadsPerBlock = kRowsPerBlock * kWarpSize;
-
-// The sum of `value` over the 32 lanes of a warp, returned to every lane (butterfly of shuffles).
-__device__ inline float warp_sum(float value) {
-#pragma unroll
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
-    value += __shfl_xor_sync(0xffffffffu, value, offset);
-  return value;
-}
 
 // x, out: (rows, width) bf16, row-major, out may alias x; rstd: (rows) f32. Each row is width / kCount packs;
 // lane l handles packs l, l + 32, ...

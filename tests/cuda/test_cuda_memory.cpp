@@ -1,9 +1,10 @@
-// CUDA device memory (allocation, host copies) and the memory ops (fill, copy, accumulate) against exact host
-// expectations. Views start on a 16-byte boundary (the packed kernels) or one element past it (the scalar
-// kernels), and sizes leave a tail after the last whole pack; the elements around each view must stay
+// CUDA device memory (allocation, host copies) and the memory ops (fill, copy, accumulate, convert) against
+// exact host expectations. Views start on a 16-byte boundary (the packed kernels) or one element past it (the
+// scalar kernels), and sizes leave a tail after the last whole pack; the elements around each view must stay
 // untouched.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstring>
 #include <random>
 #include <string>
@@ -182,7 +183,54 @@ TEST(CudaMemory, AccumulateIntoItselfDoubles) {
   expect_same_bits(download<uint16_t>(buffer), doubled);
 }
 
-// The dtype checks run on the host before any CUDA call, so this needs no GPU (and runs in CI).
+// convert with independent offsets (0: packed kernel when both are, 1: one element at a time). f32 -> bf16
+// must round to nearest even exactly as the host's bf16_bits does — the first two sources are ties, one
+// rounding down to an even mantissa and one up — and bf16 -> f32 is exact; elements around dst stay as they
+// were.
+TEST(CudaMemory, ConvertRoundsF32ToBf16AndWidensBack) {
+  std::string reason;
+  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  std::mt19937 rng(6);
+  for (int64_t size : kSizes) {
+    for (int64_t src_offset : kOffsets) {
+      for (int64_t dst_offset : kOffsets) {
+        SCOPED_TRACE(testing::Message()
+                     << "size " << size << " src offset " << src_offset << " dst offset " << dst_offset);
+        std::vector<float> wide = random_host_values<float>(src_offset + size + kGuardElements, rng);
+        wide[src_offset] = std::bit_cast<float>(0x3F808000u);  // 1 + 2^-8: halfway, rounds down to 1
+        if (size > 1) wide[src_offset + 1] = std::bit_cast<float>(0x3F818000u);  // halfway, rounds up
+        std::vector<uint16_t> narrow = random_host_values<uint16_t>(dst_offset + size + kGuardElements, rng);
+        const DeviceBuffer wide_gpu = upload(wide);
+        const DeviceBuffer narrow_gpu = upload(narrow);
+        ops::convert(view_of(narrow_gpu, DType::kBF16, dst_offset, size),
+                     view_of(wide_gpu, DType::kF32, src_offset, size));
+        for (int64_t i = 0; i < size; ++i)
+          narrow[dst_offset + i] = bf16_bits(wide[src_offset + i]);
+        expect_same_bits(download<uint16_t>(narrow_gpu), narrow);
+
+        // And back, into the f32 buffer at its own offset.
+        std::vector<float> widened = random_host_values<float>(src_offset + size + kGuardElements, rng);
+        const DeviceBuffer widened_gpu = upload(widened);
+        ops::convert(view_of(widened_gpu, DType::kF32, src_offset, size),
+                     view_of(narrow_gpu, DType::kBF16, dst_offset, size));
+        for (int64_t i = 0; i < size; ++i)
+          widened[src_offset + i] = bf16_value(narrow[dst_offset + i]);
+        expect_same_bits(download<float>(widened_gpu), widened);
+      }
+    }
+  }
+}
+
+// The dtype checks run on the host before any CUDA call, so these need no GPU (and run in CI).
+TEST(CudaMemoryContract, ConvertRejectsOtherDtypes) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const TensorView ids(nullptr, {16}, DType::kI32, Device::kCuda);
+  const TensorView narrow(nullptr, {16}, DType::kBF16, Device::kCuda);
+  const TensorView wide(nullptr, {15}, DType::kF32, Device::kCuda);
+  EXPECT_DEATH(ops::convert(narrow, ids), "convert on CUDA: f32 <-> bf16 only");
+  EXPECT_DEATH(ops::convert(narrow, wide), "shapes differ");
+}
+
 TEST(CudaMemoryContract, AccumulateRejectsIntegers) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const TensorView ids(nullptr, {16}, DType::kI32, Device::kCuda);

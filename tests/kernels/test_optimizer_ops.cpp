@@ -8,7 +8,8 @@ namespace {
 
 double frobenius(const std::vector<double>& x) {
   double sum = 0;
-  for (double v : x) sum += v * v;
+  for (double v : x)
+    sum += v * v;
   return std::sqrt(sum);
 }
 
@@ -37,7 +38,8 @@ TEST(AdamWUpdate, MatchesPyTorchsFormulaOverSteps) {
 }
 
 TEST(MuonNesterovMomentum, UpdatesBufferAndBlendsTheGradient) {
-  HostTensor<double> g = random_tensor<double>({4, 6}, 2), buffer = random_tensor<double>({4, 6}, 3), out({4, 6});
+  HostTensor<double> g = random_tensor<double>({4, 6}, 2), buffer = random_tensor<double>({4, 6}, 3),
+                     out({4, 6});
   std::vector<double> expected_buffer(24), expected_out(24);
   const double mu = 0.9;
   for (int i = 0; i < 24; ++i) {
@@ -57,21 +59,25 @@ TEST(MuonNesterovMomentum, UpdatesBufferAndBlendsTheGradient) {
 
 TEST(MuonEquilibrateRows, GivesEveryRowTheRmsRowNorm) {
   HostTensor<double> x = random_tensor<double>({6, 10}, 4);
-  for (int c = 0; c < 10; ++c) x[2 * 10 + c] *= 50;  // one loud row
+  for (int c = 0; c < 10; ++c)
+    x[2 * 10 + c] *= 50;  // one loud row
   const std::vector<double> before = x.as_double();
   const double target = frobenius(before) / std::sqrt(6.0);
   std::vector<double> expected(before);
   for (int r = 0; r < 6; ++r) {
     double norm = 0;
-    for (int c = 0; c < 10; ++c) norm += before[r * 10 + c] * before[r * 10 + c];
-    for (int c = 0; c < 10; ++c) expected[r * 10 + c] *= target / std::sqrt(norm);
+    for (int c = 0; c < 10; ++c)
+      norm += before[r * 10 + c] * before[r * 10 + c];
+    for (int c = 0; c < 10; ++c)
+      expected[r * 10 + c] *= target / std::sqrt(norm);
   }
   ops::muon_equilibrate_rows(x.view());
   EXPECT_TRUE(all_close(x, expected, 1e-14));
   HostTensor<double> zero_row({2, 3}, 0.0);
   zero_row[0] = 1;
   ops::muon_equilibrate_rows(zero_row.view());
-  for (double v : zero_row.data) EXPECT_TRUE(std::isfinite(v));  // norms floored at 1e-6, no 0/0
+  for (double v : zero_row.data)
+    EXPECT_TRUE(std::isfinite(v));  // norms floored at 1e-6, no 0/0
 }
 
 TEST(FrobeniusNormalisation, DividesAndRescalesAsDocumented) {
@@ -80,13 +86,15 @@ TEST(FrobeniusNormalisation, DividesAndRescalesAsDocumented) {
   const double norm = frobenius(before);
   ops::normalize_frobenius(x.view(), 1.01, 1e-6);
   std::vector<double> expected(before);
-  for (double& v : expected) v /= norm * 1.01 + 1e-6;
+  for (double& v : expected)
+    v /= norm * 1.01 + 1e-6;
   EXPECT_TRUE(all_close(x, expected, 1e-14));
   ops::rescale_frobenius(x.view(), 3.0, 1e-6);
   EXPECT_NEAR(frobenius(x.as_double()), 3.0, 1e-13);
   HostTensor<double> zeros({3, 3}, 0.0);
   ops::rescale_frobenius(zeros.view(), 3.0, 1e-6);  // max(norm, eps) keeps zero at zero
-  for (double v : zeros.data) EXPECT_EQ(v, 0.0);
+  for (double v : zeros.data)
+    EXPECT_EQ(v, 0.0);
 }
 
 // NorMuon in double from the spec: statistics along rows (m >= n) or columns (m < n).
@@ -137,6 +145,34 @@ TEST(CautiousWeightDecayStep, DecaysOnlyWhereTheUpdatePushesTowardZero) {
   EXPECT_DOUBLE_EQ(p[1], -1.0 - 0.1 * 0.5);
   EXPECT_DOUBLE_EQ(p[2], 2.0 + 0.1 * 0.5);
   EXPECT_DOUBLE_EQ(p[3], -2.0 + 0.1 * 0.5 - 0.1 * 0.2 * -2.0);
+}
+
+// The sum of squares against a naive double loop, in f64 and f32, and the same bits for every thread count.
+TEST(SquaredNorm, MatchesANaiveDoubleSumForEveryThreadCount) {
+  const HostTensor<double> x64 = random_tensor<double>({123, 457}, 11);
+  const HostTensor<float> x32 = x64.cast<float>();
+  double naive64 = 0, naive32 = 0;
+  for (double v : x64.data)
+    naive64 += v * v;
+  for (float v : x32.data)
+    naive32 += static_cast<double>(v) * v;  // exact squares: 48-bit products
+  // Both sum the same double terms, in another order: any order is within (n - 1) 2^-53 of the exact sum,
+  // relative (every term is positive); epsilon = 2^-52 gives 2x margin. One term more or less would be ~1/n.
+  const double tolerance = static_cast<double>(x64.numel()) * std::numeric_limits<double>::epsilon();
+  for (int threads : kThreadCounts) {
+    ThreadCount scope(threads);
+    HostTensor<double> in64 = x64;
+    HostTensor<float> in32 = x32;
+    const double norm64 = ops::squared_norm(in64.view());
+    const double norm32 = ops::squared_norm(in32.view());
+    EXPECT_NEAR(norm64, naive64, tolerance * naive64) << threads << " threads";
+    EXPECT_NEAR(norm32, naive32, tolerance * naive32) << threads << " threads";
+    HostTensor<double> again = x64;
+    ThreadCount one(1);
+    EXPECT_EQ(ops::squared_norm(again.view()), norm64) << threads << " threads vs 1";
+  }
+  HostTensor<float> empty({0, 3});
+  EXPECT_EQ(ops::squared_norm(empty.view()), 0.0);
 }
 
 TEST(OptimizerOps, ReductionsAreThreadCountIndependent) {

@@ -112,6 +112,13 @@ TEST(ParamLayout, BufferIsContiguousInBackwardOrder) {
   EXPECT_EQ(layout.params().front().name, "lm_head.weight");
   EXPECT_EQ(layout.params().back().name, "transformer.wte.weight");
   EXPECT_LT(layout.at(layer_param(3, "mlp.c_proj")).offset, layout.at(layer_param(0, "attn.c_q")).offset);
+  // Every GEMM matrix starts on a 16-byte boundary of the fp32 buffers: its gradient is a cuBLASLt output on
+  // the GPU, and the optimizer's kernels use 16-byte loads (a lone scalar between matrices would break it).
+  for (const ParamInfo& param : layout.params()) {
+    if (param.kind == ParamKind::kMatrix || param.kind == ParamKind::kUnembedding) {
+      EXPECT_EQ(param.offset % 4, 0) << param.name << " at element " << param.offset;
+    }
+  }
 }
 
 }  // namespace

@@ -1,10 +1,11 @@
-// Parameter groups: structure and rates against nanochat's groups in the golden, and the d20 rates of the spec.
+// Parameter groups: structure and rates against nanochat's groups in the golden, and the d20 rates of the
+// spec.
 #include <gtest/gtest.h>
 
 #include "optim/param_groups.h"
 #include "optim/training_horizon.h"
-#include "train/optim_parity.h"
 #include "tests/optim/golden_file.h"
+#include "train/optim_parity.h"
 
 namespace nanoforge {
 namespace {
@@ -18,14 +19,14 @@ TEST(ParamGroups, MatchNanochatsGroupsForTheGoldenModel) {
   options.head_dim = 64;
   const TrainingHorizon horizon = training_horizon(golden->config, options);
   const ParamLayout layout(golden->config);
-  const std::vector<ParamGroup> groups =
-      nanochat_param_groups(golden->config, layout, OptimizerHyperparameters{}, horizon.batch_lr_scale,
-                            horizon.weight_decay);
+  const std::vector<ParamGroup> groups = nanochat_param_groups(
+      golden->config, layout, OptimizerHyperparameters{}, horizon.batch_lr_scale, horizon.weight_decay);
   ASSERT_EQ(groups.size(), golden->groups.size());
   for (size_t i = 0; i < groups.size(); ++i) {
     const OptimGoldenGroup& expected = golden->groups[i];
     std::vector<std::string> names;
-    for (const ParamInfo* info : groups[i].params) names.push_back(info->name);
+    for (const ParamInfo* info : groups[i].params)
+      names.push_back(info->name);
     EXPECT_EQ(names, expected.params) << "group " << i;
     EXPECT_EQ(groups[i].kind == GroupKind::kMuon, expected.kind == "muon") << "group " << i;
     EXPECT_NEAR(groups[i].initial_lr, expected.initial_lr, 1e-15 * expected.initial_lr) << "group " << i;
@@ -46,7 +47,8 @@ TEST(ParamGroups, Depth20RatesAndMuonShapes) {
   ASSERT_EQ(groups.size(), 6u + 4u);
   // The spec's derived d20 rates (6 significant digits).
   const double expected[] = {0.0087636, 0.328634, 0.164317, 0.0070711, 0.707107, 0.2, 0.0282843};
-  for (int i = 0; i < 6; ++i) EXPECT_NEAR(groups[i].initial_lr, expected[i], 5e-7 * 1 + 1e-6 * expected[i]) << i;
+  for (int i = 0; i < 6; ++i)
+    EXPECT_NEAR(groups[i].initial_lr, expected[i], 5e-7 * 1 + 1e-6 * expected[i]) << i;
   const std::pair<int64_t, int64_t> shapes[] = {{10, 12}, {1280, 1280}, {1280, 5120}, {5120, 1280}};
   const size_t counts[] = {10, 80, 20, 20};
   for (int i = 0; i < 4; ++i) {

@@ -28,7 +28,8 @@ TEST(Schedules, MatchNanochatAtEveryIteration) {
     // The formulas are the same double arithmetic as Python's; 1e-12 allows a different association.
     EXPECT_NEAR(lr_multiplier(config, it), lrm->values[i], 1e-12) << "iteration " << it;
     EXPECT_NEAR(muon_momentum(config, it), momentum->values[i], 1e-12) << "iteration " << it;
-    EXPECT_NEAR(muon_weight_decay(config, it), decay->values[i], 1e-12 * decay->values[0]) << "iteration " << it;
+    EXPECT_NEAR(muon_weight_decay(config, it), decay->values[i], 1e-12 * decay->values[0])
+        << "iteration " << it;
   }
 }
 

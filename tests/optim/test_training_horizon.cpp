@@ -25,7 +25,8 @@ TEST(TrainingHorizon, MatchesNanochatForTheGoldenModel) {
   EXPECT_EQ(horizon.reference_tokens, *file->read_int_attribute("/optim_config", "D_REF"));
   EXPECT_EQ(horizon.total_batch_size, *file->read_int_attribute("/optim_config", "total_batch_size"));
   EXPECT_DOUBLE_EQ(horizon.batch_lr_scale, *file->read_float_attribute("/optim_config", "batch_lr_scale"));
-  EXPECT_NEAR(horizon.weight_decay, *file->read_float_attribute("/optim_config", "weight_decay_scaled"), 1e-12);
+  EXPECT_NEAR(horizon.weight_decay, *file->read_float_attribute("/optim_config", "weight_decay_scaled"),
+              1e-12);
   EXPECT_EQ(horizon.num_iterations, 100);
 }
 

@@ -38,6 +38,9 @@ TEST(Recipe, ParsesOverridesAndRoundTripsThroughTheResolvedConfig) {
   EXPECT_EQ(recipe->train.seed, 7);
   EXPECT_EQ(recipe->data.train, "/data/my shards");
   EXPECT_EQ(recipe->model.window_pattern, "L");
+  EXPECT_FALSE(recipe->train.deterministic);
+  ASSERT_TRUE(apply_overrides(*recipe, {"train.deterministic=true"}).ok());
+  EXPECT_TRUE(recipe->train.deterministic);
   auto again = parse_recipe(recipe_to_toml(*recipe), "config.toml");
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(recipe_to_toml(*again), recipe_to_toml(*recipe));
@@ -53,6 +56,8 @@ TEST(Recipe, MistakesAreNamed) {
   expect_error(parse_recipe("[model\n", "r.toml").status(), "r.toml:1:");
   Recipe recipe;
   expect_error(apply_overrides(recipe, {"train.seed=abc"}), "train.seed must be an integer");
+  expect_error(apply_overrides(recipe, {"train.deterministic=1"}),
+               "train.deterministic must be a boolean, got an integer");
   expect_error(apply_overrides(recipe, {"seed=3"}), "must look like section.key=value");
   expect_error(apply_overrides(recipe, {"optim.matrx_lr=0.1"}), "did you mean optim.matrix_lr?");
   expect_error(read_recipe("/nonexistent/recipe.toml").status(), "/nonexistent/recipe.toml");

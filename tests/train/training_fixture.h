@@ -111,7 +111,8 @@ inline Recipe small_recipe() {
   recipe.train.eval_tokens = 1024;
   recipe.train.sample_every = 30;
   recipe.train.sample_tokens = 4;
-  recipe.train.threads = 1;  // ctest runs tests side by side: one thread each, no oversubscription
+  recipe.train.threads = 1;     // ctest runs tests side by side: one thread each, no oversubscription
+  recipe.train.device = "cpu";  // the bitwise checks are the CPU backend's (GPU runs: tests/train GPU test)
   recipe.checkpoint.every = 15;
   // nanochat scales every rate by sqrt(batch / 2^19) = 1/32 at this batch; 8x its base rates make 30 steps
   // enough to see the model learn.

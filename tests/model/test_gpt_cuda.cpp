@@ -1,0 +1,222 @@
+// The whole model on the GPU in mixed precision (bf16 activations and GEMM matrices, fp32 master weights and
+// gradients) against the CPU backend in fp32, from the same weights and batch: the loss, the logits and every
+// parameter's gradient. The config exercises what training does at small size: GQA (2 query heads on 1 kv
+// head, head dim 128 as in nanochat), a short window that really cuts (128 keys, seq 192), value embeddings
+// on two of three layers, backout, an ignored target and a padded vocabulary (500 -> 512). Also: the bf16
+// copies are the master rounded to nearest even, and forward refuses copies older than the weights.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cuda_memory.h"
+#include "kernels/host_transfer.h"
+#include "model/gpt.h"
+#include "support/philox.h"
+#include "tests/cuda/gpu_test_support.h"
+
+namespace nanoforge {
+namespace {
+
+constexpr int64_t kBatch = 2, kSeq = 192, kVocab = 500;
+
+GPTConfig gpu_config() {
+  GPTConfig config;
+  config.n_layer = 3;
+  config.n_embd = 256;
+  config.n_head = 2;
+  config.n_kv_head = 1;
+  config.vocab_size = kVocab;
+  config.sequence_len = 256;  // short window: ceil(ceil(256 / 4) / 128) * 128 = 128 < kSeq
+  config.window_pattern = "SL";
+  return config;
+}
+
+// init_weights, then N(0, 0.05^2) noise on every weight, so that no gradient is zero by construction (both
+// projections start at zero) and the gates and lambdas are off their initial values.
+std::vector<float> perturbed_weights(const GPTConfig& config) {
+  GPT model(config, Device::kCpu, DType::kF32);
+  model.init_weights(7);
+  std::vector<float> weights = download<float>(model.params());
+  const Philox noise(11, Philox::stream_of("perturbation"));
+  for (size_t i = 0; i < weights.size(); ++i)
+    weights[i] += static_cast<float>(0.05 * noise.normal(static_cast<int64_t>(i)));
+  return weights;
+}
+
+std::vector<int32_t> random_tokens(uint64_t seed) {
+  const Philox tokens(seed, Philox::stream_of("tokens"));
+  std::vector<int32_t> ids(kBatch * kSeq);
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = static_cast<int32_t>(tokens.uniform(static_cast<int64_t>(i)) * kVocab);
+  return ids;
+}
+
+// sqrt(sum (a - b)^2) / sqrt(sum b^2) over [begin, end) of two flat arrays.
+double relative_frobenius_error(const std::vector<float>& actual, const std::vector<float>& expected,
+                                int64_t begin, int64_t end) {
+  double error = 0, norm = 0;
+  for (int64_t i = begin; i < end; ++i) {
+    error += std::pow(double{actual[i]} - expected[i], 2);
+    norm += std::pow(double{expected[i]}, 2);
+  }
+  return std::sqrt(error) / std::sqrt(norm);
+}
+
+struct Pass {
+  double loss = 0;
+  std::vector<float> logits;  // (N, vocab) capped, before backward overwrites them
+  std::vector<float> grads;   // flat, layout order
+};
+
+Pass run_cpu(const GPTConfig& config, const std::vector<float>& weights, std::vector<int32_t>& ids,
+             std::vector<int32_t>& targets) {
+  GPT model(config, Device::kCpu, DType::kF32);
+  upload(model.params(), weights.data());
+  model.plan(kBatch, kSeq);
+  model.zero_grad();
+  Pass pass;
+  pass.loss = model.forward(TensorView(ids.data(), {kBatch, kSeq}, DType::kI32, Device::kCpu),
+                            TensorView(targets.data(), {kBatch, kSeq}, DType::kI32, Device::kCpu));
+  pass.logits = download<float>(model.logits());
+  model.backward();
+  pass.grads = download<float>(model.grads());
+  return pass;
+}
+
+Pass run_gpu(const GPTConfig& config, const std::vector<float>& weights, const std::vector<int32_t>& ids,
+             const std::vector<int32_t>& targets) {
+  GPT model(config, Device::kCuda, DType::kBF16);
+  upload(model.params(), weights.data());
+  model.weights_changed();
+  model.refresh_compute_weights();
+  model.plan(kBatch, kSeq);
+  model.zero_grad();
+  const DeviceBuffer ids_gpu = gpu_test::upload(ids), targets_gpu = gpu_test::upload(targets);
+  Pass pass;
+  pass.loss = model.forward(TensorView(ids_gpu.data(), {kBatch, kSeq}, DType::kI32, Device::kCuda),
+                            TensorView(targets_gpu.data(), {kBatch, kSeq}, DType::kI32, Device::kCuda));
+  const TensorView logits = model.logits();
+  EXPECT_EQ(logits.dtype, DType::kBF16);
+  std::vector<uint16_t> bits(static_cast<size_t>(logits.numel()));
+  cuda::copy_to_host(bits.data(), logits.data, logits.bytes());
+  pass.logits = gpu_test::from_bf16_bits(bits);
+  model.backward();
+  pass.grads = download<float>(model.grads());
+  return pass;
+}
+
+// Tolerances. bf16 keeps 8 significant bits: every activation the GPU stores is rounded by up to 2^-9
+// (0.2 %) relative, and the forward pass stores ~15 of them in sequence per block (norms, q/k/v, rotary,
+// attention, the MLP, the residual stream itself), weights rounded once more. Independent roundings add up
+// like a random walk, so the logits carry ~1 % relative error; the loss, a mean over 383 tokens of
+// log-sum-exp minus the target logit, averages most of it away.
+constexpr double kLossRelative = 1e-2;
+constexpr double kLogitsRelative = 2e-2;
+// A gradient carries the forward pass's error plus the backward pass's own roundings (d_logits and every
+// d_activation in bf16; weight gradients accumulate in fp32): about twice the logits' error.
+constexpr double kGradientRelative = 5e-2;
+// Gates and lambdas (fewer than 64 elements) are sums over all N x C products whose terms cancel, so the
+// same absolute error is a larger part of the result. A wrong or missing term is off by O(1) either way.
+constexpr double kScalarGradientRelative = 1e-1;
+
+TEST(GptCuda, LossLogitsAndEveryGradientMatchTheCpuInFp32) {
+  std::string reason;
+  if (!cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  const GPTConfig config = gpu_config();
+  const std::vector<float> weights = perturbed_weights(config);
+  std::vector<int32_t> ids = random_tokens(3), targets = random_tokens(4);
+  targets[5] = -1;
+  const Pass cpu = run_cpu(config, weights, ids, targets);
+  const Pass gpu = run_gpu(config, weights, ids, targets);
+
+  EXPECT_NEAR(gpu.loss, cpu.loss, kLossRelative * cpu.loss);
+  const int64_t N = kBatch * kSeq;
+  EXPECT_LE(relative_frobenius_error(gpu.logits, cpu.logits, 0, N * kVocab), kLogitsRelative);
+
+  const ParamLayout layout(config);
+  std::printf("%-44s %12s %10s\n", "parameter", "rel. error", "tolerance");  // for calibrating on new GPUs
+  for (const ParamInfo& param : layout.params()) {
+    SCOPED_TRACE(param.name);
+    // Padding rows of the embedding and lm_head take no part: their gradients stay exactly zero.
+    int64_t used = param.numel;
+    if (param.shape.size() == 2 && param.shape[0] == config.padded_vocab_size()) {
+      used = kVocab * param.shape[1];
+      for (int64_t i = param.offset + used; i < param.offset + param.numel; ++i)
+        ASSERT_EQ(gpu.grads[i], 0.0f) << "padding element " << i - param.offset;
+    }
+    const double tolerance = param.numel < 64 ? kScalarGradientRelative : kGradientRelative;
+    const double error = relative_frobenius_error(gpu.grads, cpu.grads, param.offset, param.offset + used);
+    std::printf("%-44s %12.3e %10.1e\n", param.name.c_str(), error, tolerance);
+    EXPECT_LE(error, tolerance);
+  }
+}
+
+TEST(GptCuda, RefreshRoundsTheMasterMatricesToBf16) {
+  std::string reason;
+  if (!cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  const GPTConfig config = gpu_config();
+  GPT model(config, Device::kCuda, DType::kBF16);
+  const std::vector<float> weights = perturbed_weights(config);
+  upload(model.params(), weights.data());
+  model.weights_changed();
+  model.refresh_compute_weights();
+  const ParamLayout& layout = model.layout();
+  auto check = [&](const TensorView& copy, const std::string& name) {
+    SCOPED_TRACE(name);
+    ASSERT_EQ(copy.dtype, DType::kBF16);
+    std::vector<uint16_t> bits(static_cast<size_t>(copy.numel()));
+    cuda::copy_to_host(bits.data(), copy.data, copy.bytes());
+    const int64_t offset = layout.at(name).offset;
+    for (size_t i = 0; i < bits.size(); ++i)
+      ASSERT_EQ(bits[i], gpu_test::bf16_bits(weights[offset + i])) << "element " << i;
+  };
+  const ModelWeights& w = model.compute_weights();
+  check(w.lm_head, "lm_head.weight");
+  for (int64_t layer = 0; layer < config.n_layer; ++layer) {
+    const BlockWeights& b = w.blocks[static_cast<size_t>(layer)];
+    check(b.c_q, layer_param(layer, "attn.c_q"));
+    check(b.c_k, layer_param(layer, "attn.c_k"));
+    check(b.c_v, layer_param(layer, "attn.c_v"));
+    check(b.c_proj, layer_param(layer, "attn.c_proj"));
+    check(b.fc, layer_param(layer, "mlp.c_fc"));
+    check(b.mlp_proj, layer_param(layer, "mlp.c_proj"));
+    // Gates and lambdas are read from the master itself.
+    EXPECT_EQ(b.resid_lambda.data, model.weights().blocks[static_cast<size_t>(layer)].resid_lambda.data);
+    EXPECT_EQ(b.ve_gate.data, model.weights().blocks[static_cast<size_t>(layer)].ve_gate.data);
+  }
+  EXPECT_EQ(w.wte.dtype, DType::kF32);
+}
+
+TEST(GptCuda, ForwardRefusesCopiesOlderThanTheWeights) {
+  std::string reason;
+  if (!cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const TensorView ids(nullptr, {kBatch, kSeq}, DType::kI32, Device::kCuda);
+  EXPECT_DEATH(
+      {
+        GPT model(gpu_config(), Device::kCuda, DType::kBF16);
+        model.init_weights(1);
+        model.forward(ids, ids);
+      },
+      "older than the fp32 weights.*refresh_compute_weights");
+  EXPECT_DEATH(
+      {
+        GPT model(gpu_config(), Device::kCuda, DType::kBF16);
+        model.init_weights(1);
+        model.refresh_compute_weights();
+        model.weights_changed();  // e.g. an optimizer step
+        model.forward(ids, ids);
+      },
+      "older than the fp32 weights");
+}
+
+TEST(GptCudaContract, GpuModelsTrainInBf16) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(GPT(gpu_config(), Device::kCuda, DType::kF32), "GPT on CUDA trains with bf16 activations");
+}
+
+}  // namespace
+}  // namespace nanoforge
