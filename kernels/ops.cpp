@@ -298,15 +298,18 @@ void softcap_cross_entropy_forward(TensorView losses, TensorView lse, TensorView
   NANOFORGE_CPU(softcap_cross_entropy_forward, logits, losses, lse, logits, targets, softcap);
 }
 
-void softcap_cross_entropy_backward(TensorView d_logits, TensorView logits_capped, TensorView lse,
+void softcap_cross_entropy_backward(TensorView d_logits, TensorView logits, TensorView lse,
                                     TensorView targets, double softcap, double grad_scale) {
-  if (common_device({&d_logits, &logits_capped, &lse, &targets}, "softcap_cross_entropy_backward") ==
+  if (common_device({&d_logits, &logits, &lse, &targets}, "softcap_cross_entropy_backward") ==
       Device::kCuda) {
-    return NANOFORGE_CUDA(softcap_cross_entropy_backward, d_logits, logits_capped, lse, targets, softcap,
+    return NANOFORGE_CUDA(softcap_cross_entropy_backward, d_logits, logits, lse, targets, softcap,
                           grad_scale);
   }
-  NANOFORGE_CPU(softcap_cross_entropy_backward, logits_capped, d_logits, logits_capped, lse, targets, softcap,
-                grad_scale);
+  NANOFORGE_CPU(softcap_cross_entropy_backward, logits, d_logits, logits, lse, targets, softcap, grad_scale);
+}
+
+bool softcap_leaves_capped_logits(Device device) {
+  return device == Device::kCpu;
 }
 
 LossSum sum_loss(TensorView losses, TensorView targets) {

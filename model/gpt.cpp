@@ -279,6 +279,16 @@ void GPT::block_backward(int64_t layer) {
                              w.resid_lambda, w.x0_lambda);
 }
 
+std::vector<float> GPT::capped_logits(int64_t row, int64_t count) const {
+  const TensorView rows = activations_.logits.rows(row, count);
+  if (ops::softcap_leaves_capped_logits(device_)) return download<float>(rows);
+  std::vector<double> raw = download<double>(rows);
+  std::vector<float> capped(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i)
+    capped[i] = static_cast<float>(kLogitSoftcap * std::tanh(raw[i] / kLogitSoftcap));
+  return capped;
+}
+
 double GPT::attention_scale() const {
   return 1.0 / std::sqrt(static_cast<double>(config_.head_dim()));
 }

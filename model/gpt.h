@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "kernels/device_buffer.h"
 #include "model/activations.h"
@@ -79,9 +80,12 @@ class GPT {
   }
   void zero_grad();
 
-  // The softcapped logits (B*T, vocab_size) of the last forward, in the activation dtype; backward()
-  // overwrites them.
+  // The logits (B*T, vocab_size) of the last forward in the activation dtype, as the loss left them: capped
+  // on the CPU, raw on the GPU (ops::softcap_leaves_capped_logits); backward() overwrites them with their
+  // gradient. capped_logits() reads them capped on any device.
   TensorView logits() const { return activations_.logits; }
+  // Rows [row, row + count) of the last forward's softcapped logits, 15 tanh(x / 15), on the host.
+  std::vector<float> capped_logits(int64_t row, int64_t count) const;
   // The last forward's cross-entropy per token (B*T), 0 where the target is ignored (for bits per byte); f32
   // on the GPU.
   TensorView token_losses() const { return activations_.losses; }

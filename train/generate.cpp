@@ -6,7 +6,6 @@
 #include <numeric>
 
 #include "kernels/device_buffer.h"
-#include "kernels/host_transfer.h"
 #include "support/check.h"
 #include "support/philox.h"
 
@@ -66,7 +65,7 @@ std::vector<int32_t> generate(GPT& model, std::span<const int32_t> prompt, const
     std::fill(ids.begin() + context, ids.end(), tokens.front());  // causal: later positions do not matter
     if (model.device() != Device::kCpu) copy_from_host(ids_view, ids.data());
     model.forward(ids_view, targets_view);
-    std::vector<float> row = download<float>(model.logits().rows(context - 1, 1));
+    std::vector<float> row = model.capped_logits(context - 1, 1);
     const int32_t next = pick_token(row, options, rng.uniform(static_cast<uint64_t>(step)));
     tokens.push_back(next);
     generated.push_back(next);

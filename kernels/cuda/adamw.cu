@@ -3,21 +3,16 @@
 // four fp32 tensors once (16 bytes per element each way: the kernel is memory-bound). The scalar factors are
 // folded on the host in double and rounded to fp32 exactly as the CPU kernel does, and the per-element
 // arithmetic is the CPU kernel's, in the same order.
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch_shape.cuh"
 #include "kernels/cuda/vector_pack.cuh"
 
 namespace nanoforge::cuda {
 namespace {
-
-constexpr int kThreadsPerBlock = 256;
-// An H200 keeps 132 SMs x 8 such blocks resident; beyond ~8 waves the loop strides instead.
-constexpr int64_t kMaxBlocks = 8192;
-constexpr int kCount = kElementsPer16Bytes<float>;  // 4 floats: one 16-byte access per tensor
 
 // The hyperparameters as the CPU kernel rounds them to fp32.
 struct AdamWFactors {
@@ -34,28 +29,24 @@ __device__ inline void adamw_element(float& p, float g, float& m, float& v, cons
   p = p * f.decay - f.step_size * m / (sqrtf(v) * f.inv_sqrt_bias2 + f.eps);
 }
 
-// param, grad, exp_avg, exp_avg_sq: (numel) f32, flat. Whole packs of kCount first when `packed` (the
-// launcher has checked every base is 16-byte aligned), then the remaining elements one per thread.
-template <bool kPacked>
+// param, grad, exp_avg, exp_avg_sq: (numel) f32, flat, in packs of kCount: 4 floats (one 16-byte access per
+// tensor) when the launcher has checked every base is 16-byte aligned, else 1.
+template <int kCount>
 __global__ void adamw_kernel(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
                              int64_t numel, AdamWFactors factors) {
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t packs = kPacked ? numel / kCount : 0;
-  for (int64_t i = first; i < packs; i += stride) {
-    Pack<float, kCount> p = pack_at<kCount>(param, i);
-    const Pack<float, kCount> g = pack_at<kCount>(grad, i);
-    Pack<float, kCount> m = pack_at<kCount>(exp_avg, i);
-    Pack<float, kCount> v = pack_at<kCount>(exp_avg_sq, i);
+  for_each_pack<kCount>(numel, [&](int64_t i, auto width) {
+    constexpr int kWidth = decltype(width)::value;
+    Pack<float, kWidth> p = pack_at<kWidth>(param, i);
+    const Pack<float, kWidth> g = pack_at<kWidth>(grad, i);
+    Pack<float, kWidth> m = pack_at<kWidth>(exp_avg, i);
+    Pack<float, kWidth> v = pack_at<kWidth>(exp_avg_sq, i);
 #pragma unroll
-    for (int k = 0; k < kCount; ++k)
+    for (int k = 0; k < kWidth; ++k)
       adamw_element(p.values[k], g.values[k], m.values[k], v.values[k], factors);
-    pack_at<kCount>(param, i) = p;
-    pack_at<kCount>(exp_avg, i) = m;
-    pack_at<kCount>(exp_avg_sq, i) = v;
-  }
-  for (int64_t i = packs * kCount + first; i < numel; i += stride)
-    adamw_element(param[i], grad[i], exp_avg[i], exp_avg_sq[i], factors);
+    pack_at<kWidth>(param, i) = p;
+    pack_at<kWidth>(exp_avg, i) = m;
+    pack_at<kWidth>(exp_avg_sq, i) = v;
+  });
 }
 
 }  // namespace
@@ -81,16 +72,11 @@ void adamw_update(TensorView param, TensorView grad, TensorView exp_avg, TensorV
                              static_cast<float>(1.0 / std::sqrt(bias2)),
                              static_cast<float>(hyper.eps)};
   const bool packed = pack_aligned({param.data, grad.data, exp_avg.data, exp_avg_sq.data});
-  const int64_t work_items = packed ? (numel + kCount - 1) / kCount : numel;
-  const int blocks = static_cast<int>(
-      std::clamp<int64_t>((work_items + kThreadsPerBlock - 1) / kThreadsPerBlock, 1, kMaxBlocks));
-  if (packed) {
-    adamw_kernel<true><<<blocks, kThreadsPerBlock>>>(param.as<float>(), grad.as<float>(), exp_avg.as<float>(),
-                                                     exp_avg_sq.as<float>(), numel, factors);
-  } else {
-    adamw_kernel<false><<<blocks, kThreadsPerBlock>>>(
+  with_pack_count<float>(packed, [&](auto count) {
+    constexpr int kCount = decltype(count)::value;
+    adamw_kernel<kCount><<<elementwise_blocks(numel, kCount), kElementwiseThreads>>>(
         param.as<float>(), grad.as<float>(), exp_avg.as<float>(), exp_avg_sq.as<float>(), numel, factors);
-  }
+  });
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
 }
 

@@ -18,6 +18,7 @@
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch_shape.cuh"
 #include "kernels/cuda/reductions.cuh"
 #include "kernels/cuda/vector_pack.cuh"
 
@@ -26,8 +27,6 @@ namespace {
 
 constexpr int kRowsPerBlock = 8;  // gather and atomic scatter: one warp per token row, 256 threads
 constexpr int kThreadsPerBlock = kRowsPerBlock * kWarpSize;
-// Beyond this many blocks the row loops stride instead (an H200 holds 132 SMs x 8 such blocks at once).
-constexpr int64_t kMaxRowBlocks = 8192;
 
 // The ordered backward: 4 warps (128 threads) per block, each with its own token list in shared memory.
 constexpr int kOrderedWarpsPerBlock = 4;
@@ -39,33 +38,6 @@ constexpr int kRowsInFlight = 4;  // d_out rows a lane loads before adding the f
 // About 30 warps per SM on an H200, enough to hide the latency of each warp's walk over the tokens; the
 // number of id buckets is chosen to reach it.
 constexpr int kOrderedTargetWarps = 4096;
-
-// Loads (or stores) kCount consecutive floats from pack `index` of a 16-byte aligned array: 16-byte packs of
-// 4 when kCount is a multiple of 4, one at a time when kCount is 1.
-template <int kCount>
-__device__ inline void load_floats(const float* base, int64_t index, float (&values)[kCount]) {
-  constexpr int kWidth = kCount % 4 == 0 ? 4 : 1;
-#pragma unroll
-  for (int q = 0; q < kCount / kWidth; ++q) {
-    const Pack<float, kWidth> pack = pack_at<kWidth>(base, index * (kCount / kWidth) + q);
-#pragma unroll
-    for (int k = 0; k < kWidth; ++k)
-      values[q * kWidth + k] = pack.values[k];
-  }
-}
-
-template <int kCount>
-__device__ inline void store_floats(float* base, int64_t index, const float (&values)[kCount]) {
-  constexpr int kWidth = kCount % 4 == 0 ? 4 : 1;
-#pragma unroll
-  for (int q = 0; q < kCount / kWidth; ++q) {
-    Pack<float, kWidth> pack;
-#pragma unroll
-    for (int k = 0; k < kWidth; ++k)
-      pack.values[k] = values[q * kWidth + k];
-    pack_at<kWidth>(base, index * (kCount / kWidth) + q) = pack;
-  }
-}
 
 // out: (rows, channels) bf16; table: (vocab, channels) f32; ids: (rows) i32. Lane l of a row's warp converts
 // packs l, l + 32, ... of kCount columns.
@@ -220,14 +192,9 @@ EmbeddingShape embedding_shape(const TensorView& table, const TensorView& rows_v
   return {rows, vocab, static_cast<int>(channels)};
 }
 
-int row_blocks(int64_t rows) {
-  return static_cast<int>(std::clamp<int64_t>((rows + kRowsPerBlock - 1) / kRowsPerBlock, 1, kMaxRowBlocks));
-}
-
 void launch_ordered_backward(TensorView d_table, TensorView d_out, TensorView ids,
                              const EmbeddingShape& shape) {
-  const bool packable =
-      shape.channels % kOrderedColumnsPerLane == 0 && pack_aligned({d_table.data, d_out.data});
+  const bool packable = rows_packable<float>(shape.channels, {d_table.data, d_out.data});
   const int columns_per_lane = packable ? kOrderedColumnsPerLane : 1;
   const int columns_per_warp = kWarpSize * columns_per_lane;
   const int slabs = (shape.channels + columns_per_warp - 1) / columns_per_warp;
@@ -253,11 +220,11 @@ void embedding_forward(TensorView out, TensorView table, TensorView ids) {
   check_tensor(ids, DType::kI32, kOp, "ids");
   const EmbeddingShape shape = embedding_shape(table, out, ids, kOp, "table", "out");
   if (shape.rows == 0) return;
-  const bool packable =
-      shape.channels % kElementsPer16Bytes<__nv_bfloat16> == 0 && pack_aligned({out.data, table.data});
+  const bool packable = rows_packable<__nv_bfloat16>(shape.channels, {out.data, table.data});
   with_pack_count<__nv_bfloat16>(packable, [&](auto count) {
-    embedding_forward_kernel<decltype(count)::value><<<row_blocks(shape.rows), kThreadsPerBlock>>>(
-        out.as<__nv_bfloat16>(), table.as<float>(), ids.as<int32_t>(), shape.rows, shape.channels);
+    embedding_forward_kernel<decltype(count)::value>
+        <<<blocks_for(shape.rows, kRowsPerBlock), kThreadsPerBlock>>>(
+            out.as<__nv_bfloat16>(), table.as<float>(), ids.as<int32_t>(), shape.rows, shape.channels);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
 }
@@ -272,11 +239,11 @@ void embedding_backward(TensorView d_table, TensorView d_out, TensorView ids) {
   if (ops::deterministic()) {
     launch_ordered_backward(d_table, d_out, ids, shape);
   } else {
-    const bool packable =
-        shape.channels % kElementsPer16Bytes<__nv_bfloat16> == 0 && pack_aligned({d_out.data});
+    const bool packable = rows_packable<__nv_bfloat16>(shape.channels, {d_out.data});
     with_pack_count<__nv_bfloat16>(packable, [&](auto count) {
-      embedding_backward_atomic_kernel<decltype(count)::value><<<row_blocks(shape.rows), kThreadsPerBlock>>>(
-          d_table.as<float>(), d_out.as<__nv_bfloat16>(), ids.as<int32_t>(), shape.rows, shape.channels);
+      embedding_backward_atomic_kernel<decltype(count)::value>
+          <<<blocks_for(shape.rows, kRowsPerBlock), kThreadsPerBlock>>>(
+              d_table.as<float>(), d_out.as<__nv_bfloat16>(), ids.as<int32_t>(), shape.rows, shape.channels);
     });
   }
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);

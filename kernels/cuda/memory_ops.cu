@@ -1,81 +1,59 @@
 // The memory ops of kernels/ops.h on the GPU: fill and copy (f32, bf16, i32), accumulate (f32, bf16) and
 // convert (f32 <-> bf16). copy is a device-to-device cudaMemcpyAsync. fill, accumulate and convert are
-// memory-bound grid-stride loops over 16-byte packs (one element at a time where a view is not aligned);
-// accumulate adds in fp32 and rounds once, as torch's bf16 add does; convert rounds to nearest even, as
-// torch's .to(torch.bfloat16). Everything runs on the default stream.
-#include <algorithm>
+// memory-bound grid-stride loops over 16-byte packs (for_each_pack; one element at a time where a view is not
+// aligned); accumulate adds in fp32 and rounds once, as torch's bf16 add does; convert rounds to nearest
+// even, as torch's .to(torch.bfloat16). Everything runs on the default stream.
+#include <type_traits>
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch_shape.cuh"
 #include "kernels/cuda/vector_pack.cuh"
 
 namespace nanoforge::cuda {
 namespace {
 
-constexpr int kThreadsPerBlock = 256;
-// Beyond this many blocks the loops stride instead: an H200 runs 132 SMs x 8 such blocks at once, so this is
-// about 8 waves; more blocks would only add scheduling work.
-constexpr int64_t kMaxBlocks = 8192;
-
-// Blocks for one thread per work item, capped (the kernels below loop when there are more items).
-int blocks_for(int64_t work_items) {
-  return static_cast<int>(
-      std::clamp<int64_t>((work_items + kThreadsPerBlock - 1) / kThreadsPerBlock, 1, kMaxBlocks));
-}
-
-// data: (numel) T, flat. Whole packs first, then the numel % kCount trailing elements one per thread.
+// data: (numel) T, flat; every element = value.
 template <class T, int kCount>
 __global__ void fill_kernel(T* data, int64_t numel, T value) {
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  Pack<T, kCount> pack;
+  for_each_pack<kCount>(numel, [&](int64_t i, auto width) {
+    constexpr int kWidth = decltype(width)::value;
+    Pack<T, kWidth> pack;
 #pragma unroll
-  for (int k = 0; k < kCount; ++k)
-    pack.values[k] = value;
-  const int64_t packs = numel / kCount;
-  for (int64_t i = first; i < packs; i += stride)
-    pack_at<kCount>(data, i) = pack;
-  for (int64_t i = packs * kCount + first; i < numel; i += stride)
-    data[i] = value;
+    for (int k = 0; k < kWidth; ++k)
+      pack.values[k] = value;
+    pack_at<kWidth>(data, i) = pack;
+  });
 }
 
 // into, add: (numel) T, flat; into += add, summed in fp32. into may alias add.
 template <class T, int kCount>
 __global__ void accumulate_kernel(T* into, const T* add, int64_t numel) {
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t packs = numel / kCount;
-  for (int64_t i = first; i < packs; i += stride) {
-    Pack<T, kCount> sum = pack_at<kCount>(into, i);
-    const Pack<T, kCount> addend = pack_at<kCount>(add, i);
+  for_each_pack<kCount>(numel, [&](int64_t i, auto width) {
+    constexpr int kWidth = decltype(width)::value;
+    Pack<T, kWidth> sum = pack_at<kWidth>(into, i);
+    const Pack<T, kWidth> addend = pack_at<kWidth>(add, i);
 #pragma unroll
-    for (int k = 0; k < kCount; ++k) {
+    for (int k = 0; k < kWidth; ++k) {
       sum.values[k] = from_float<T>(to_float(sum.values[k]) + to_float(addend.values[k]));
     }
-    pack_at<kCount>(into, i) = sum;
-  }
-  for (int64_t i = packs * kCount + first; i < numel; i += stride) {
-    into[i] = from_float<T>(to_float(into[i]) + to_float(add[i]));
-  }
+    pack_at<kWidth>(into, i) = sum;
+  });
 }
 
 // dst, src: (numel), flat; dst = src converted. A pack is kCount elements of each side: 4 f32 (16 bytes) and
 // 4 bf16 (8 bytes) for f32 <-> bf16.
 template <class Dst, class Src, int kCount>
 __global__ void convert_kernel(Dst* dst, const Src* src, int64_t numel) {
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t packs = numel / kCount;
-  for (int64_t i = first; i < packs; i += stride) {
-    const Pack<Src, kCount> in = pack_at<kCount>(src, i);
-    Pack<Dst, kCount> out;
+  for_each_pack<kCount>(numel, [&](int64_t i, auto width) {
+    constexpr int kWidth = decltype(width)::value;
+    const Pack<Src, kWidth> in = pack_at<kWidth>(src, i);
+    Pack<Dst, kWidth> out;
 #pragma unroll
-    for (int k = 0; k < kCount; ++k)
+    for (int k = 0; k < kWidth; ++k)
       out.values[k] = from_float<Dst>(to_float(in.values[k]));
-    pack_at<kCount>(dst, i) = out;
-  }
-  for (int64_t i = packs * kCount + first; i < numel; i += stride)
-    dst[i] = from_float<Dst>(to_float(src[i]));
+    pack_at<kWidth>(dst, i) = out;
+  });
 }
 
 template <class T>
@@ -85,7 +63,7 @@ void launch_fill(TensorView t, T value) {
   with_pack_count<T>(pack_aligned({t.data}), [&](auto count) {
     constexpr int kCount = decltype(count)::value;
     fill_kernel<T, kCount>
-        <<<blocks_for((numel + kCount - 1) / kCount), kThreadsPerBlock>>>(t.as<T>(), numel, value);
+        <<<elementwise_blocks(numel, kCount), kElementwiseThreads>>>(t.as<T>(), numel, value);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH("fill");
 }
@@ -97,7 +75,7 @@ void launch_accumulate(TensorView into, TensorView add) {
   with_pack_count<T>(pack_aligned({into.data, add.data}), [&](auto count) {
     constexpr int kCount = decltype(count)::value;
     accumulate_kernel<T, kCount>
-        <<<blocks_for((numel + kCount - 1) / kCount), kThreadsPerBlock>>>(into.as<T>(), add.as<T>(), numel);
+        <<<elementwise_blocks(numel, kCount), kElementwiseThreads>>>(into.as<T>(), add.as<T>(), numel);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH("accumulate");
 }
@@ -108,15 +86,15 @@ template <class Dst, class Src>
 void launch_convert(TensorView dst, TensorView src) {
   const int64_t numel = dst.numel();
   if (numel == 0) return;
-  constexpr int kCount = kPackBytes / static_cast<int>(sizeof(Dst) > sizeof(Src) ? sizeof(Dst) : sizeof(Src));
-  const bool packable = reinterpret_cast<uintptr_t>(dst.data) % (sizeof(Dst) * kCount) == 0 &&
-                        reinterpret_cast<uintptr_t>(src.data) % (sizeof(Src) * kCount) == 0;
-  if (packable) {
-    convert_kernel<Dst, Src, kCount><<<blocks_for((numel + kCount - 1) / kCount), kThreadsPerBlock>>>(
-        dst.as<Dst>(), src.as<Src>(), numel);
-  } else {
-    convert_kernel<Dst, Src, 1><<<blocks_for(numel), kThreadsPerBlock>>>(dst.as<Dst>(), src.as<Src>(), numel);
-  }
+  using Wider = std::conditional_t<(sizeof(Dst) > sizeof(Src)), Dst, Src>;
+  constexpr int kPack = kElementsPer16Bytes<Wider>;
+  const bool packable =
+      aligned_to(dst.data, sizeof(Dst) * kPack) && aligned_to(src.data, sizeof(Src) * kPack);
+  with_pack_count<Wider>(packable, [&](auto count) {
+    constexpr int kCount = decltype(count)::value;
+    convert_kernel<Dst, Src, kCount>
+        <<<elementwise_blocks(numel, kCount), kElementwiseThreads>>>(dst.as<Dst>(), src.as<Src>(), numel);
+  });
   NANOFORGE_CUDA_CHECK_LAUNCH("convert");
 }
 

@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch_shape.cuh"
 #include "kernels/cuda/reductions.cuh"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/vector_pack.cuh"
@@ -19,12 +20,11 @@
 namespace nanoforge::cuda {
 namespace {
 
+// Blocks of the statistics and row kernels (the elementwise ones run kElementwiseThreads, also 256).
 constexpr int kThreadsPerBlock = 256;
-// An H200 keeps 132 SMs x 8 such blocks resident; beyond ~8 waves the elementwise loops stride instead.
-constexpr int64_t kMaxBlocks = 8192;
 // Elementwise kernels that mix fp32 state with a bf16 or fp32 tensor move 4 elements per access: 16 bytes of
 // fp32, 8 of bf16.
-constexpr int kMixedCount = 4;
+constexpr int kMixedCount = kElementsPer16Bytes<float>;
 // The whole-tensor sum of squares: each thread of the first pass sums at most this many packs, so an fp32
 // partial holds at most 16 squares before the block's tree (kept short for accuracy; the grid grows instead).
 constexpr int kPacksPerThread = 2;
@@ -36,15 +36,6 @@ constexpr int kRowsPerBlock = kThreadsPerBlock / kWarpSize;
 constexpr int kColumnSlices = 8;
 // Where in the scratch a reduction's scalar results go (a double total, an fp32 factor); partials follow.
 constexpr int64_t kResultBytes = 256;
-
-int elementwise_blocks(int64_t work_items) {
-  return static_cast<int>(
-      std::clamp<int64_t>((work_items + kThreadsPerBlock - 1) / kThreadsPerBlock, 1, kMaxBlocks));
-}
-
-bool aligned_to(const void* pointer, int64_t bytes) {
-  return reinterpret_cast<uintptr_t>(pointer) % static_cast<uintptr_t>(bytes) == 0;
-}
 
 // Calls fn(std::type_identity<T>{}) with T the element type of the bf16-or-f32 tensor `t`.
 template <class Fn>
@@ -77,27 +68,19 @@ void check_alias_or_disjoint(const TensorView& x, const TensorView& y, const cha
 template <class U, int kCount>
 __global__ void nesterov_momentum_kernel(U* update, float* momentum, const float* grad, int64_t numel,
                                          float mu, float one_minus_mu) {
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t packs = numel / kCount;
-  for (int64_t i = first; i < packs; i += stride) {
-    const Pack<float, kCount> g = pack_at<kCount>(grad, i);
-    Pack<float, kCount> m = pack_at<kCount>(momentum, i);
-    Pack<U, kCount> out;
+  for_each_pack<kCount>(numel, [&](int64_t i, auto width) {
+    constexpr int kWidth = decltype(width)::value;
+    const Pack<float, kWidth> g = pack_at<kWidth>(grad, i);
+    Pack<float, kWidth> m = pack_at<kWidth>(momentum, i);
+    Pack<U, kWidth> out;
 #pragma unroll
-    for (int k = 0; k < kCount; ++k) {
+    for (int k = 0; k < kWidth; ++k) {
       m.values[k] += one_minus_mu * (g.values[k] - m.values[k]);
       out.values[k] = from_float<U>(g.values[k] + mu * (m.values[k] - g.values[k]));
     }
-    pack_at<kCount>(momentum, i) = m;
-    pack_at<kCount>(update, i) = out;
-  }
-  for (int64_t i = packs * kCount + first; i < numel; i += stride) {
-    const float g = grad[i];
-    const float m = momentum[i] + one_minus_mu * (g - momentum[i]);
-    momentum[i] = m;
-    update[i] = from_float<U>(g + mu * (m - g));
-  }
+    pack_at<kWidth>(momentum, i) = m;
+    pack_at<kWidth>(update, i) = out;
+  });
 }
 
 __device__ inline float cautious_step(float p, float u, float rate, float decay) {
@@ -109,19 +92,15 @@ __device__ inline float cautious_step(float p, float u, float rate, float decay)
 template <class U, int kCount>
 __global__ void cautious_weight_decay_kernel(float* param, const U* update, int64_t numel, float rate,
                                              float decay) {
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t packs = numel / kCount;
-  for (int64_t i = first; i < packs; i += stride) {
-    Pack<float, kCount> p = pack_at<kCount>(param, i);
-    const Pack<U, kCount> u = pack_at<kCount>(update, i);
+  for_each_pack<kCount>(numel, [&](int64_t i, auto width) {
+    constexpr int kWidth = decltype(width)::value;
+    Pack<float, kWidth> p = pack_at<kWidth>(param, i);
+    const Pack<U, kWidth> u = pack_at<kWidth>(update, i);
 #pragma unroll
-    for (int k = 0; k < kCount; ++k)
+    for (int k = 0; k < kWidth; ++k)
       p.values[k] = cautious_step(p.values[k], to_float(u.values[k]), rate, decay);
-    pack_at<kCount>(param, i) = p;
-  }
-  for (int64_t i = packs * kCount + first; i < numel; i += stride)
-    param[i] = cautious_step(param[i], to_float(update[i]), rate, decay);
+    pack_at<kWidth>(param, i) = p;
+  });
 }
 
 // ---- sums of squares: the statistics kernels ----
@@ -198,27 +177,17 @@ __global__ void column_squares_kernel(float* column_squares, const T* x, int64_t
 
 // ---- folding the statistics into factors: one block ----
 
-// Adds partials[0 .. count) in double, in a fixed order, and calls finish(total) on thread 0.
-template <class Finish>
-__global__ void fold_partials_kernel(const float* partials, int count, Finish finish) {
-  __shared__ double shared[kWarpSize];
-  double sum = 0;
-  for (int i = static_cast<int>(threadIdx.x); i < count; i += static_cast<int>(blockDim.x))
-    sum += partials[i];
-  sum = block_sum(sum, shared);
-  if (threadIdx.x == 0) finish(sum);
-}
-
+// The finishes of fold_partials_kernel (reductions.cuh) over the whole-tensor partials, one column.
 struct StoreTotal {
   double* total;
-  __device__ void operator()(double sum) const { *total = sum; }
+  __device__ void operator()(int /*column*/, double sum) const { *total = sum; }
 };
 
 // normalize_frobenius: factor = 1 / (||x||_F * multiplier + eps).
 struct NormalizeFactor {
   float* factor;
   double multiplier, eps;
-  __device__ void operator()(double sum) const {
+  __device__ void operator()(int /*column*/, double sum) const {
     *factor = static_cast<float>(1.0 / (sqrt(sum) * multiplier + eps));
   }
 };
@@ -227,7 +196,7 @@ struct NormalizeFactor {
 struct RescaleFactor {
   float* factor;
   double target_norm, eps;
-  __device__ void operator()(double sum) const {
+  __device__ void operator()(int /*column*/, double sum) const {
     *factor = static_cast<float>(target_norm / fmax(sqrt(sum), eps));
   }
 };
@@ -279,18 +248,14 @@ __global__ void normuon_multipliers_kernel(float* group_stats, float* second_mom
 template <class T, int kCount>
 __global__ void scale_all_kernel(T* x, int64_t numel, const float* factor) {
   const float multiplier = *factor;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t packs = numel / kCount;
-  for (int64_t i = first; i < packs; i += stride) {
-    Pack<T, kCount> values = pack_at<kCount>(x, i);
+  for_each_pack<kCount>(numel, [&](int64_t i, auto width) {
+    constexpr int kWidth = decltype(width)::value;
+    Pack<T, kWidth> values = pack_at<kWidth>(x, i);
 #pragma unroll
-    for (int k = 0; k < kCount; ++k)
+    for (int k = 0; k < kWidth; ++k)
       values.values[k] = from_float<T>(to_float(values.values[k]) * multiplier);
-    pack_at<kCount>(x, i) = values;
-  }
-  for (int64_t i = packs * kCount + first; i < numel; i += stride)
-    x[i] = from_float<T>(to_float(x[i]) * multiplier);
+    pack_at<kWidth>(x, i) = values;
+  });
 }
 
 // x: (rows, cols) T, row-major, one warp per row; x[r, c] *= multipliers[c] (kPerColumn) or multipliers[r].
@@ -345,7 +310,7 @@ void sum_of_squares(const TensorView& x, const SquaresLaunch& launch, Finish fin
         <<<launch.blocks, kThreadsPerBlock>>>(launch.partials(), x.as<T>(), x.numel());
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(op);
-  fold_partials_kernel<<<1, kFoldThreads>>>(launch.partials(), launch.blocks, finish);
+  fold_partials_kernel<<<1, kFoldThreads>>>(launch.partials(), launch.blocks, /*values=*/1, finish);
   NANOFORGE_CUDA_CHECK_LAUNCH(op);
 }
 
@@ -356,9 +321,24 @@ void scale_all(const TensorView& x, const float* factor, const char* op) {
   with_pack_count<T>(pack_aligned({x.data}), [&](auto count) {
     constexpr int kCount = decltype(count)::value;
     scale_all_kernel<T, kCount>
-        <<<elementwise_blocks((numel + kCount - 1) / kCount), kThreadsPerBlock>>>(x.as<T>(), numel, factor);
+        <<<elementwise_blocks(numel, kCount), kElementwiseThreads>>>(x.as<T>(), numel, factor);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(op);
+}
+
+// x (bf16 or f32) *= a factor computed on the device from x's sum of squares by the finish
+// make_finish(factor) returns, which writes it to `factor`: normalize_frobenius and rescale_frobenius differ
+// only in that finish.
+template <class MakeFinish>
+void scale_by_frobenius_factor(const TensorView& x, const char* op, MakeFinish make_finish) {
+  with_element_type(x, op, "x", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (x.numel() == 0) return;
+    const SquaresLaunch launch = plan_squares<T>(x);
+    auto* factor = reinterpret_cast<float*>(launch.scratch);
+    sum_of_squares<T>(x, launch, make_finish(factor), op);
+    scale_all<T>(x, factor, op);
+  });
 }
 
 // The rows and columns of a 2-D tensor, checked to fit the row kernels' index types.
@@ -376,15 +356,9 @@ MatrixShape matrix_shape(const TensorView& x, const char* op, const char* name) 
   return {x.shape[0], static_cast<int>(x.shape[1])};
 }
 
-// Whether every row of x starts on a 16-byte boundary and is whole 16-byte packs.
-template <class T>
-bool rows_packable(const TensorView& x, int cols) {
-  return cols % kElementsPer16Bytes<T> == 0 && pack_aligned({x.data});
-}
-
 template <class T>
 void row_squares(const TensorView& x, const MatrixShape& shape, float* out, const char* op) {
-  with_pack_count<T>(rows_packable<T>(x, shape.cols), [&](auto count) {
+  with_pack_count<T>(rows_packable<T>(shape.cols, {x.data}), [&](auto count) {
     row_squares_kernel<T, decltype(count)::value>
         <<<shape.row_blocks(), kThreadsPerBlock>>>(out, x.as<T>(), shape.rows, shape.cols);
   });
@@ -393,7 +367,7 @@ void row_squares(const TensorView& x, const MatrixShape& shape, float* out, cons
 
 template <class T, bool kPerColumn>
 void scale_rows(const TensorView& x, const MatrixShape& shape, const float* multipliers, const char* op) {
-  with_pack_count<T>(rows_packable<T>(x, shape.cols), [&](auto count) {
+  with_pack_count<T>(rows_packable<T>(shape.cols, {x.data}), [&](auto count) {
     scale_rows_kernel<T, decltype(count)::value, kPerColumn>
         <<<shape.row_blocks(), kThreadsPerBlock>>>(x.as<T>(), shape.rows, shape.cols, multipliers);
   });
@@ -416,15 +390,12 @@ void muon_nesterov_momentum(TensorView update, TensorView momentum_buffer, Tenso
     const bool packed = aligned_to(update.data, sizeof(U) * kMixedCount) &&
                         aligned_to(momentum_buffer.data, sizeof(float) * kMixedCount) &&
                         aligned_to(grad.data, sizeof(float) * kMixedCount);
-    const int64_t work_items = packed ? (numel + kMixedCount - 1) / kMixedCount : numel;
     const auto mu = static_cast<float>(momentum), one_minus_mu = static_cast<float>(1.0 - momentum);
-    if (packed) {
-      nesterov_momentum_kernel<U, kMixedCount><<<elementwise_blocks(work_items), kThreadsPerBlock>>>(
+    with_pack_of<kMixedCount>(packed, [&](auto count) {
+      constexpr int kCount = decltype(count)::value;
+      nesterov_momentum_kernel<U, kCount><<<elementwise_blocks(numel, kCount), kElementwiseThreads>>>(
           update.as<U>(), momentum_buffer.as<float>(), grad.as<float>(), numel, mu, one_minus_mu);
-    } else {
-      nesterov_momentum_kernel<U, 1><<<elementwise_blocks(work_items), kThreadsPerBlock>>>(
-          update.as<U>(), momentum_buffer.as<float>(), grad.as<float>(), numel, mu, one_minus_mu);
-    }
+    });
     NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
   });
 }
@@ -444,26 +415,14 @@ void muon_equilibrate_rows(TensorView x) {
 }
 
 void normalize_frobenius(TensorView x, double multiplier, double eps) {
-  constexpr const char* kOp = "normalize_frobenius";
-  with_element_type(x, kOp, "x", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if (x.numel() == 0) return;
-    const SquaresLaunch launch = plan_squares<T>(x);
-    auto* factor = reinterpret_cast<float*>(launch.scratch);
-    sum_of_squares<T>(x, launch, NormalizeFactor{factor, multiplier, eps}, kOp);
-    scale_all<T>(x, factor, kOp);
+  scale_by_frobenius_factor(x, "normalize_frobenius", [&](float* factor) {
+    return NormalizeFactor{factor, multiplier, eps};
   });
 }
 
 void rescale_frobenius(TensorView x, double target_norm, double eps) {
-  constexpr const char* kOp = "rescale_frobenius";
-  with_element_type(x, kOp, "x", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if (x.numel() == 0) return;
-    const SquaresLaunch launch = plan_squares<T>(x);
-    auto* factor = reinterpret_cast<float*>(launch.scratch);
-    sum_of_squares<T>(x, launch, RescaleFactor{factor, target_norm, eps}, kOp);
-    scale_all<T>(x, factor, kOp);
+  scale_by_frobenius_factor(x, "rescale_frobenius", [&](float* factor) {
+    return RescaleFactor{factor, target_norm, eps};
   });
 }
 
@@ -513,15 +472,12 @@ void cautious_weight_decay_step(TensorView param, TensorView update, double lr, 
     if (numel == 0) return;
     const bool packed = aligned_to(param.data, sizeof(float) * kMixedCount) &&
                         aligned_to(update.data, sizeof(U) * kMixedCount);
-    const int64_t work_items = packed ? (numel + kMixedCount - 1) / kMixedCount : numel;
     const auto rate = static_cast<float>(lr), decay = static_cast<float>(lr * weight_decay);
-    if (packed) {
-      cautious_weight_decay_kernel<U, kMixedCount><<<elementwise_blocks(work_items), kThreadsPerBlock>>>(
+    with_pack_of<kMixedCount>(packed, [&](auto count) {
+      constexpr int kCount = decltype(count)::value;
+      cautious_weight_decay_kernel<U, kCount><<<elementwise_blocks(numel, kCount), kElementwiseThreads>>>(
           param.as<float>(), update.as<U>(), numel, rate, decay);
-    } else {
-      cautious_weight_decay_kernel<U, 1><<<elementwise_blocks(work_items), kThreadsPerBlock>>>(
-          param.as<float>(), update.as<U>(), numel, rate, decay);
-    }
+    });
     NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
   });
 }

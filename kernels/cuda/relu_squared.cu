@@ -1,25 +1,16 @@
 // ReLU^2, the MLP activation of nanochat, on the GPU: the CUDA twin of kernels/cpu/relu_squared.cpp, bf16 in
 // and out. relu(x)^2 and 2 relu(x) d_out of bf16 values (8 significant bits) are exact in fp32, so the one
 // rounding to bf16 at the end is the only error. Memory-bound grid-stride loops over 16-byte packs (8 bf16),
-// then the tail one element per thread; one element at a time throughout where a view is not 16-byte
-// aligned. A thread reads every input of its elements before writing them, so out may alias x and d_x d_out.
-#include <algorithm>
-
+// then the tail one element per thread (for_each_pack); one element at a time throughout where a view is not
+// 16-byte aligned. A thread reads every input of its elements before writing them, so out may alias x and d_x
+// d_out.
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch_shape.cuh"
 #include "kernels/cuda/vector_pack.cuh"
 
 namespace nanoforge::cuda {
 namespace {
-
-constexpr int kThreadsPerBlock = 256;
-// Beyond this many blocks the loops stride instead: an H200 runs 132 SMs x 8 such blocks at once.
-constexpr int64_t kMaxBlocks = 8192;
-
-int blocks_for(int64_t work_items) {
-  return static_cast<int>(
-      std::clamp<int64_t>((work_items + kThreadsPerBlock - 1) / kThreadsPerBlock, 1, kMaxBlocks));
-}
 
 // relu as the CPU writes it (a NaN gives 0).
 __device__ inline float relu(float value) {
@@ -29,47 +20,35 @@ __device__ inline float relu(float value) {
 // out, x: (numel) bf16, flat; out = relu(x)^2.
 template <int kCount>
 __global__ void relu_squared_forward_kernel(__nv_bfloat16* out, const __nv_bfloat16* x, int64_t numel) {
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t packs = numel / kCount;
-  for (int64_t i = first; i < packs; i += stride) {
-    const Pack<__nv_bfloat16, kCount> in = pack_at<kCount>(x, i);
-    Pack<__nv_bfloat16, kCount> result;
+  for_each_pack<kCount>(numel, [&](int64_t i, auto width) {
+    constexpr int kWidth = decltype(width)::value;
+    const Pack<__nv_bfloat16, kWidth> in = pack_at<kWidth>(x, i);
+    Pack<__nv_bfloat16, kWidth> result;
 #pragma unroll
-    for (int k = 0; k < kCount; ++k) {
+    for (int k = 0; k < kWidth; ++k) {
       const float r = relu(__bfloat162float(in.values[k]));
       result.values[k] = __float2bfloat16_rn(r * r);
     }
-    pack_at<kCount>(out, i) = result;
-  }
-  for (int64_t i = packs * kCount + first; i < numel; i += stride) {
-    const float r = relu(__bfloat162float(x[i]));
-    out[i] = __float2bfloat16_rn(r * r);
-  }
+    pack_at<kWidth>(out, i) = result;
+  });
 }
 
 // d_x, d_out, x: (numel) bf16, flat; d_x = 2 relu(x) d_out.
 template <int kCount>
 __global__ void relu_squared_backward_kernel(__nv_bfloat16* d_x, const __nv_bfloat16* d_out,
                                              const __nv_bfloat16* x, int64_t numel) {
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t packs = numel / kCount;
-  for (int64_t i = first; i < packs; i += stride) {
-    const Pack<__nv_bfloat16, kCount> in = pack_at<kCount>(x, i);
-    const Pack<__nv_bfloat16, kCount> grad = pack_at<kCount>(d_out, i);
-    Pack<__nv_bfloat16, kCount> result;
+  for_each_pack<kCount>(numel, [&](int64_t i, auto width) {
+    constexpr int kWidth = decltype(width)::value;
+    const Pack<__nv_bfloat16, kWidth> in = pack_at<kWidth>(x, i);
+    const Pack<__nv_bfloat16, kWidth> grad = pack_at<kWidth>(d_out, i);
+    Pack<__nv_bfloat16, kWidth> result;
 #pragma unroll
-    for (int k = 0; k < kCount; ++k) {
+    for (int k = 0; k < kWidth; ++k) {
       const float r = relu(__bfloat162float(in.values[k]));
       result.values[k] = __float2bfloat16_rn(2.0f * r * __bfloat162float(grad.values[k]));
     }
-    pack_at<kCount>(d_x, i) = result;
-  }
-  for (int64_t i = packs * kCount + first; i < numel; i += stride) {
-    const float r = relu(__bfloat162float(x[i]));
-    d_x[i] = __float2bfloat16_rn(2.0f * r * __bfloat162float(d_out[i]));
-  }
+    pack_at<kWidth>(d_x, i) = result;
+  });
 }
 
 }  // namespace
@@ -83,7 +62,7 @@ void relu_squared_forward(TensorView out, TensorView x) {
   if (numel == 0) return;
   with_pack_count<__nv_bfloat16>(pack_aligned({out.data, x.data}), [&](auto count) {
     constexpr int kCount = decltype(count)::value;
-    relu_squared_forward_kernel<kCount><<<blocks_for((numel + kCount - 1) / kCount), kThreadsPerBlock>>>(
+    relu_squared_forward_kernel<kCount><<<elementwise_blocks(numel, kCount), kElementwiseThreads>>>(
         out.as<__nv_bfloat16>(), x.as<__nv_bfloat16>(), numel);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
@@ -100,7 +79,7 @@ void relu_squared_backward(TensorView d_x, TensorView d_out, TensorView x) {
   if (numel == 0) return;
   with_pack_count<__nv_bfloat16>(pack_aligned({d_x.data, d_out.data, x.data}), [&](auto count) {
     constexpr int kCount = decltype(count)::value;
-    relu_squared_backward_kernel<kCount><<<blocks_for((numel + kCount - 1) / kCount), kThreadsPerBlock>>>(
+    relu_squared_backward_kernel<kCount><<<elementwise_blocks(numel, kCount), kElementwiseThreads>>>(
         d_x.as<__nv_bfloat16>(), d_out.as<__nv_bfloat16>(), x.as<__nv_bfloat16>(), numel);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);

@@ -3,21 +3,23 @@
 // activations and gradients; the lambdas and their gradients are 1-element f32 views, read and written on the
 // device only (no host round trip, so nothing waits for the GPU).
 // The elementwise kernels are memory-bound grid-stride loops over 16-byte packs (8 bf16), then the tail one
-// element per thread (one element at a time throughout where a view is not 16-byte aligned); each thread
-// reads all inputs of its elements before writing them, so outputs may alias inputs where the contract says.
+// element per thread (one element at a time throughout where a view is not 16-byte aligned: for_each_pack);
+// each thread reads all inputs of its elements before writing them, so outputs may alias inputs where the
+// contract says.
 // A lambda's gradient is a sum over every element (N*C, some 84M for d20), taken in a fixed order so that it
 // is the same bits on every run: the backward kernel does the elementwise gradients and, in the same pass
 // over d_out, each thread's fp32 dot product over its elements, summed per block (block_sum) into partials in
 // device scratch; then one block adds the partials in a fixed order, in double, and adds the total to the
-// f32 gradient. fp32 per thread (some 320 products each for d20) keeps the loop light on GPUs with slow fp64
-// and is far more precise than the bf16 inputs; double for the last stage costs nothing (a few hundred
-// values) and keeps large partials of either sign from losing bits, as the CPU's ordered sums do.
-#include <algorithm>
+// f32 gradient (fold_partials_kernel). fp32 per thread (some 320 products each for d20) keeps the loop light
+// on GPUs with slow fp64 and is far more precise than the bf16 inputs; double for the last stage costs
+// nothing (a few hundred values) and keeps large partials of either sign from losing bits, as the CPU's
+// ordered sums do.
 #include <initializer_list>
 #include <utility>
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch_shape.cuh"
 #include "kernels/cuda/reductions.cuh"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/vector_pack.cuh"
@@ -25,19 +27,10 @@
 namespace nanoforge::cuda {
 namespace {
 
-constexpr int kThreadsPerBlock = 256;
-// Elementwise kernels: beyond this many blocks the loops stride instead (an H200 runs 132 SMs x 8 such
-// blocks at once).
-constexpr int64_t kMaxBlocks = 8192;
 // Reducing kernels: at most this many blocks, hence partials (about one wave on an H200). The grid depends on
 // the element count and pack width only, never on the GPU, so the order of the sum is fixed by the shape.
 constexpr int64_t kMaxReduceBlocks = 1024;
 constexpr int kSumThreads = 256;  // the one block that adds the partials
-
-int blocks_for(int64_t work_items, int64_t max_blocks) {
-  return static_cast<int>(
-      std::clamp<int64_t>((work_items + kThreadsPerBlock - 1) / kThreadsPerBlock, 1, max_blocks));
-}
 
 // out, x, x0: (numel) bf16, flat; out = resid_lambda * x + x0_lambda * x0. out may alias x or x0.
 template <int kCount>
@@ -45,21 +38,17 @@ __global__ void residual_mix_forward_kernel(__nv_bfloat16* out, const __nv_bfloa
                                             const __nv_bfloat16* x0, const float* resid_lambda,
                                             const float* x0_lambda, int64_t numel) {
   const float a = *resid_lambda, b = *x0_lambda;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t packs = numel / kCount;
-  for (int64_t i = first; i < packs; i += stride) {
-    const Pack<__nv_bfloat16, kCount> in = pack_at<kCount>(x, i);
-    const Pack<__nv_bfloat16, kCount> in0 = pack_at<kCount>(x0, i);
-    Pack<__nv_bfloat16, kCount> result;
+  for_each_pack<kCount>(numel, [&](int64_t i, auto width) {
+    constexpr int kWidth = decltype(width)::value;
+    const Pack<__nv_bfloat16, kWidth> in = pack_at<kWidth>(x, i);
+    const Pack<__nv_bfloat16, kWidth> in0 = pack_at<kWidth>(x0, i);
+    Pack<__nv_bfloat16, kWidth> result;
 #pragma unroll
-    for (int k = 0; k < kCount; ++k)
+    for (int k = 0; k < kWidth; ++k)
       result.values[k] =
           __float2bfloat16_rn(a * __bfloat162float(in.values[k]) + b * __bfloat162float(in0.values[k]));
-    pack_at<kCount>(out, i) = result;
-  }
-  for (int64_t i = packs * kCount + first; i < numel; i += stride)
-    out[i] = __float2bfloat16_rn(a * __bfloat162float(x[i]) + b * __bfloat162float(x0[i]));
+    pack_at<kWidth>(out, i) = result;
+  });
 }
 
 // One element of the residual mix backward: d_x = a g, d_x0 += b g; adds g x and g x0 to the dot products.
@@ -86,25 +75,19 @@ __global__ void residual_mix_backward_kernel(__nv_bfloat16* d_x, __nv_bfloat16* 
                                              const float* x0_lambda, int64_t numel) {
   __shared__ float shared[kWarpSize];
   MixGradient mix{*resid_lambda, *x0_lambda};
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t packs = numel / kCount;
-  for (int64_t i = first; i < packs; i += stride) {
-    const Pack<__nv_bfloat16, kCount> grad = pack_at<kCount>(d_out, i);
-    const Pack<__nv_bfloat16, kCount> in = pack_at<kCount>(x, i);
-    const Pack<__nv_bfloat16, kCount> in0 = pack_at<kCount>(x0, i);
-    Pack<__nv_bfloat16, kCount> grad_x0 = pack_at<kCount>(d_x0, i);
-    Pack<__nv_bfloat16, kCount> grad_x;
+  for_each_pack<kCount>(numel, [&](int64_t i, auto width) {
+    constexpr int kWidth = decltype(width)::value;
+    const Pack<__nv_bfloat16, kWidth> grad = pack_at<kWidth>(d_out, i);  // d_x may be d_out
+    const Pack<__nv_bfloat16, kWidth> in = pack_at<kWidth>(x, i);
+    const Pack<__nv_bfloat16, kWidth> in0 = pack_at<kWidth>(x0, i);
+    Pack<__nv_bfloat16, kWidth> grad_x0 = pack_at<kWidth>(d_x0, i);
+    Pack<__nv_bfloat16, kWidth> grad_x;
 #pragma unroll
-    for (int k = 0; k < kCount; ++k)
+    for (int k = 0; k < kWidth; ++k)
       mix.step(grad_x.values[k], grad_x0.values[k], grad.values[k], in.values[k], in0.values[k]);
-    pack_at<kCount>(d_x0, i) = grad_x0;
-    pack_at<kCount>(d_x, i) = grad_x;
-  }
-  for (int64_t i = packs * kCount + first; i < numel; i += stride) {
-    const __nv_bfloat16 grad = d_out[i];  // before d_x[i], which may be the same element, is written
-    mix.step(d_x[i], d_x0[i], grad, x[i], x0[i]);
-  }
+    pack_at<kWidth>(d_x0, i) = grad_x0;
+    pack_at<kWidth>(d_x, i) = grad_x;
+  });
   const float dot_x = block_sum(mix.dot_x, shared);
   const float dot_x0 = block_sum(mix.dot_x0, shared);
   if (threadIdx.x == 0) {
@@ -118,22 +101,18 @@ template <int kCount>
 __global__ void backout_forward_kernel(__nv_bfloat16* out, const __nv_bfloat16* x,
                                        const __nv_bfloat16* x_backout, const float* lambda, int64_t numel) {
   const float lam = *lambda;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t packs = numel / kCount;
-  for (int64_t i = first; i < packs; i += stride) {
-    const Pack<__nv_bfloat16, kCount> in = pack_at<kCount>(x, i);
-    const Pack<__nv_bfloat16, kCount> snapshot = pack_at<kCount>(x_backout, i);
-    Pack<__nv_bfloat16, kCount> result;
+  for_each_pack<kCount>(numel, [&](int64_t i, auto width) {
+    constexpr int kWidth = decltype(width)::value;
+    const Pack<__nv_bfloat16, kWidth> in = pack_at<kWidth>(x, i);
+    const Pack<__nv_bfloat16, kWidth> snapshot = pack_at<kWidth>(x_backout, i);
+    Pack<__nv_bfloat16, kWidth> result;
 #pragma unroll
-    for (int k = 0; k < kCount; ++k) {
+    for (int k = 0; k < kWidth; ++k) {
       result.values[k] =
           __float2bfloat16_rn(__bfloat162float(in.values[k]) - lam * __bfloat162float(snapshot.values[k]));
     }
-    pack_at<kCount>(out, i) = result;
-  }
-  for (int64_t i = packs * kCount + first; i < numel; i += stride)
-    out[i] = __float2bfloat16_rn(__bfloat162float(x[i]) - lam * __bfloat162float(x_backout[i]));
+    pack_at<kWidth>(out, i) = result;
+  });
 }
 
 // d_x_backout, d_out, x_backout: (numel) bf16, flat. d_x_backout = -lambda * d_out; partials: (gridDim.x)
@@ -145,40 +124,21 @@ __global__ void backout_backward_kernel(__nv_bfloat16* d_x_backout, float* parti
   __shared__ float shared[kWarpSize];
   const float lam = *lambda;
   float dot = 0;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t packs = numel / kCount;
-  for (int64_t i = first; i < packs; i += stride) {
-    const Pack<__nv_bfloat16, kCount> grad = pack_at<kCount>(d_out, i);
-    const Pack<__nv_bfloat16, kCount> snapshot = pack_at<kCount>(x_backout, i);
-    Pack<__nv_bfloat16, kCount> result;
+  for_each_pack<kCount>(numel, [&](int64_t i, auto width) {
+    constexpr int kWidth = decltype(width)::value;
+    const Pack<__nv_bfloat16, kWidth> grad = pack_at<kWidth>(d_out, i);
+    const Pack<__nv_bfloat16, kWidth> snapshot = pack_at<kWidth>(x_backout, i);
+    Pack<__nv_bfloat16, kWidth> result;
 #pragma unroll
-    for (int k = 0; k < kCount; ++k) {
+    for (int k = 0; k < kWidth; ++k) {
       const float g = __bfloat162float(grad.values[k]);
       dot += g * __bfloat162float(snapshot.values[k]);
       result.values[k] = __float2bfloat16_rn(-lam * g);
     }
-    pack_at<kCount>(d_x_backout, i) = result;
-  }
-  for (int64_t i = packs * kCount + first; i < numel; i += stride) {
-    const float g = __bfloat162float(d_out[i]);
-    dot += g * __bfloat162float(x_backout[i]);
-    d_x_backout[i] = __float2bfloat16_rn(-lam * g);
-  }
+    pack_at<kWidth>(d_x_backout, i) = result;
+  });
   dot = block_sum(dot, shared);
   if (threadIdx.x == 0) partials[blockIdx.x] = dot;
-}
-
-// gradient (1) f32 += sign * (the sum of partials (count) f32), the partials added in double in a fixed
-// order (thread t sums t, t + kSumThreads, ..., then the block tree), the total rounded to f32 once before
-// the addition as the CPU does. One block of kSumThreads.
-__global__ void add_partials_kernel(float* gradient, const float* partials, int count, double sign) {
-  __shared__ double shared[kWarpSize];
-  double sum = 0;
-  for (int i = threadIdx.x; i < count; i += kSumThreads)
-    sum += partials[i];
-  sum = block_sum(sum, shared);
-  if (threadIdx.x == 0) *gradient += static_cast<float>(sign * sum);
 }
 
 void check_scalar(const TensorView& t, const char* op, const char* name) {
@@ -194,9 +154,11 @@ void check_bf16(std::initializer_list<std::pair<const TensorView*, const char*>>
   }
 }
 
-// Adds the block partials (count of them, at partials) into gradient, times sign.
+// gradient (1) f32 += sign * (the sum of the `count` block partials at `partials`), added in double in a
+// fixed order by one block and rounded to f32 once before the addition, as the CPU does.
 void add_partials(TensorView gradient, const float* partials, int count, double sign) {
-  add_partials_kernel<<<1, kSumThreads>>>(gradient.as<float>(), partials, count, sign);
+  fold_partials_kernel<<<1, kSumThreads>>>(partials, count, /*values=*/1,
+                                           AddTotal{gradient.as<float>(), sign});
 }
 
 }  // namespace
@@ -211,10 +173,9 @@ void residual_mix_forward(TensorView out, TensorView x, TensorView x0, TensorVie
   if (numel == 0) return;
   with_pack_count<__nv_bfloat16>(pack_aligned({out.data, x.data, x0.data}), [&](auto count) {
     constexpr int kCount = decltype(count)::value;
-    residual_mix_forward_kernel<kCount>
-        <<<blocks_for((numel + kCount - 1) / kCount, kMaxBlocks), kThreadsPerBlock>>>(
-            out.as<__nv_bfloat16>(), x.as<__nv_bfloat16>(), x0.as<__nv_bfloat16>(), resid_lambda.as<float>(),
-            x0_lambda.as<float>(), numel);
+    residual_mix_forward_kernel<kCount><<<elementwise_blocks(numel, kCount), kElementwiseThreads>>>(
+        out.as<__nv_bfloat16>(), x.as<__nv_bfloat16>(), x0.as<__nv_bfloat16>(), resid_lambda.as<float>(),
+        x0_lambda.as<float>(), numel);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
 }
@@ -233,10 +194,10 @@ void residual_mix_backward(TensorView d_x, TensorView d_x0, TensorView d_resid_l
   with_pack_count<__nv_bfloat16>(
       pack_aligned({d_x.data, d_x0.data, d_out.data, x.data, x0.data}), [&](auto count) {
         constexpr int kCount = decltype(count)::value;
-        const int blocks = blocks_for((numel + kCount - 1) / kCount, kMaxReduceBlocks);
+        const int blocks = elementwise_blocks(numel, kCount, kMaxReduceBlocks);
         auto* partials =
             static_cast<float*>(device_scratch(2 * blocks * static_cast<int64_t>(sizeof(float))));
-        residual_mix_backward_kernel<kCount><<<blocks, kThreadsPerBlock>>>(
+        residual_mix_backward_kernel<kCount><<<blocks, kElementwiseThreads>>>(
             d_x.as<__nv_bfloat16>(), d_x0.as<__nv_bfloat16>(), partials, d_out.as<__nv_bfloat16>(),
             x.as<__nv_bfloat16>(), x0.as<__nv_bfloat16>(), resid_lambda.as<float>(), x0_lambda.as<float>(),
             numel);
@@ -254,10 +215,9 @@ void backout_forward(TensorView out, TensorView x, TensorView x_backout, TensorV
   if (numel == 0) return;
   with_pack_count<__nv_bfloat16>(pack_aligned({out.data, x.data, x_backout.data}), [&](auto count) {
     constexpr int kCount = decltype(count)::value;
-    backout_forward_kernel<kCount>
-        <<<blocks_for((numel + kCount - 1) / kCount, kMaxBlocks), kThreadsPerBlock>>>(
-            out.as<__nv_bfloat16>(), x.as<__nv_bfloat16>(), x_backout.as<__nv_bfloat16>(), lambda.as<float>(),
-            numel);
+    backout_forward_kernel<kCount><<<elementwise_blocks(numel, kCount), kElementwiseThreads>>>(
+        out.as<__nv_bfloat16>(), x.as<__nv_bfloat16>(), x_backout.as<__nv_bfloat16>(), lambda.as<float>(),
+        numel);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
 }
@@ -273,9 +233,9 @@ void backout_backward(TensorView d_x_backout, TensorView d_lambda, TensorView d_
   with_pack_count<__nv_bfloat16>(
       pack_aligned({d_x_backout.data, d_out.data, x_backout.data}), [&](auto count) {
         constexpr int kCount = decltype(count)::value;
-        const int blocks = blocks_for((numel + kCount - 1) / kCount, kMaxReduceBlocks);
+        const int blocks = elementwise_blocks(numel, kCount, kMaxReduceBlocks);
         auto* partials = static_cast<float*>(device_scratch(blocks * static_cast<int64_t>(sizeof(float))));
-        backout_backward_kernel<kCount><<<blocks, kThreadsPerBlock>>>(
+        backout_backward_kernel<kCount><<<blocks, kElementwiseThreads>>>(
             d_x_backout.as<__nv_bfloat16>(), partials, d_out.as<__nv_bfloat16>(),
             x_backout.as<__nv_bfloat16>(), lambda.as<float>(), numel);
         add_partials(d_lambda, partials, blocks, -1.0);  // d_lambda += -sum(d_out * x_backout)

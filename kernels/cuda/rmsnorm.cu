@@ -117,11 +117,6 @@ int row_blocks(int64_t rows) {
   return static_cast<int>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
 }
 
-// 16-byte packs when every row starts on a 16-byte boundary: aligned bases and a width of whole packs.
-bool rows_packable(int width, std::initializer_list<const void*> pointers) {
-  return width % kElementsPer16Bytes<__nv_bfloat16> == 0 && pack_aligned(pointers);
-}
-
 }  // namespace
 
 void rmsnorm_forward(TensorView out, TensorView rstd, TensorView x, double scale) {
@@ -134,7 +129,8 @@ void rmsnorm_forward(TensorView out, TensorView rstd, TensorView x, double scale
   NANOFORGE_CHECK(rstd.numel() == shape.rows, "{} on CUDA: rstd {} must hold one value per row of x {}", kOp,
                   rstd.describe(), x.describe());
   if (shape.rows == 0) return;
-  with_pack_count<__nv_bfloat16>(rows_packable(shape.width, {out.data, x.data}), [&](auto count) {
+  const bool packable = rows_packable<__nv_bfloat16>(shape.width, {out.data, x.data});
+  with_pack_count<__nv_bfloat16>(packable, [&](auto count) {
     rmsnorm_forward_kernel<decltype(count)::value><<<row_blocks(shape.rows), kThreadsPerBlock>>>(
         out.as<__nv_bfloat16>(), rstd.as<float>(), x.as<__nv_bfloat16>(), shape.rows, shape.width,
         static_cast<float>(scale), static_cast<float>(ops::kRmsNormEps));
@@ -156,7 +152,7 @@ void rmsnorm_backward(TensorView d_x, TensorView d_out, TensorView out, TensorVi
                   kOp, rstd.describe(), out.describe());
   if (shape.rows == 0) return;
   with_pack_count<__nv_bfloat16>(
-      rows_packable(shape.width, {d_x.data, d_out.data, out.data}), [&](auto count) {
+      rows_packable<__nv_bfloat16>(shape.width, {d_x.data, d_out.data, out.data}), [&](auto count) {
         rmsnorm_backward_kernel<decltype(count)::value><<<row_blocks(shape.rows), kThreadsPerBlock>>>(
             d_x.as<__nv_bfloat16>(), d_out.as<__nv_bfloat16>(), out.as<__nv_bfloat16>(), rstd.as<float>(),
             shape.rows, shape.width, static_cast<float>(scale), mode == ops::Accumulate::kYes);

@@ -4,11 +4,11 @@
 // in fp32 with one rounding to bf16. One warp per position (b, t): the position's cos / sin row is shared by
 // all its heads, so it is read once per warp from L1. A lane rotates 8 pairs at a time (16-byte loads of x1
 // and x2, and of cos / sin) when the head dim allows it, one pair at a time otherwise.
-#include <algorithm>
 #include <limits>
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch_shape.cuh"
 #include "kernels/cuda/reductions.cuh"
 #include "kernels/cuda/vector_pack.cuh"
 
@@ -17,22 +17,6 @@ namespace {
 
 constexpr int kPositionsPerBlock = 8;  // 256 threads
 constexpr int kThreadsPerBlock = kPositionsPerBlock * kWarpSize;
-// Beyond this many blocks the position loop strides instead (an H200 holds 132 SMs x 8 such blocks at once).
-constexpr int64_t kMaxBlocks = 8192;
-
-// kCount consecutive floats at pack `index` of a 16-byte aligned array: 16-byte packs of 4 when kCount is a
-// multiple of 4, one at a time when kCount is 1.
-template <int kCount>
-__device__ inline void load_floats(const float* base, int64_t index, float (&values)[kCount]) {
-  constexpr int kWidth = kCount % 4 == 0 ? 4 : 1;
-#pragma unroll
-  for (int q = 0; q < kCount / kWidth; ++q) {
-    const Pack<float, kWidth> pack = pack_at<kWidth>(base, index * (kCount / kWidth) + q);
-#pragma unroll
-    for (int k = 0; k < kWidth; ++k)
-      values[q * kWidth + k] = pack.values[k];
-  }
-}
 
 // x: (positions = B * T, heads, 2 * half) bf16, in place; cos, sin: (>= seq, half) f32, row t for position t
 // of each sequence. sign = 1 rotates forward, -1 backward. Lane l handles packs l, l + 32, ... of the
@@ -93,10 +77,8 @@ void rotate(TensorView x, TensorView cos, TensorView sin, float sign, const char
   if (positions == 0 || heads == 0) return;
   // 16-byte packs of 8 pairs when each half of each head starts on a 16-byte boundary, and the cos / sin
   // packs too: aligned bases and half a multiple of 8.
-  const bool packable =
-      half % kElementsPer16Bytes<__nv_bfloat16> == 0 && pack_aligned({x.data, cos.data, sin.data});
-  const int blocks = static_cast<int>(
-      std::clamp<int64_t>((positions + kPositionsPerBlock - 1) / kPositionsPerBlock, 1, kMaxBlocks));
+  const bool packable = rows_packable<__nv_bfloat16>(half, {x.data, cos.data, sin.data});
+  const int blocks = blocks_for(positions, kPositionsPerBlock);
   with_pack_count<__nv_bfloat16>(packable, [&](auto count) {
     rotary_kernel<decltype(count)::value><<<blocks, kThreadsPerBlock>>>(
         x.as<__nv_bfloat16>(), cos.as<float>(), sin.as<float>(), positions, static_cast<int>(seq),

@@ -4,11 +4,11 @@
 // without atomics: each warp keeps its rows' sums in registers, each block writes the sum of its warps to
 // device scratch, and a second kernel adds the block partials in block order, so the result has the same bits
 // on every run. The grid is capped at a fixed block count that depends only on the row count, not the GPU.
-#include <algorithm>
 #include <limits>
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch_shape.cuh"
 #include "kernels/cuda/reductions.cuh"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/vector_pack.cuh"
@@ -144,19 +144,6 @@ __global__ void smear_backward_kernel(__nv_bfloat16* d_x, float* partials, const
   }
 }
 
-// partials: (blocks, values) f32; into: (values) f32. One block per value v: into[v] += sum over b of
-// partials[b, v], summed in fp64 in a fixed order (thread i takes b = i, i + 256, ..., then block_sum) and
-// rounded once, as the CPU op adds its fp64 totals.
-__global__ void add_block_partials_kernel(float* into, const float* partials, int blocks, int values) {
-  __shared__ double shared[kWarpSize];
-  const int v = blockIdx.x;
-  double sum = 0;
-  for (int b = threadIdx.x; b < blocks; b += blockDim.x)
-    sum += partials[static_cast<int64_t>(b) * values + v];
-  sum = block_sum(sum, shared);
-  if (threadIdx.x == 0) into[v] += static_cast<float>(sum);
-}
-
 // The smear's dimensions, checked against every tensor of the call.
 struct SmearShape {
   int64_t rows, seq;
@@ -183,11 +170,6 @@ SmearShape smear_shape(const TensorView& x, const TensorView& gate_sigmoid, cons
   return {rows, x.shape[1], static_cast<int>(channels), static_cast<int>(gate_channels)};
 }
 
-// 16-byte packs when every row starts on a 16-byte boundary: aligned bases and a width of whole packs.
-bool rows_packable(int channels, std::initializer_list<const void*> pointers) {
-  return channels % kElementsPer16Bytes<__nv_bfloat16> == 0 && pack_aligned(pointers);
-}
-
 }  // namespace
 
 void smear_forward(TensorView out, TensorView gate_sigmoid, TensorView x, TensorView gate_weight,
@@ -203,7 +185,8 @@ void smear_forward(TensorView out, TensorView gate_sigmoid, TensorView x, Tensor
   const SmearShape s = smear_shape(x, gate_sigmoid, gate_weight, lambda, kOp);
   if (s.rows == 0) return;
   const int blocks = static_cast<int>((s.rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  with_pack_count<__nv_bfloat16>(rows_packable(s.channels, {out.data, x.data}), [&](auto count) {
+  const bool packable = rows_packable<__nv_bfloat16>(s.channels, {out.data, x.data});
+  with_pack_count<__nv_bfloat16>(packable, [&](auto count) {
     smear_forward_kernel<decltype(count)::value><<<blocks, kThreadsPerBlock>>>(
         out.as<__nv_bfloat16>(), gate_sigmoid.as<float>(), x.as<__nv_bfloat16>(), gate_weight.as<float>(),
         lambda.as<float>(), s.rows, s.seq, s.channels, s.gate_channels);
@@ -231,22 +214,22 @@ void smear_backward(TensorView d_x, TensorView d_gate_weight, TensorView d_lambd
                   "{} on CUDA: d_gate_weight {} and d_lambda {} must match gate_weight {} and lambda {}", kOp,
                   d_gate_weight.describe(), d_lambda.describe(), gate_weight.describe(), lambda.describe());
   if (s.rows == 0) return;
-  const int blocks =
-      static_cast<int>(std::min<int64_t>((s.rows + kRowsPerBlock - 1) / kRowsPerBlock, kMaxBackwardBlocks));
+  const int blocks = blocks_for(s.rows, kRowsPerBlock, kMaxBackwardBlocks);
   const int values = s.gate_channels + 1;
   float* partials = static_cast<float*>(device_scratch(int64_t{blocks} * values * sizeof(float)));
-  with_pack_count<__nv_bfloat16>(rows_packable(s.channels, {d_x.data, d_out.data, x.data}), [&](auto count) {
+  const bool packable = rows_packable<__nv_bfloat16>(s.channels, {d_x.data, d_out.data, x.data});
+  with_pack_count<__nv_bfloat16>(packable, [&](auto count) {
     smear_backward_kernel<decltype(count)::value><<<blocks, kThreadsPerBlock>>>(
         d_x.as<__nv_bfloat16>(), partials, d_out.as<__nv_bfloat16>(), x.as<__nv_bfloat16>(),
         gate_sigmoid.as<float>(), gate_weight.as<float>(), lambda.as<float>(), s.rows, s.seq, s.channels,
         s.gate_channels);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
-  add_block_partials_kernel<<<s.gate_channels, kFinalSumThreads>>>(d_gate_weight.as<float>(), partials,
-                                                                   blocks, values);
+  fold_partials_kernel<<<s.gate_channels, kFinalSumThreads>>>(partials, blocks, values,
+                                                              AddTotal{d_gate_weight.as<float>()});
   NANOFORGE_CUDA_CHECK_LAUNCH("smear_backward (gate weight sums)");
-  add_block_partials_kernel<<<1, kFinalSumThreads>>>(d_lambda.as<float>(), partials + s.gate_channels, blocks,
-                                                     values);
+  fold_partials_kernel<<<1, kFinalSumThreads>>>(partials + s.gate_channels, blocks, values,
+                                                AddTotal{d_lambda.as<float>()});
   NANOFORGE_CUDA_CHECK_LAUNCH("smear_backward (lambda sum)");
 }
 

@@ -1,9 +1,10 @@
 // The logit softcap fused with cross-entropy on the GPU, the CUDA twin of
 // kernels/cpu/softcap_cross_entropy.cpp. Forward: one block per row (V = 32768 logits: 8 bf16 16-byte packs
-// per thread) reads the bf16 logits once, writes the capped z = c tanh(l / c) back in bf16, and keeps an fp32
-// online max / sum of exp(z - max) per thread, combined over the block in a fixed tree; lse and the loss use
-// the fp32 z, before its rounding (as nanochat caps and takes the loss in fp32), so no fp32 copy of the
-// logits exists. Backward: elementwise on the stored bf16 z, in place. sum_loss: one block sums the per-row
+// per thread) reads the raw bf16 logits x once, caps them in fp32 on the fly (z = c tanh(x / c), as nanochat
+// caps fp32 copies of its bf16 logits) and keeps an fp32 online max / sum of exp(z - max) per thread,
+// combined over the block in a fixed tree; z is never stored, so neither an fp32 copy of the logits nor a
+// bf16 rounding of z exists. Backward: elementwise, recomputing z in fp32 from the same raw logits and
+// writing the gradient over them in place. sum_loss: one block sums the per-row
 // losses in a fixed order (fp64) and the host reads the result back with one 16-byte copy.
 #include <cmath>
 #include <limits>
@@ -71,28 +72,27 @@ __device__ inline MaxSum block_combine(MaxSum state, MaxSum* shared) {
   return total;
 }
 
-// logits: (rows, vocab) bf16, replaced by z = cap * tanh(logits * inv_cap); losses, lse: (rows) f32;
-// targets: (rows) i32. Block = row; thread i takes packs i, i + blockDim.x, ...
+// logits: (rows, vocab) bf16 raw logits x, read only; losses, lse: (rows) f32; targets: (rows) i32. Block =
+// row; thread i takes packs i, i + blockDim.x, ... With z = cap * tanh(x * inv_cap) in fp32:
 //   lse = log sum_j exp(z_j);  loss = lse - z[target], or 0 where target = -1
 template <int kCount>
 __global__ void __launch_bounds__(kThreadsPerRow)
-    softcap_cross_entropy_forward_kernel(float* losses, float* lse, __nv_bfloat16* logits,
+    softcap_cross_entropy_forward_kernel(float* losses, float* lse, const __nv_bfloat16* logits,
                                          const int32_t* targets, int vocab, float cap, float inv_cap) {
   __shared__ MaxSum shared[kWarpSize];
   __shared__ float target_z;  // written by the thread that meets the target column, read after the barriers
   const int64_t row = blockIdx.x;
   const int32_t target = targets[row];
   check_target(target, vocab);
-  __nv_bfloat16* row_logits = logits + row * vocab;
+  const __nv_bfloat16* row_logits = logits + row * vocab;
   const int packs = vocab / kCount;
 
   MaxSum state{-INFINITY, 0.0f};
   for (int p = threadIdx.x; p < packs; p += blockDim.x) {
-    Pack<__nv_bfloat16, kCount> values = pack_at<kCount>(row_logits, p);
+    const Pack<__nv_bfloat16, kCount> values = pack_at<kCount>(row_logits, p);
 #pragma unroll
     for (int k = 0; k < kCount; ++k) {
       const float z = cap * tanhf(__bfloat162float(values.values[k]) * inv_cap);
-      values.values[k] = __float2bfloat16_rn(z);
       if (z > state.max) {
         state.sum = state.sum * expf(state.max - z) + 1.0f;
         state.max = z;
@@ -101,7 +101,6 @@ __global__ void __launch_bounds__(kThreadsPerRow)
       }
       if (p * kCount + k == target) target_z = z;
     }
-    pack_at<kCount>(row_logits, p) = values;
   }
   state = block_combine(state, shared);
   if (threadIdx.x == 0) {
@@ -111,18 +110,19 @@ __global__ void __launch_bounds__(kThreadsPerRow)
   }
 }
 
-// d_logits, logits_capped: (rows, vocab) bf16, either the same memory or disjoint; lse: (rows) f32; targets:
-// (rows) i32. Each thread reads the packs it writes, so in place is safe. With q = z / cap:
+// d_logits, logits: (rows, vocab) bf16 (the raw logits x), either the same memory or disjoint; lse: (rows)
+// f32; targets: (rows) i32. Each thread reads the packs it writes, so in place is safe. With z = cap *
+// tanh(x * inv_cap) recomputed in fp32 as the forward did, and q = z / cap:
 //   d_logits = scale * (exp(z - lse) - [j = target]) * (1 - q^2), or 0 for a row whose target is -1
 template <int kCount>
 __global__ void __launch_bounds__(kThreadsPerRow)
-    softcap_cross_entropy_backward_kernel(__nv_bfloat16* d_logits, const __nv_bfloat16* logits_capped,
-                                          const float* lse, const int32_t* targets, int vocab, float inv_cap,
-                                          float scale) {
+    softcap_cross_entropy_backward_kernel(__nv_bfloat16* d_logits, const __nv_bfloat16* logits,
+                                          const float* lse, const int32_t* targets, int vocab, float cap,
+                                          float inv_cap, float scale) {
   const int64_t row = blockIdx.x;
   const int32_t target = targets[row];
   check_target(target, vocab);
-  const __nv_bfloat16* z_row = logits_capped + row * vocab;
+  const __nv_bfloat16* x_row = logits + row * vocab;
   __nv_bfloat16* d_row = d_logits + row * vocab;
   const int packs = vocab / kCount;
 
@@ -137,14 +137,14 @@ __global__ void __launch_bounds__(kThreadsPerRow)
   }
   const float row_lse = lse[row];
   for (int p = threadIdx.x; p < packs; p += blockDim.x) {
-    const Pack<__nv_bfloat16, kCount> z = pack_at<kCount>(z_row, p);
+    const Pack<__nv_bfloat16, kCount> x = pack_at<kCount>(x_row, p);
     Pack<__nv_bfloat16, kCount> grad;
 #pragma unroll
     for (int k = 0; k < kCount; ++k) {
-      const float value = __bfloat162float(z.values[k]);
-      const float capped = value * inv_cap;
+      const float z = cap * tanhf(__bfloat162float(x.values[k]) * inv_cap);
+      const float capped = z * inv_cap;
       const float tanh_slope = 1.0f - capped * capped;
-      float g = scale * expf(value - row_lse) * tanh_slope;
+      float g = scale * expf(z - row_lse) * tanh_slope;
       if (p * kCount + k == target) g -= scale * tanh_slope;
       grad.values[k] = __float2bfloat16_rn(g);
     }
@@ -197,11 +197,6 @@ LossShape loss_shape(const TensorView& logits, const TensorView& targets, const 
   return {rows, static_cast<int>(vocab)};
 }
 
-// 16-byte packs when every row starts on a 16-byte boundary: aligned bases and a width of whole packs.
-bool rows_packable(int vocab, std::initializer_list<const void*> pointers) {
-  return vocab % kElementsPer16Bytes<__nv_bfloat16> == 0 && pack_aligned(pointers);
-}
-
 }  // namespace
 
 void softcap_cross_entropy_forward(TensorView losses, TensorView lse, TensorView logits, TensorView targets,
@@ -215,7 +210,7 @@ void softcap_cross_entropy_forward(TensorView losses, TensorView lse, TensorView
   NANOFORGE_CHECK(lse.numel() == shape.rows, "{} on CUDA: lse {} needs one entry per logits row {}", kOp,
                   lse.describe(), logits.describe());
   if (shape.rows == 0) return;
-  with_pack_count<__nv_bfloat16>(rows_packable(shape.vocab, {logits.data}), [&](auto count) {
+  with_pack_count<__nv_bfloat16>(rows_packable<__nv_bfloat16>(shape.vocab, {logits.data}), [&](auto count) {
     softcap_cross_entropy_forward_kernel<decltype(count)::value>
         <<<static_cast<int>(shape.rows), kThreadsPerRow>>>(
             losses.as<float>(), lse.as<float>(), logits.as<__nv_bfloat16>(), targets.as<int32_t>(),
@@ -224,30 +219,30 @@ void softcap_cross_entropy_forward(TensorView losses, TensorView lse, TensorView
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
 }
 
-void softcap_cross_entropy_backward(TensorView d_logits, TensorView logits_capped, TensorView lse,
+void softcap_cross_entropy_backward(TensorView d_logits, TensorView logits, TensorView lse,
                                     TensorView targets, double softcap, double grad_scale) {
   constexpr const char* kOp = "softcap_cross_entropy_backward";
   check_tensor(d_logits, DType::kBF16, kOp, "d_logits");
-  check_tensor(logits_capped, DType::kBF16, kOp, "logits_capped");
+  check_tensor(logits, DType::kBF16, kOp, "logits");
   check_tensor(lse, DType::kF32, kOp, "lse");
   check_tensor(targets, DType::kI32, kOp, "targets");
-  const LossShape shape = loss_shape(logits_capped, targets, lse, softcap, kOp);
-  check_same_shape(d_logits, logits_capped, kOp);
+  const LossShape shape = loss_shape(logits, targets, lse, softcap, kOp);
+  check_same_shape(d_logits, logits, kOp);
   const char* d_begin = static_cast<const char*>(d_logits.data);
-  const char* z_begin = static_cast<const char*>(logits_capped.data);
-  NANOFORGE_CHECK(d_begin == z_begin || d_begin + d_logits.bytes() <= z_begin ||
-                      z_begin + logits_capped.bytes() <= d_begin,
-                  "{} on CUDA: d_logits {} must be the capped logits {} themselves or not overlap them", kOp,
-                  d_logits.describe(), logits_capped.describe());
+  const char* x_begin = static_cast<const char*>(logits.data);
+  NANOFORGE_CHECK(
+      d_begin == x_begin || d_begin + d_logits.bytes() <= x_begin || x_begin + logits.bytes() <= d_begin,
+      "{} on CUDA: d_logits {} must be the logits {} themselves or not overlap them", kOp,
+      d_logits.describe(), logits.describe());
   if (shape.rows == 0) return;
-  with_pack_count<__nv_bfloat16>(rows_packable(shape.vocab, {d_logits.data, logits_capped.data}),
-                                 [&](auto count) {
-                                   softcap_cross_entropy_backward_kernel<decltype(count)::value>
-                                       <<<static_cast<int>(shape.rows), kThreadsPerRow>>>(
-                                           d_logits.as<__nv_bfloat16>(), logits_capped.as<__nv_bfloat16>(),
-                                           lse.as<float>(), targets.as<int32_t>(), shape.vocab,
-                                           static_cast<float>(1.0 / softcap), static_cast<float>(grad_scale));
-                                 });
+  const bool packable = rows_packable<__nv_bfloat16>(shape.vocab, {d_logits.data, logits.data});
+  with_pack_count<__nv_bfloat16>(packable, [&](auto count) {
+    softcap_cross_entropy_backward_kernel<decltype(count)::value>
+        <<<static_cast<int>(shape.rows), kThreadsPerRow>>>(
+            d_logits.as<__nv_bfloat16>(), logits.as<__nv_bfloat16>(), lse.as<float>(), targets.as<int32_t>(),
+            shape.vocab, static_cast<float>(softcap), static_cast<float>(1.0 / softcap),
+            static_cast<float>(grad_scale));
+  });
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
 }
 

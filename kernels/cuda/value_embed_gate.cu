@@ -6,12 +6,11 @@
 // table gradient is scattered with fp32 atomics fused into the same pass, or, in ops::deterministic() mode,
 // by a second kernel in which each warp owns 32 table columns of the ids in one residue class mod 128 and
 // adds their tokens in token order, the order of the CPU op.
-#include <algorithm>
 #include <limits>
-#include <type_traits>
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch_shape.cuh"
 #include "kernels/cuda/reductions.cuh"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/vector_pack.cuh"
@@ -192,19 +191,6 @@ __global__ void scatter_table_in_token_order_kernel(float* d_table, const __nv_b
   }
 }
 
-// partials: (blocks, values) f32; into: (values) f32. One block per value v: into[v] += sum over b of
-// partials[b, v], summed in fp64 in a fixed order (thread i takes b = i, i + 256, ..., then block_sum) and
-// rounded once, as the CPU op adds its fp64 totals.
-__global__ void add_block_partials_kernel(float* into, const float* partials, int blocks, int values) {
-  __shared__ double shared[kWarpSize];
-  const int v = blockIdx.x;
-  double sum = 0;
-  for (int b = threadIdx.x; b < blocks; b += blockDim.x)
-    sum += partials[static_cast<int64_t>(b) * values + v];
-  sum = block_sum(sum, shared);
-  if (threadIdx.x == 0) into[v] += static_cast<float>(sum);
-}
-
 GateDims gate_dims(const TensorView& v, const TensorView& gate_sigmoid, const TensorView& u,
                    const TensorView& gate_weight, const TensorView& table, const TensorView& ids,
                    const char* op) {
@@ -243,15 +229,10 @@ GateDims gate_dims(const TensorView& v, const TensorView& gate_sigmoid, const Te
           table.shape[0]};
 }
 
-// Calls launch(std::integral_constant<int, kCount>{}): kHeadPack elements per pack when every head of v
-// (bf16) and of the table (fp32) starts on a pack boundary, else 1.
-template <class Launch>
-void with_head_pack(const GateDims& dims, std::initializer_list<const void*> pointers, Launch&& launch) {
-  if (dims.head_dim % kHeadPack == 0 && pack_aligned(pointers)) {
-    launch(std::integral_constant<int, kHeadPack>{});
-  } else {
-    launch(std::integral_constant<int, 1>{});
-  }
+// Whether kHeadPack elements per pack may be used: every head of v (bf16) and of the table (fp32) starts on
+// a pack boundary.
+bool heads_packable(const GateDims& dims, std::initializer_list<const void*> pointers) {
+  return dims.head_dim % kHeadPack == 0 && pack_aligned(pointers);
 }
 
 }  // namespace
@@ -268,7 +249,7 @@ void value_embed_gate_forward(TensorView v, TensorView gate_sigmoid, TensorView 
   const GateDims dims = gate_dims(v, gate_sigmoid, u, gate_weight, table, ids, kOp);
   if (dims.rows == 0) return;
   const int blocks = static_cast<int>((dims.rows + kTokensPerBlock - 1) / kTokensPerBlock);
-  with_head_pack(dims, {v.data, table.data}, [&](auto count) {
+  with_pack_of<kHeadPack>(heads_packable(dims, {v.data, table.data}), [&](auto count) {
     value_embed_gate_forward_kernel<decltype(count)::value>
         <<<blocks, kThreadsPerBlock>>>(v.as<__nv_bfloat16>(), gate_sigmoid.as<float>(), u.as<__nv_bfloat16>(),
                                        gate_weight.as<float>(), table.as<float>(), ids.as<int32_t>(), dims);
@@ -295,21 +276,20 @@ void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorV
   check_same_shape(d_table, table, kOp);
   if (dims.rows == 0) return;
 
-  const int blocks = static_cast<int>(
-      std::min<int64_t>((dims.rows + kTokensPerBlock - 1) / kTokensPerBlock, kMaxBackwardBlocks));
+  const int blocks = blocks_for(dims.rows, kTokensPerBlock, kMaxBackwardBlocks);
   const int values = dims.kv_heads * dims.gate_channels;
   float* partials = static_cast<float*>(device_scratch(int64_t{blocks} * values * sizeof(float)));
   const bool in_token_order = ops::deterministic();
   const size_t shared_bytes = sizeof(float) * kTokensPerBlock * static_cast<size_t>(values);
-  with_head_pack(dims, {d_v.data, table.data}, [&](auto count) {
+  with_pack_of<kHeadPack>(heads_packable(dims, {d_v.data, table.data}), [&](auto count) {
     value_embed_gate_backward_kernel<decltype(count)::value><<<blocks, kThreadsPerBlock, shared_bytes>>>(
         d_u.as<__nv_bfloat16>(), partials, d_table.as<float>(), d_v.as<__nv_bfloat16>(),
         u.as<__nv_bfloat16>(), gate_sigmoid.as<float>(), gate_weight.as<float>(), table.as<float>(),
         ids.as<int32_t>(), dims, !in_token_order);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
-  add_block_partials_kernel<<<values, kFinalSumThreads>>>(d_gate_weight.as<float>(), partials, blocks,
-                                                          values);
+  fold_partials_kernel<<<values, kFinalSumThreads>>>(partials, blocks, values,
+                                                     AddTotal{d_gate_weight.as<float>()});
   NANOFORGE_CUDA_CHECK_LAUNCH("value_embed_gate_backward (gate weight sums)");
   if (in_token_order) {
     const int64_t column_groups = (int64_t{dims.kv_heads} * dims.head_dim + kWarpSize - 1) / kWarpSize;

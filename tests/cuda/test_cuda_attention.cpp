@@ -18,19 +18,12 @@
 #include "kernels/ops.h"
 #include "tests/cuda/gpu_test_support.h"
 
-namespace nanoforge {
+namespace nanoforge::gpu_test {
 namespace {
-
-using gpu_test::download;
-using gpu_test::from_bf16_bits;
-using gpu_test::to_bf16_bits;
-using gpu_test::upload;
 
 constexpr int64_t kBatch = 2;
 constexpr int64_t kPlainCausal = int64_t{1} << 20;  // a window past every sequence below
 
-// Rounding an fp32 value to bf16 (8 significant bits, to nearest) moves it by at most 2^-8 of its value.
-constexpr double kBf16Rounding = 1.0 / 256.0;
 // One fp32 ulp relative to the value, 2^-23: a whole ulp per addition, because tensor-core fp32 accumulation
 // is not guaranteed to round to nearest.
 constexpr double kFp32Ulp = 1.0 / (1 << 23);
@@ -53,34 +46,18 @@ struct AttentionCase {
   int64_t first_key(int64_t t) const { return std::max<int64_t>(0, t - window); }
 };
 
-// Standard normal values times `stddev`, rounded to bf16: the values both sides see. q and k use 1.5, so that
-// scale * q.k has a standard deviation of about 2.25 and the softmax rows range from flat to peaked.
-std::vector<float> random_bf16(int64_t count, float stddev, std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.0f, stddev);
-  std::vector<float> values(static_cast<size_t>(count));
-  for (float& value : values)
-    value = gpu_test::round_to_bf16(normal(rng));
-  return values;
-}
-
 // A CUDA buffer holding `count` bf16 (or f32) NaNs: outputs start as NaN so that unwritten elements fail.
 DeviceBuffer nan_buffer(int64_t count, DType dtype) {
   if (dtype == DType::kBF16) return upload(std::vector<uint16_t>(static_cast<size_t>(count), 0x7FC0u));
   return upload(std::vector<float>(static_cast<size_t>(count), std::nanf("")));
 }
 
-TensorView cpu_view(std::vector<float>& values, std::initializer_list<int64_t> shape) {
-  return TensorView(values.data(), shape, DType::kF32, Device::kCpu);
-}
-
-TensorView cuda_view(const DeviceBuffer& buffer, std::initializer_list<int64_t> shape, DType dtype) {
-  return TensorView(buffer.data(), shape, dtype, Device::kCuda);
-}
-
 struct Inputs {
   std::vector<float> q, k, v, d_out;
 };
 
+// Normal values rounded to bf16: the values both sides see. q and k have standard deviation 1.5, so that
+// scale * q.k has a standard deviation of about 2.25 and the softmax rows range from flat to peaked.
 Inputs random_inputs(const AttentionCase& c, uint32_t seed) {
   std::mt19937 rng(seed);
   Inputs in;
@@ -313,8 +290,7 @@ class CudaAttention : public testing::TestWithParam<std::tuple<int64_t, int64_t,
 };
 
 TEST_P(CudaAttention, ForwardAndBackwardMatchCpu) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   const AttentionCase c = attention_case();
   const Inputs in = random_inputs(c, static_cast<uint32_t>(c.seq * 1000 + c.window % 1000 + c.head_dim));
 
@@ -349,8 +325,7 @@ INSTANTIATE_TEST_SUITE_P(SequencesWindowsHeads, CudaAttention,
 
 // No atomics anywhere: the same inputs give the same bits, run after run.
 TEST(CudaAttentionDeterminism, RepeatedCallsGiveTheSameBits) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   const AttentionCase c{333, 100, 4, 2, 128};
   const Inputs in = random_inputs(c, 5);
   const ForwardResult first = cuda_forward(c, in);
@@ -396,4 +371,4 @@ TEST(CudaAttentionContract, RejectsWhatTheKernelsCannotRun) {
 }
 
 }  // namespace
-}  // namespace nanoforge
+}  // namespace nanoforge::gpu_test

@@ -16,20 +16,8 @@
 #include "kernels/ops.h"
 #include "tests/cuda/gpu_test_support.h"
 
-namespace nanoforge {
+namespace nanoforge::gpu_test {
 namespace {
-
-using gpu_test::download;
-using gpu_test::from_bf16_bits;
-using gpu_test::round_to_bf16;
-using gpu_test::to_bf16_bits;
-using gpu_test::upload;
-using gpu_test::view_of;
-
-// bf16 keeps 8 significant bits: rounding an fp32 result to bf16 moves it by at most 2^-8 of its value.
-constexpr double kBf16Rounding = 1.0 / 256.0;
-constexpr double kFp32Rounding = 1.0 / (1 << 24);
-constexpr int64_t kGuardElements = 9;
 
 struct Shape {
   int64_t rows, channels;
@@ -42,45 +30,26 @@ std::string shape_name(const testing::TestParamInfo<Shape>& info) {
   return std::to_string(s.rows) + "x" + std::to_string(s.channels) + (s.offset == 0 ? "_aligned" : "_offset");
 }
 
-// A bf16 device copy of `values`, `offset` elements into its buffer and followed by guard elements. values()
-// reads it back and checks that the elements around it kept their bits.
+// A bf16 device copy of `values` as (rows, channels), `offset` elements into its buffer and followed by guard
+// elements. values() reads it back and checks that the elements around it kept their bits.
 class Bf16OnGpu {
  public:
   Bf16OnGpu(const std::vector<float>& values, const Shape& shape)
-      : rows_(shape.rows), channels_(shape.channels), offset_(shape.offset) {
-    host_.assign(static_cast<size_t>(offset_ + shape.numel() + kGuardElements),
-                 gpu_test::bf16_bits(-12345.0f));
-    const std::vector<uint16_t> bits = to_bf16_bits(values);
-    std::copy(bits.begin(), bits.end(), host_.begin() + offset_);
-    buffer_ = upload(host_);
-  }
+      : shape_(shape), padded_(to_bf16_bits(values), shape.offset, DType::kBF16) {}
 
-  TensorView view() const {
-    return view_of(buffer_, DType::kBF16, offset_, rows_ * channels_).reshaped({rows_, channels_});
-  }
-
-  std::vector<float> values() const {
-    const std::vector<uint16_t> all = download<uint16_t>(buffer_);
-    const int64_t end = offset_ + rows_ * channels_;
-    for (int64_t i = 0; i < static_cast<int64_t>(all.size()); ++i) {
-      if (i < offset_ || i >= end) {
-        EXPECT_EQ(all[i], host_[i]) << "guard element " << i << " changed";
-      }
-    }
-    return from_bf16_bits(std::vector<uint16_t>(all.begin() + offset_, all.begin() + end));
-  }
+  TensorView view() const { return padded_.view({shape_.rows, shape_.channels}); }
+  std::vector<float> values() const { return from_bf16_bits(padded_.contents()); }
 
  private:
-  int64_t rows_, channels_, offset_;
-  std::vector<uint16_t> host_;
-  DeviceBuffer buffer_;
+  Shape shape_;
+  PaddedOnGpu<uint16_t> padded_;
 };
 
 // A 1-element f32 device tensor (a lambda or its gradient).
 class ScalarOnGpu {
  public:
   explicit ScalarOnGpu(float value) : buffer_(upload(std::vector<float>{value})) {}
-  TensorView view() const { return TensorView(buffer_.data(), {1}, DType::kF32, Device::kCuda); }
+  TensorView view() const { return cuda_view(buffer_, {1}, DType::kF32); }
   float value() const { return download<float>(buffer_)[0]; }
 
  private:
@@ -106,11 +75,7 @@ std::vector<float> normal_bf16(int64_t count, std::mt19937& rng) {
 // Values in [0.25, 2) rounded to bf16: products of two of them are positive, so a sum over all elements has
 // no cancellation and its tolerance (relative to the sum of magnitudes) is also relative to the sum itself.
 std::vector<float> positive_bf16(int64_t count, std::mt19937& rng) {
-  std::uniform_real_distribution<float> uniform(0.25f, 2.0f);
-  std::vector<float> values(static_cast<size_t>(count));
-  for (float& v : values)
-    v = round_to_bf16(uniform(rng));
-  return values;
+  return rounded_to_bf16(uniform_values(count, 0.25f, 2.0f, rng));
 }
 
 void expect_same_values(const std::vector<float>& actual, const std::vector<float>& expected,
@@ -154,8 +119,7 @@ class CudaElementwise : public testing::TestWithParam<Shape> {
 };
 
 TEST_P(CudaElementwise, ReluSquaredIsTheCpuResultRounded) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   const Shape& s = shape();
   std::mt19937 rng(41);
   std::vector<float> x = normal_bf16(s.numel(), rng);
@@ -185,8 +149,7 @@ TEST_P(CudaElementwise, ReluSquaredIsTheCpuResultRounded) {
 }
 
 TEST_P(CudaElementwise, ResidualMixMatchesCpu) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   const Shape& s = shape();
   std::mt19937 rng(42);
   std::vector<float> x = positive_bf16(s.numel(), rng);
@@ -246,8 +209,7 @@ TEST_P(CudaElementwise, ResidualMixMatchesCpu) {
 }
 
 TEST_P(CudaElementwise, BackoutMatchesCpu) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   const Shape& s = shape();
   std::mt19937 rng(43);
   std::vector<float> x = normal_bf16(s.numel(), rng);
@@ -321,4 +283,4 @@ TEST(CudaElementwiseContract, RejectsWrongDtypesAndShapes) {
 }
 
 }  // namespace
-}  // namespace nanoforge
+}  // namespace nanoforge::gpu_test

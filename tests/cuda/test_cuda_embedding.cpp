@@ -16,17 +16,8 @@
 #include "kernels/ops.h"
 #include "tests/cuda/gpu_test_support.h"
 
-namespace nanoforge {
+namespace nanoforge::gpu_test {
 namespace {
-
-using gpu_test::download;
-using gpu_test::from_bf16_bits;
-using gpu_test::to_bf16_bits;
-using gpu_test::upload;
-using gpu_test::view_of;
-
-constexpr double kFp32Rounding = 1.0 / (1 << 24);
-constexpr int64_t kGuardElements = 9;  // after each view; no op may touch them (nor those before it)
 
 struct Shape {
   int64_t tokens;
@@ -41,47 +32,6 @@ std::string shape_name(const testing::TestParamInfo<Shape>& info) {
          std::to_string(s.channels) + (s.offset == 0 ? "_aligned" : "_offset");
 }
 
-// A device copy of `values`, `offset` elements into its buffer and followed by guard elements. contents()
-// reads the values back and checks that the elements around them kept their bits.
-template <class HostT>
-class PaddedOnGpu {
- public:
-  PaddedOnGpu(const std::vector<HostT>& values, int64_t offset, DType dtype)
-      : offset_(offset), count_(static_cast<int64_t>(values.size())), dtype_(dtype) {
-    host_.assign(static_cast<size_t>(offset + count_ + kGuardElements), guard_value());
-    std::copy(values.begin(), values.end(), host_.begin() + offset);
-    buffer_ = upload(host_);
-  }
-
-  TensorView view(std::initializer_list<int64_t> shape) const {
-    return view_of(buffer_, dtype_, offset_, count_).reshaped(shape);
-  }
-
-  std::vector<HostT> contents() const {
-    const std::vector<HostT> all = download<HostT>(buffer_);
-    for (size_t i = 0; i < all.size(); ++i) {
-      if (static_cast<int64_t>(i) >= offset_ && static_cast<int64_t>(i) < offset_ + count_) continue;
-      EXPECT_EQ(std::memcmp(&all[i], &host_[i], sizeof(HostT)), 0) << "guard element " << i << " changed";
-    }
-    return std::vector<HostT>(all.begin() + offset_, all.begin() + offset_ + count_);
-  }
-
- private:
-  static HostT guard_value() {
-    if constexpr (sizeof(HostT) == 2) {
-      return gpu_test::bf16_bits(-12345.0f);
-    } else {
-      return static_cast<HostT>(-12345);
-    }
-  }
-
-  int64_t offset_;
-  int64_t count_;
-  DType dtype_;
-  std::vector<HostT> host_;
-  DeviceBuffer buffer_;
-};
-
 // 40% of the tokens have id vocab / 3, the rest are uniform in [0, vocab).
 std::vector<int32_t> skewed_ids(int64_t tokens, int64_t vocab, std::mt19937& rng) {
   std::bernoulli_distribution frequent(0.4);
@@ -92,43 +42,30 @@ std::vector<int32_t> skewed_ids(int64_t tokens, int64_t vocab, std::mt19937& rng
   return ids;
 }
 
-std::vector<float> normal_values(int64_t count, std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> values(static_cast<size_t>(count));
-  for (float& v : values)
-    v = normal(rng);
-  return values;
-}
-
-std::vector<float> bf16_normal_values(int64_t count, std::mt19937& rng) {
-  std::vector<float> values = normal_values(count, rng);
-  for (float& v : values)
-    v = gpu_test::round_to_bf16(v);
-  return values;
-}
-
-TensorView cpu_view(std::vector<float>& values, std::initializer_list<int64_t> shape) {
-  return TensorView(values.data(), shape, DType::kF32, Device::kCpu);
-}
-TensorView cpu_ids(std::vector<int32_t>& ids) {
-  return TensorView(ids.data(), {static_cast<int64_t>(ids.size())}, DType::kI32, Device::kCpu);
-}
-
-// Sets ops::deterministic() for one scope.
-class DeterministicMode {
- public:
-  explicit DeterministicMode(bool on) : previous_(ops::deterministic()) { ops::set_deterministic(on); }
-  ~DeterministicMode() { ops::set_deterministic(previous_); }
-  DeterministicMode(const DeterministicMode&) = delete;
-  DeterministicMode& operator=(const DeterministicMode&) = delete;
-
- private:
-  bool previous_;
-};
-
 class CudaEmbedding : public testing::TestWithParam<Shape> {
  protected:
   const Shape& shape() const { return GetParam(); }
+
+  // The backward's random inputs (a starting d_table, bf16-valued d_out rows and skewed ids), and the CPU's
+  // d_table from them.
+  struct BackwardCase {
+    std::vector<float> initial, d_out;
+    std::vector<int32_t> ids;
+    std::vector<float> d_table_cpu;
+  };
+
+  BackwardCase backward_case(uint32_t seed) const {
+    const Shape& s = shape();
+    std::mt19937 rng(seed);
+    BackwardCase c;
+    c.initial = normal_values(s.vocab * s.channels, 1.0f, rng);
+    c.d_out = random_bf16(s.tokens * s.channels, 1.0f, rng);
+    c.ids = skewed_ids(s.tokens, s.vocab, rng);
+    c.d_table_cpu = c.initial;
+    ops::embedding_backward(cpu_view(c.d_table_cpu, {s.vocab, s.channels}),
+                            cpu_view(c.d_out, {s.tokens, s.channels}), cpu_view(c.ids, {s.tokens}));
+    return c;
+  }
 
   // d_table after the GPU backward from `initial`, in the current deterministic mode.
   std::vector<float> cuda_backward(const std::vector<float>& initial, const std::vector<float>& d_out,
@@ -145,15 +82,14 @@ class CudaEmbedding : public testing::TestWithParam<Shape> {
 
 // The forward pass only converts table values to bf16: exactly the CPU's f32 rows, rounded to nearest even.
 TEST_P(CudaEmbedding, ForwardIsTheCpuRowsRoundedToBf16) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   const Shape& s = shape();
   std::mt19937 rng(21);
-  std::vector<float> table = normal_values(s.vocab * s.channels, rng);
+  std::vector<float> table = normal_values(s.vocab * s.channels, 1.0f, rng);
   std::vector<int32_t> ids = skewed_ids(s.tokens, s.vocab, rng);
   std::vector<float> out_cpu(static_cast<size_t>(s.tokens * s.channels));
   ops::embedding_forward(cpu_view(out_cpu, {s.tokens, s.channels}), cpu_view(table, {s.vocab, s.channels}),
-                         cpu_ids(ids));
+                         cpu_view(ids, {s.tokens}));
 
   const PaddedOnGpu<uint16_t> out(std::vector<uint16_t>(out_cpu.size(), 0), s.offset, DType::kBF16);
   const PaddedOnGpu<float> table_gpu(table, s.offset, DType::kF32);
@@ -162,7 +98,7 @@ TEST_P(CudaEmbedding, ForwardIsTheCpuRowsRoundedToBf16) {
                          ids_gpu.view({s.tokens}));
   const std::vector<uint16_t> out_gpu = out.contents();
   for (size_t i = 0; i < out_cpu.size(); ++i) {
-    ASSERT_EQ(out_gpu[i], gpu_test::bf16_bits(out_cpu[i]))
+    ASSERT_EQ(out_gpu[i], bf16_bits(out_cpu[i]))
         << "token " << i / s.channels << ", column " << i % s.channels;
   }
 }
@@ -170,26 +106,19 @@ TEST_P(CudaEmbedding, ForwardIsTheCpuRowsRoundedToBf16) {
 // Deterministic mode adds each table element's gradients in token order from its initial value, as the CPU
 // does, with the same fp32 additions of the same values: the same bits, and the same bits on every run.
 TEST_P(CudaEmbedding, DeterministicBackwardHasTheCpuBitsOnEveryRun) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   const Shape& s = shape();
-  std::mt19937 rng(22);
-  const std::vector<float> initial = normal_values(s.vocab * s.channels, rng);
-  std::vector<float> d_out = bf16_normal_values(s.tokens * s.channels, rng);
-  std::vector<int32_t> ids = skewed_ids(s.tokens, s.vocab, rng);
-  std::vector<float> d_table_cpu = initial;
-  ops::embedding_backward(cpu_view(d_table_cpu, {s.vocab, s.channels}),
-                          cpu_view(d_out, {s.tokens, s.channels}), cpu_ids(ids));
+  const BackwardCase in = backward_case(22);
 
   const DeterministicMode deterministic(true);
-  const std::vector<float> first_run = cuda_backward(initial, d_out, ids);
+  const std::vector<float> first_run = cuda_backward(in.initial, in.d_out, in.ids);
   for (size_t i = 0; i < first_run.size(); ++i) {
-    ASSERT_EQ(std::memcmp(&first_run[i], &d_table_cpu[i], sizeof(float)), 0)
+    ASSERT_EQ(std::memcmp(&first_run[i], &in.d_table_cpu[i], sizeof(float)), 0)
         << "row " << i / s.channels << ", column " << i % s.channels << ": " << first_run[i] << " vs CPU "
-        << d_table_cpu[i];
+        << in.d_table_cpu[i];
   }
   for (int run = 1; run < 3; ++run) {
-    const std::vector<float> again = cuda_backward(initial, d_out, ids);
+    const std::vector<float> again = cuda_backward(in.initial, in.d_out, in.ids);
     ASSERT_EQ(std::memcmp(again.data(), first_run.data(), again.size() * sizeof(float)), 0) << "run " << run;
   }
 }
@@ -199,27 +128,21 @@ TEST_P(CudaEmbedding, DeterministicBackwardHasTheCpuBitsOnEveryRun) {
 // exact sum, relative to the sum of the magnitudes; the CPU's order too, so the two are within twice that.
 // Rows no token uses keep their bits, and a row used once is one rounding on both sides: the same bits.
 TEST_P(CudaEmbedding, AtomicBackwardMatchesCpu) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   const Shape& s = shape();
-  std::mt19937 rng(23);
-  const std::vector<float> initial = normal_values(s.vocab * s.channels, rng);
-  std::vector<float> d_out = bf16_normal_values(s.tokens * s.channels, rng);
-  std::vector<int32_t> ids = skewed_ids(s.tokens, s.vocab, rng);
-  std::vector<float> d_table_cpu = initial;
-  ops::embedding_backward(cpu_view(d_table_cpu, {s.vocab, s.channels}),
-                          cpu_view(d_out, {s.tokens, s.channels}), cpu_ids(ids));
+  const BackwardCase in = backward_case(23);
 
   const DeterministicMode atomic(false);
-  const std::vector<float> d_table_gpu = cuda_backward(initial, d_out, ids);
+  const std::vector<float> d_table_gpu = cuda_backward(in.initial, in.d_out, in.ids);
+  const std::vector<float>& d_table_cpu = in.d_table_cpu;
   std::vector<int64_t> count(static_cast<size_t>(s.vocab), 0);
-  std::vector<double> magnitude(initial.size());
-  for (size_t i = 0; i < initial.size(); ++i)
-    magnitude[i] = std::abs(initial[i]);
+  std::vector<double> magnitude(in.initial.size());
+  for (size_t i = 0; i < in.initial.size(); ++i)
+    magnitude[i] = std::abs(in.initial[i]);
   for (int64_t n = 0; n < s.tokens; ++n) {
-    ++count[ids[n]];
+    ++count[in.ids[n]];
     for (int64_t c = 0; c < s.channels; ++c)
-      magnitude[ids[n] * s.channels + c] += std::abs(d_out[n * s.channels + c]);
+      magnitude[in.ids[n] * s.channels + c] += std::abs(in.d_out[n * s.channels + c]);
   }
   for (int64_t v = 0; v < s.vocab; ++v) {
     for (int64_t c = 0; c < s.channels; ++c) {
@@ -265,4 +188,4 @@ TEST(CudaEmbeddingContract, RejectsWrongDtypes) {
 }
 
 }  // namespace
-}  // namespace nanoforge
+}  // namespace nanoforge::gpu_test

@@ -18,18 +18,11 @@
 #include "kernels/ops.h"
 #include "tests/cuda/gpu_test_support.h"
 
-namespace nanoforge {
+namespace nanoforge::gpu_test {
 namespace {
 
-using gpu_test::download;
-using gpu_test::from_bf16_bits;
-using gpu_test::to_bf16_bits;
-using gpu_test::upload;
 using ops::Transpose;
 
-// bf16 keeps 8 significant bits: rounding to nearest moves a value by at most 2^-8 of itself.
-constexpr double kBf16Rounding = 1.0 / 256.0;
-constexpr double kFp32Rounding = 1.0 / (1 << 24);
 // Products of two bf16 values are exact in fp32 (8 + 8 significant bits), so the error is the accumulation's:
 // adding K terms in fp32 in any order is within (K - 1) roundings of the sum of their magnitudes. The CPU
 // rounds to nearest (2^-24 per addition); Hopper's tensor cores may truncate inside an MMA (up to 2^-23 per
@@ -47,56 +40,15 @@ struct GemmCase {
   int64_t offset = 0;
 };
 
+// Uniform in [-1, 1), rounded to bf16.
 std::vector<float> random_bf16_values(int64_t count, std::mt19937& rng) {
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> values(static_cast<size_t>(count));
-  for (float& v : values)
-    v = gpu_test::round_to_bf16(uniform(rng));
-  return values;
+  return rounded_to_bf16(uniform_values(count, -1.0f, 1.0f, rng));
 }
 
 std::vector<float> absolute(std::vector<float> values) {
   for (float& v : values)
     v = std::abs(v);
   return values;
-}
-
-TensorView cpu_view(std::vector<float>& values, int64_t rows, int64_t cols) {
-  return TensorView(values.data(), {rows, cols}, DType::kF32, Device::kCpu);
-}
-
-// Uploads `values` (as bf16 or f32) after `offset` padding elements; the view starts past the padding.
-struct GpuMatrix {
-  DeviceBuffer buffer;
-  TensorView view;
-};
-
-GpuMatrix upload_matrix(const std::vector<float>& values, int64_t rows, int64_t cols, DType dtype,
-                        int64_t offset) {
-  GpuMatrix matrix;
-  if (dtype == DType::kBF16) {
-    std::vector<uint16_t> bits(static_cast<size_t>(offset), 0);
-    const std::vector<uint16_t> value_bits = to_bf16_bits(values);
-    bits.insert(bits.end(), value_bits.begin(), value_bits.end());
-    matrix.buffer = upload(bits);
-  } else {
-    std::vector<float> padded(static_cast<size_t>(offset), 0.0f);
-    padded.insert(padded.end(), values.begin(), values.end());
-    matrix.buffer = upload(padded);
-  }
-  matrix.view = TensorView(static_cast<char*>(matrix.buffer.data()) + offset * dtype_bytes(dtype),
-                           {rows, cols}, dtype, Device::kCuda);
-  return matrix;
-}
-
-std::vector<float> download_matrix(const GpuMatrix& matrix, int64_t offset) {
-  std::vector<float> values;
-  if (matrix.view.dtype == DType::kBF16) {
-    values = from_bf16_bits(download<uint16_t>(matrix.buffer));
-  } else {
-    values = download<float>(matrix.buffer);
-  }
-  return std::vector<float>(values.begin() + offset, values.end());
 }
 
 struct GemmResult {
@@ -119,22 +71,23 @@ GemmResult run_case(const GemmCase& c, uint32_t seed) {
   if (c.beta == 0) gpu_initial.assign(initial.size(), std::numeric_limits<float>::quiet_NaN());
   if (c.beta == 0) initial.assign(initial.size(), 0.0f);
 
-  const GpuMatrix a_gpu = upload_matrix(a, a_rows, a_cols, DType::kBF16, c.offset);
-  const GpuMatrix b_gpu = upload_matrix(b, b_rows, b_cols, DType::kBF16, c.offset);
-  const GpuMatrix out_gpu = upload_matrix(gpu_initial, c.m, c.n, c.out_dtype, c.offset);
+  // Each operand after c.offset padding elements; the views start past the padding.
+  const GpuTensor a_gpu(a, {a_rows, a_cols}, DType::kBF16, c.offset);
+  const GpuTensor b_gpu(b, {b_rows, b_cols}, DType::kBF16, c.offset);
+  const GpuTensor out_gpu(gpu_initial, {c.m, c.n}, c.out_dtype, c.offset);
   ops::matmul(out_gpu.view, a_gpu.view, c.transpose_a, b_gpu.view, c.transpose_b, c.alpha, c.beta);
 
   GemmResult result;
-  result.gpu = download_matrix(out_gpu, c.offset);
+  result.gpu = out_gpu.values();
   result.cpu = initial;
-  ops::matmul(cpu_view(result.cpu, c.m, c.n), cpu_view(a, a_rows, a_cols), c.transpose_a,
-              cpu_view(b, b_rows, b_cols), c.transpose_b, c.alpha, c.beta);
+  ops::matmul(cpu_view(result.cpu, {c.m, c.n}), cpu_view(a, {a_rows, a_cols}), c.transpose_a,
+              cpu_view(b, {b_rows, b_cols}), c.transpose_b, c.alpha, c.beta);
   // sum_k |a_ik b_kj| for every element, from one more CPU GEMM of the magnitudes (its own rounding is far
   // below the bound it feeds).
   std::vector<float> magnitude(static_cast<size_t>(c.m * c.n));
   std::vector<float> a_abs = absolute(a), b_abs = absolute(b);
-  ops::matmul(cpu_view(magnitude, c.m, c.n), cpu_view(a_abs, a_rows, a_cols), c.transpose_a,
-              cpu_view(b_abs, b_rows, b_cols), c.transpose_b, 1.0, 0.0);
+  ops::matmul(cpu_view(magnitude, {c.m, c.n}), cpu_view(a_abs, {a_rows, a_cols}), c.transpose_a,
+              cpu_view(b_abs, {b_rows, b_cols}), c.transpose_b, 1.0, 0.0);
   result.bound.resize(magnitude.size());
   for (size_t i = 0; i < magnitude.size(); ++i) {
     const double products = std::abs(c.alpha) * magnitude[i];
@@ -148,17 +101,10 @@ GemmResult run_case(const GemmCase& c, uint32_t seed) {
   return result;
 }
 
-void expect_close(const GemmResult& result, int64_t n) {
-  int64_t bad = 0;
-  for (size_t i = 0; i < result.gpu.size(); ++i) {
-    // NaN (an out read with beta = 0) fails this comparison too.
-    if (!(std::abs(result.gpu[i] - result.cpu[i]) <= result.bound[i]) && ++bad <= 5) {
-      ADD_FAILURE() << "row " << static_cast<int64_t>(i) / n << ", column " << static_cast<int64_t>(i) % n
-                    << ": gpu " << result.gpu[i] << ", cpu " << result.cpu[i] << ", allowed |diff| "
-                    << result.bound[i];
-    }
-  }
-  EXPECT_EQ(bad, 0) << "elements outside the bound";
+// NaN (an out read with beta = 0) fails too. Element i is row i / n, column i % n.
+void expect_close(const GemmResult& result) {
+  expect_within(
+      result.gpu, result.cpu, [&](size_t i) { return result.bound[i]; }, "out");
 }
 
 std::string transpose_name(Transpose a, Transpose b) {
@@ -167,10 +113,7 @@ std::string transpose_name(Transpose a, Transpose b) {
 
 class CudaMatmul : public testing::TestWithParam<std::tuple<Transpose, Transpose, DType>> {
  protected:
-  void SetUp() override {
-    std::string reason;
-    if (!cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
-  }
+  void SetUp() override { NANOFORGE_SKIP_WITHOUT_GPU(); }
   Transpose transpose_a() const { return std::get<0>(GetParam()); }
   Transpose transpose_b() const { return std::get<1>(GetParam()); }
   DType out_dtype() const { return std::get<2>(GetParam()); }
@@ -178,17 +121,17 @@ class CudaMatmul : public testing::TestWithParam<std::tuple<Transpose, Transpose
 
 TEST_P(CudaMatmul, OddSizesWithBetaZeroNeverReadOut) {
   const GemmCase c{67, 129, 200, transpose_a(), transpose_b(), out_dtype(), 1.0, 0.0};
-  expect_close(run_case(c, 1), c.n);
+  expect_close(run_case(c, 1));
 }
 
 TEST_P(CudaMatmul, AlphaAndBetaOneAccumulate) {
   const GemmCase c{67, 129, 200, transpose_a(), transpose_b(), out_dtype(), 0.5, 1.0};
-  expect_close(run_case(c, 2), c.n);
+  expect_close(run_case(c, 2));
 }
 
 TEST_P(CudaMatmul, ViewsOneElementPastAlignment) {
   const GemmCase c{48, 40, 72, transpose_a(), transpose_b(), out_dtype(), 1.0, 1.0, /*offset=*/1};
-  expect_close(run_case(c, 3), c.n);
+  expect_close(run_case(c, 3));
 }
 
 TEST_P(CudaMatmul, TinyAndTileSizedShapes) {
@@ -196,7 +139,7 @@ TEST_P(CudaMatmul, TinyAndTileSizedShapes) {
                             GemmCase{3, 5, 7, transpose_a(), transpose_b(), out_dtype(), 2.0, 0.0},
                             GemmCase{128, 256, 64, transpose_a(), transpose_b(), out_dtype(), 1.0, 0.0}}) {
     SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k));
-    expect_close(run_case(c, 4), c.n);
+    expect_close(run_case(c, 4));
   }
 }
 
@@ -211,16 +154,14 @@ INSTANTIATE_TEST_SUITE_P(TransposesAndOutDtypes, CudaMatmul,
 
 // A second call reuses the cached plan (same algorithm), and cuBLASLt is deterministic for a fixed one.
 TEST(CudaMatmulRepeat, SameBitsOnASecondCall) {
-  std::string reason;
-  if (!cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   const GemmCase c{67, 129, 200, Transpose::kNo, Transpose::kYes, DType::kF32, 1.0, 0.0};
   EXPECT_EQ(run_case(c, 5).gpu, run_case(c, 5).gpu);
 }
 
 // K = 0: op(a) op(b) is an empty sum, so out = beta * out, and 0 (not NaN) with beta = 0.
 TEST(CudaMatmulEmptyInner, ScalesOrZeroesOut) {
-  std::string reason;
-  if (!cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   const std::vector<float> initial = {1.0f, -2.0f, 3.5f, std::numeric_limits<float>::quiet_NaN()};
   const DeviceBuffer operands(Device::kCuda, 16);  // a (M, 0) and b (0, N) hold no elements
   const DeviceBuffer scaled = upload(std::vector<float>(initial.begin(), initial.begin() + 3));
@@ -238,14 +179,13 @@ TEST(CudaMatmulEmptyInner, ScalesOrZeroesOut) {
 // nanochat d20's MLP: x (4096, 1280) -> c_fc (5120, 1280) -> (4096, 5120). The Linear forward y = x W^T, the
 // input gradient d_x = d_y W, and the weight gradient d_W += d_y^T x accumulated in f32.
 TEST(CudaMatmulModelShapes, LinearForwardAndBackward) {
-  std::string reason;
-  if (!cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   const GemmCase forward{4096, 5120, 1280, Transpose::kNo, Transpose::kYes, DType::kBF16, 1.0, 0.0};
   const GemmCase input_gradient{4096, 1280, 5120, Transpose::kNo, Transpose::kNo, DType::kBF16, 1.0, 0.0};
   const GemmCase weight_gradient{5120, 1280, 4096, Transpose::kYes, Transpose::kNo, DType::kF32, 1.0, 1.0};
   for (const GemmCase& c : {forward, input_gradient, weight_gradient}) {
     SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k));
-    expect_close(run_case(c, 6), c.n);
+    expect_close(run_case(c, 6));
   }
 }
 
@@ -271,4 +211,4 @@ TEST(CudaMatmulContract, RejectsWrongDtypesShapesAndOverlap) {
 }
 
 }  // namespace
-}  // namespace nanoforge
+}  // namespace nanoforge::gpu_test

@@ -14,21 +14,14 @@
 #include "kernels/ops.h"
 #include "tests/cuda/gpu_test_support.h"
 
-namespace nanoforge {
+namespace nanoforge::gpu_test {
 namespace {
-
-using gpu_test::bf16_bits;
-using gpu_test::bf16_value;
-using gpu_test::download;
-using gpu_test::upload;
-using gpu_test::view_of;
 
 // 1 element, fewer than one pack, and many blocks' worth with a 3-element tail (1'000'003 = 8 * 125'000 + 3).
 const std::vector<int64_t> kSizes = {1, 7, 1'000'003};
 // Views at the start of an allocation (16-byte aligned) and one element in (not aligned for any dtype here).
+// kGuardElements after each view hold random values no op may touch.
 const std::vector<int64_t> kOffsets = {0, 1};
-// Elements after each view that no op may touch.
-constexpr int64_t kGuardElements = 9;
 
 template <class HostT>
 std::vector<HostT> random_host_values(int64_t count, std::mt19937& rng);
@@ -45,7 +38,7 @@ std::vector<float> random_host_values<float>(int64_t count, std::mt19937& rng) {
 // bf16 as its bits: random finite values.
 template <>
 std::vector<uint16_t> random_host_values<uint16_t>(int64_t count, std::mt19937& rng) {
-  return gpu_test::to_bf16_bits(random_host_values<float>(count, rng));
+  return to_bf16_bits(random_host_values<float>(count, rng));
 }
 
 template <>
@@ -67,8 +60,7 @@ void expect_same_bits(const std::vector<HostT>& actual, const std::vector<HostT>
 }
 
 TEST(CudaMemory, AllocationIsZeroedAndCopiesRoundTrip) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   std::mt19937 rng(1);
   const int64_t count = 1'000'003;
   DeviceBuffer buffer(Device::kCuda, count * static_cast<int64_t>(sizeof(float)));
@@ -97,8 +89,7 @@ void check_fill(DType dtype, double value, HostT expected) {
 }
 
 TEST(CudaMemory, FillWritesTheValueInEachDtype) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   check_fill<float>(DType::kF32, 1.0 / 3.0, 1.0f / 3.0f);
   check_fill<uint16_t>(DType::kBF16, 1.0 / 3.0, bf16_bits(1.0f / 3.0f));
   check_fill<int32_t>(DType::kI32, -7.0, -7);
@@ -129,8 +120,7 @@ void check_copy(DType dtype) {
 }
 
 TEST(CudaMemory, CopyMatchesTheSourceInEachDtype) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   check_copy<float>(DType::kF32);
   check_copy<uint16_t>(DType::kBF16);
   check_copy<int32_t>(DType::kI32);
@@ -161,8 +151,7 @@ void check_accumulate(DType dtype, Sum sum) {
 }
 
 TEST(CudaMemory, AccumulateAddsInFp32AndRoundsOnce) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   check_accumulate<float>(DType::kF32, [](float a, float b) { return a + b; });
   check_accumulate<uint16_t>(DType::kBF16,
                              [](uint16_t a, uint16_t b) { return bf16_bits(bf16_value(a) + bf16_value(b)); });
@@ -170,8 +159,7 @@ TEST(CudaMemory, AccumulateAddsInFp32AndRoundsOnce) {
 
 // Accumulating into itself doubles every element (into may alias add).
 TEST(CudaMemory, AccumulateIntoItselfDoubles) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   std::mt19937 rng(5);
   const std::vector<uint16_t> host = random_host_values<uint16_t>(1'000'003, rng);
   const DeviceBuffer buffer = upload(host);
@@ -188,8 +176,7 @@ TEST(CudaMemory, AccumulateIntoItselfDoubles) {
 // rounding down to an even mantissa and one up — and bf16 -> f32 is exact; elements around dst stay as they
 // were.
 TEST(CudaMemory, ConvertRoundsF32ToBf16AndWidensBack) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   std::mt19937 rng(6);
   for (int64_t size : kSizes) {
     for (int64_t src_offset : kOffsets) {
@@ -239,4 +226,4 @@ TEST(CudaMemoryContract, AccumulateRejectsIntegers) {
 }
 
 }  // namespace
-}  // namespace nanoforge
+}  // namespace nanoforge::gpu_test

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
-#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,16 +17,10 @@
 #include "kernels/ops.h"
 #include "tests/cuda/gpu_test_support.h"
 
-namespace nanoforge {
+namespace nanoforge::gpu_test {
 namespace {
 
-using gpu_test::download;
-using gpu_test::from_bf16_bits;
-using gpu_test::to_bf16_bits;
-using gpu_test::upload;
-
-constexpr double kU = 1.0 / (1 << 24);         // fp32 rounding to nearest, relative
-constexpr double kBf16Rounding = 1.0 / 256.0;  // bf16 rounding to nearest, relative (8 significant bits)
+constexpr double kU = kFp32Rounding;  // u in the bounds below: fp32 rounding to nearest, relative
 // The GPU's whole-tensor sum of squares: each thread adds at most 2 packs (16 squares) and a tail element in
 // fp32, then a warp tree and a block tree (5 levels each), and the block partials are added in double: fewer
 // than 32 roundings, each at most u of the sum (the terms are positive). The CPU sums in double.
@@ -41,10 +34,7 @@ const std::vector<int64_t> kOffsets = {0, 1};
 // Every GPU test skips, saying why, where there is no usable GPU.
 class GpuTest : public testing::Test {
  protected:
-  void SetUp() override {
-    std::string reason;
-    if (!cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
-  }
+  void SetUp() override { NANOFORGE_SKIP_WITHOUT_GPU(); }
 };
 using CudaAdamW = GpuTest;
 using CudaMuonNesterovMomentum = GpuTest;
@@ -54,70 +44,9 @@ using CudaMuonEquilibrateRows = GpuTest;
 using CudaNormuonVarianceReduce = GpuTest;
 using CudaSquaredNorm = GpuTest;
 
-std::vector<float> uniform_values(int64_t count, double lo, double hi, std::mt19937& rng) {
-  std::uniform_real_distribution<float> uniform(static_cast<float>(lo), static_cast<float>(hi));
-  std::vector<float> values(static_cast<size_t>(count));
-  for (float& v : values)
-    v = uniform(rng);
-  return values;
-}
-
 // `values` as `dtype` would hold them (bf16: rounded to nearest), widened back to f32.
 std::vector<float> representable(std::vector<float> values, DType dtype) {
-  if (dtype == DType::kBF16) {
-    for (float& v : values)
-      v = gpu_test::round_to_bf16(v);
-  }
-  return values;
-}
-
-// A CUDA tensor of `dtype` (bf16 or f32) holding `values`, `offset` elements into its allocation.
-struct GpuTensor {
-  DeviceBuffer buffer;
-  TensorView view;
-  int64_t offset = 0;
-
-  GpuTensor(const std::vector<float>& values, const std::vector<int64_t>& shape, DType dtype, int64_t offset_)
-      : offset(offset_) {
-    if (dtype == DType::kBF16) {
-      std::vector<uint16_t> bits(static_cast<size_t>(offset), 0);
-      const std::vector<uint16_t> value_bits = to_bf16_bits(values);
-      bits.insert(bits.end(), value_bits.begin(), value_bits.end());
-      buffer = upload(bits);
-    } else {
-      std::vector<float> padded(static_cast<size_t>(offset), 0.0f);
-      padded.insert(padded.end(), values.begin(), values.end());
-      buffer = upload(padded);
-    }
-    view = TensorView(static_cast<char*>(buffer.data()) + offset * dtype_bytes(dtype),
-                      std::span<const int64_t>(shape), dtype, Device::kCuda);
-  }
-
-  std::vector<float> values() const {
-    const std::vector<float> all =
-        view.dtype == DType::kBF16 ? from_bf16_bits(download<uint16_t>(buffer)) : download<float>(buffer);
-    return std::vector<float>(all.begin() + offset, all.end());
-  }
-};
-
-TensorView cpu_view(std::vector<float>& values, const std::vector<int64_t>& shape) {
-  return TensorView(values.data(), std::span<const int64_t>(shape), DType::kF32, Device::kCpu);
-}
-
-// Expects |gpu[i] - cpu[i]| <= allowed(i) everywhere (NaN fails), reporting the first few misses.
-template <class Allowed>
-void expect_within(const std::vector<float>& gpu, const std::vector<float>& cpu, Allowed&& allowed,
-                   const std::string& what) {
-  ASSERT_EQ(gpu.size(), cpu.size()) << what;
-  int64_t bad = 0;
-  for (size_t i = 0; i < gpu.size(); ++i) {
-    const double bound = allowed(i);
-    if (!(std::abs(static_cast<double>(gpu[i]) - cpu[i]) <= bound) && ++bad <= 5) {
-      ADD_FAILURE() << what << " element " << i << ": gpu " << gpu[i] << ", cpu " << cpu[i]
-                    << ", allowed |diff| " << bound;
-    }
-  }
-  EXPECT_EQ(bad, 0) << what << ": elements outside the bound";
+  return dtype == DType::kBF16 ? rounded_to_bf16(std::move(values)) : values;
 }
 
 std::string describe(int64_t size, DType dtype, int64_t offset) {
@@ -442,4 +371,4 @@ TEST(CudaOptimizerOpsContract, RejectsWrongDtypesAndOverlap) {
 }
 
 }  // namespace
-}  // namespace nanoforge
+}  // namespace nanoforge::gpu_test

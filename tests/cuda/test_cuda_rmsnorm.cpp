@@ -14,19 +14,8 @@
 #include "kernels/ops.h"
 #include "tests/cuda/gpu_test_support.h"
 
-namespace nanoforge {
+namespace nanoforge::gpu_test {
 namespace {
-
-using gpu_test::download;
-using gpu_test::from_bf16_bits;
-using gpu_test::to_bf16_bits;
-using gpu_test::upload;
-
-// bf16 keeps 8 significant bits, so rounding an fp32 result to bf16 moves it by at most 2^-8 of its value
-// (round to nearest: half a unit in the last place). Inputs are bf16 on both sides, so this output rounding
-// is the only bf16 error; everything else is fp32 arithmetic done in a different order on each side.
-constexpr double kBf16Rounding = 1.0 / 256.0;
-constexpr double kFp32Rounding = 1.0 / (1 << 24);
 
 // 37 rows: four full blocks of 8 rows (one warp each) and a partial fifth.
 constexpr int64_t kRows = 37;
@@ -41,17 +30,9 @@ std::vector<float> random_bf16_rows(int64_t rows, int64_t width, bool scale_rows
   for (int64_t r = 0; r < rows; ++r) {
     const float magnitude = scale_rows ? kRowMagnitudes[r % 4] : 1.0f;
     for (int64_t c = 0; c < width; ++c)
-      values[r * width + c] = gpu_test::round_to_bf16(magnitude * normal(rng));
+      values[r * width + c] = round_to_bf16(magnitude * normal(rng));
   }
   return values;
-}
-
-TensorView cpu_view(std::vector<float>& values, std::initializer_list<int64_t> shape) {
-  return TensorView(values.data(), shape, DType::kF32, Device::kCpu);
-}
-
-TensorView cuda_view(const DeviceBuffer& buffer, std::initializer_list<int64_t> shape, DType dtype) {
-  return TensorView(buffer.data(), shape, dtype, Device::kCuda);
 }
 
 // The GPU forward pass on bf16 x: out as bf16 values and rstd.
@@ -89,6 +70,8 @@ class CudaRmsNorm : public testing::TestWithParam<std::tuple<int64_t, double>> {
  protected:
   int64_t width() const { return std::get<0>(GetParam()); }
   double scale() const { return std::get<1>(GetParam()); }
+  // Inputs are bf16 on both sides, so the outputs' rounding (kBf16Rounding) is the only bf16 error; the rest
+  // is fp32 arithmetic done in a different order on each side.
   // Relative bound on how far two fp32 computations of one row's statistic may differ: each side sums `width`
   // terms in its own order (CPU SIMD lanes, GPU warp lanes and shuffles), and any order lies within
   // (width - 1) * 2^-24 of the exact sum, relative to the sum of the terms' magnitudes; a few more roundings
@@ -99,8 +82,7 @@ class CudaRmsNorm : public testing::TestWithParam<std::tuple<int64_t, double>> {
 };
 
 TEST_P(CudaRmsNorm, ForwardMatchesCpu) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   std::mt19937 rng(11);
   std::vector<float> x = random_bf16_rows(kRows, width(), /*scale_rows=*/true, rng);
   std::vector<float> out_cpu(x.size());
@@ -121,8 +103,7 @@ TEST_P(CudaRmsNorm, ForwardMatchesCpu) {
 }
 
 TEST_P(CudaRmsNorm, BackwardMatchesCpuInBothAccumulateModes) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   std::mt19937 rng(12);
   const std::vector<float> x = random_bf16_rows(kRows, width(), /*scale_rows=*/true, rng);
   // Both sides differentiate at the GPU's forward results, so the comparison is of the backward pass alone.
@@ -165,8 +146,7 @@ TEST_P(CudaRmsNorm, BackwardMatchesCpuInBothAccumulateModes) {
 // out may alias x in the forward pass, and d_x may alias d_out in a kNo backward pass: same bits as out of
 // place.
 TEST_P(CudaRmsNorm, InPlaceMatchesOutOfPlace) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   std::mt19937 rng(13);
   const std::vector<float> x = random_bf16_rows(kRows, width(), /*scale_rows=*/true, rng);
   const ForwardResult out_of_place = cuda_forward(x, width(), scale());
@@ -213,4 +193,4 @@ TEST(CudaRmsNormContract, RejectsWrongDtypes) {
 }
 
 }  // namespace
-}  // namespace nanoforge
+}  // namespace nanoforge::gpu_test

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -15,21 +14,12 @@
 #include "kernels/ops.h"
 #include "tests/cuda/gpu_test_support.h"
 
-namespace nanoforge {
+namespace nanoforge::gpu_test {
 namespace {
 
-using gpu_test::download;
-using gpu_test::from_bf16_bits;
-using gpu_test::to_bf16_bits;
-using gpu_test::upload;
-using gpu_test::view_of;
-
-// bf16 keeps 8 significant bits: rounding an fp32 result to bf16 moves it by at most 2^-8 of its value.
-constexpr double kBf16Rounding = 1.0 / 256.0;
 // The GPU's fp32 x1 c + x2 s and the CPU's may differ by the rounding of each product and of the sum (either
 // side may fuse one product into an FMA): at most 3 * 2^-24 of |x1 c| + |x2 s|; 2^-21 leaves margin.
 constexpr double kFp32Terms = 1.0 / (1 << 21);
-constexpr int64_t kGuardElements = 9;
 
 struct Shape {
   int64_t batch, seq, heads, head_dim, table_rows;
@@ -69,46 +59,31 @@ class CudaRotary : public testing::TestWithParam<Shape> {
   std::vector<float> cuda_rotate(const std::vector<float>& x, const std::vector<float>& cos,
                                  const std::vector<float>& sin, bool forward) const {
     const Shape& s = shape();
-    std::vector<uint16_t> host(static_cast<size_t>(s.offset + numel() + kGuardElements),
-                               gpu_test::bf16_bits(-7.0f));
-    const std::vector<uint16_t> x_bits = to_bf16_bits(x);
-    std::copy(x_bits.begin(), x_bits.end(), host.begin() + s.offset);
-    const DeviceBuffer x_gpu = upload(host);
+    const PaddedOnGpu<uint16_t> x_gpu(to_bf16_bits(x), s.offset, DType::kBF16);
     const DeviceBuffer cos_gpu = upload(cos);
     const DeviceBuffer sin_gpu = upload(sin);
-    const TensorView x_view =
-        view_of(x_gpu, DType::kBF16, s.offset, numel()).reshaped({s.batch, s.seq, s.heads, s.head_dim});
-    const TensorView cos_view(cos_gpu.data(), {s.table_rows, s.head_dim / 2}, DType::kF32, Device::kCuda);
-    const TensorView sin_view(sin_gpu.data(), {s.table_rows, s.head_dim / 2}, DType::kF32, Device::kCuda);
+    const TensorView x_view = x_gpu.view({s.batch, s.seq, s.heads, s.head_dim});
+    const TensorView cos_view = cuda_view(cos_gpu, {s.table_rows, s.head_dim / 2}, DType::kF32);
+    const TensorView sin_view = cuda_view(sin_gpu, {s.table_rows, s.head_dim / 2}, DType::kF32);
     if (forward) {
       ops::rotary_forward(x_view, cos_view, sin_view);
     } else {
       ops::rotary_backward(x_view, cos_view, sin_view);
     }
-    const std::vector<uint16_t> all = download<uint16_t>(x_gpu);
-    for (size_t i = 0; i < all.size(); ++i) {
-      const bool inside = static_cast<int64_t>(i) >= s.offset && static_cast<int64_t>(i) < s.offset + numel();
-      if (!inside) {
-        EXPECT_EQ(all[i], host[i]) << "guard element " << i << " changed";
-      }
-    }
-    return from_bf16_bits(std::vector<uint16_t>(all.begin() + s.offset, all.begin() + s.offset + numel()));
+    return from_bf16_bits(x_gpu.contents());
   }
 
   void check_against_cpu(bool forward) const {
     const Shape& s = shape();
     std::mt19937 rng(forward ? 31 : 32);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    std::vector<float> x(static_cast<size_t>(numel()));
-    for (float& v : x)
-      v = gpu_test::round_to_bf16(normal(rng));
+    const std::vector<float> x = random_bf16(numel(), 1.0f, rng);
     std::vector<float> cos, sin;
     rotary_tables(s.table_rows, s.head_dim, cos, sin);
 
     std::vector<float> cpu = x;
-    const TensorView cpu_x(cpu.data(), {s.batch, s.seq, s.heads, s.head_dim}, DType::kF32, Device::kCpu);
-    const TensorView cpu_cos(cos.data(), {s.table_rows, s.head_dim / 2}, DType::kF32, Device::kCpu);
-    const TensorView cpu_sin(sin.data(), {s.table_rows, s.head_dim / 2}, DType::kF32, Device::kCpu);
+    const TensorView cpu_x = cpu_view(cpu, {s.batch, s.seq, s.heads, s.head_dim});
+    const TensorView cpu_cos = cpu_view(cos, {s.table_rows, s.head_dim / 2});
+    const TensorView cpu_sin = cpu_view(sin, {s.table_rows, s.head_dim / 2});
     if (forward) {
       ops::rotary_forward(cpu_x, cpu_cos, cpu_sin);
     } else {
@@ -133,14 +108,12 @@ class CudaRotary : public testing::TestWithParam<Shape> {
 };
 
 TEST_P(CudaRotary, ForwardMatchesCpu) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   check_against_cpu(/*forward=*/true);
 }
 
 TEST_P(CudaRotary, BackwardMatchesCpu) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   check_against_cpu(/*forward=*/false);
 }
 
@@ -166,4 +139,4 @@ TEST(CudaRotaryContract, RejectsWrongDtypesAndShortTables) {
 }
 
 }  // namespace
-}  // namespace nanoforge
+}  // namespace nanoforge::gpu_test

@@ -3,6 +3,7 @@
 // nonzero starting values), and bitwise-equal repeats of the backward's deterministic reductions. Shapes:
 // d20's 1280 channels; 72 channels (whole 16-byte packs, fewer than 32 per row); 77 (odd: the unpacked
 // kernels); and 8400 rows of 32 channels, more rows than the backward's capped grid covers in one pass.
+// Inputs are bf16 on both sides, so the outputs' rounding to bf16 is their only bf16 error.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -15,49 +16,15 @@
 #include "kernels/ops.h"
 #include "tests/cuda/gpu_test_support.h"
 
-namespace nanoforge {
+namespace nanoforge::gpu_test {
 namespace {
 
-using gpu_test::download;
-using gpu_test::from_bf16_bits;
-using gpu_test::to_bf16_bits;
-using gpu_test::upload;
-
-// Rounding an fp32 result to bf16 (8 significant bits, round to nearest) moves it by at most 2^-9 of its
-// value; the checks allow 2^-8 (2x margin). Inputs are bf16 on both sides, so this is the outputs' only bf16
-// error.
-constexpr double kBf16Rounding = 1.0 / 256.0;
-constexpr double kFp32Rounding = 1.0 / (1 << 24);
 constexpr int64_t kGateChannels = 24;  // nanochat's smear gate reads x[..., :24]
 constexpr float kLambda = 0.7f;        // nanochat starts it at 0; any nonzero value exercises every term
 
 struct SmearCase {
   int64_t batch, seq, channels;
 };
-
-std::vector<float> random_bf16(int64_t count, float scale, std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> values(static_cast<size_t>(count));
-  for (float& v : values)
-    v = gpu_test::round_to_bf16(scale * normal(rng));
-  return values;
-}
-
-std::vector<float> random_f32(int64_t count, float low, float high, std::mt19937& rng) {
-  std::uniform_real_distribution<float> uniform(low, high);
-  std::vector<float> values(static_cast<size_t>(count));
-  for (float& v : values)
-    v = uniform(rng);
-  return values;
-}
-
-TensorView cpu_view(std::vector<float>& values, std::initializer_list<int64_t> shape) {
-  return TensorView(values.data(), shape, DType::kF32, Device::kCpu);
-}
-
-TensorView cuda_view(const DeviceBuffer& buffer, std::initializer_list<int64_t> shape, DType dtype) {
-  return TensorView(buffer.data(), shape, dtype, Device::kCuda);
-}
 
 // The inputs of one case: x and d_out (bf16 values), the gate weight (uniform in [-0.3, 0.3], so that the
 // gate's pre-activation spreads over the sigmoid) and lambda.
@@ -72,7 +39,7 @@ SmearInputs make_inputs(const SmearCase& shape, std::mt19937& rng) {
   const int64_t numel = shape.batch * shape.seq * shape.channels;
   in.x = random_bf16(numel, 1.0f, rng);
   in.d_out = random_bf16(numel, 1.0f, rng);
-  in.gate_weight = random_f32(kGateChannels, -0.3f, 0.3f, rng);
+  in.gate_weight = uniform_values(kGateChannels, -0.3f, 0.3f, rng);
   return in;
 }
 
@@ -119,15 +86,14 @@ BackwardResult cuda_backward(const SmearInputs& in, const std::vector<float>& ga
 }
 
 BackwardResult initial_gradients(const SmearInputs& in, std::mt19937& rng) {
-  return {random_bf16(in.rows() * in.shape.channels, 1.0f, rng), random_f32(kGateChannels, -1.0f, 1.0f, rng),
-          random_f32(1, -1.0f, 1.0f, rng)};
+  return {random_bf16(in.rows() * in.shape.channels, 1.0f, rng),
+          uniform_values(kGateChannels, -1.0f, 1.0f, rng), uniform_values(1, -1.0f, 1.0f, rng)};
 }
 
 class CudaSmear : public testing::TestWithParam<SmearCase> {};
 
 TEST_P(CudaSmear, ForwardMatchesCpu) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   std::mt19937 rng(21);
   SmearInputs in = make_inputs(GetParam(), rng);
   const auto [B, T, C] = in.shape;
@@ -165,8 +131,7 @@ TEST_P(CudaSmear, ForwardMatchesCpu) {
 }
 
 TEST_P(CudaSmear, BackwardMatchesCpu) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   std::mt19937 rng(22);
   SmearInputs in = make_inputs(GetParam(), rng);
   const auto [B, T, C] = in.shape;
@@ -248,8 +213,7 @@ TEST_P(CudaSmear, BackwardMatchesCpu) {
 
 // The backward reduces over every token without atomics: two runs give the same bits.
 TEST_P(CudaSmear, BackwardRepeatsBitwise) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   std::mt19937 rng(23);
   const SmearInputs in = make_inputs(GetParam(), rng);
   const std::vector<float> sigmoid = cuda_forward(in).gate_sigmoid;
@@ -291,4 +255,4 @@ TEST(CudaSmearContract, RejectsWrongDtypesAndAliasing) {
 }
 
 }  // namespace
-}  // namespace nanoforge
+}  // namespace nanoforge::gpu_test

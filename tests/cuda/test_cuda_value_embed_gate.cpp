@@ -3,7 +3,8 @@
 // scatter) and deterministic (token-order scatter) modes, with every gradient added to nonzero starting
 // values, and bitwise-equal repeats of the deterministic reductions. Shapes: d20's 10 kv heads of 128 with
 // 1280 channels; heads of 6 (not whole packs: the unpacked kernels); and 8500 tokens, more than the
-// backward's capped grid covers in one pass. Vocabularies are small, so ids repeat many times.
+// backward's capped grid covers in one pass. Vocabularies are small, so ids repeat many times. Inputs are
+// bf16 on both sides, so the outputs' rounding to bf16 is their only bf16 error.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -16,60 +17,14 @@
 #include "kernels/ops.h"
 #include "tests/cuda/gpu_test_support.h"
 
-namespace nanoforge {
+namespace nanoforge::gpu_test {
 namespace {
 
-using gpu_test::download;
-using gpu_test::from_bf16_bits;
-using gpu_test::to_bf16_bits;
-using gpu_test::upload;
-
-// Rounding an fp32 result to bf16 (8 significant bits, round to nearest) moves it by at most 2^-9 of its
-// value; the checks allow 2^-8 (2x margin). Inputs are bf16 on both sides, so this is the outputs' only bf16
-// error.
-constexpr double kBf16Rounding = 1.0 / 256.0;
-constexpr double kFp32Rounding = 1.0 / (1 << 24);
 constexpr int64_t kGateChannels = 12;  // nanochat's value-embedding gate reads u[..., :12]
 constexpr double kGateRange = 3.0;     // gate = 3 * sigmoid
 
 struct GateCase {
   int64_t rows, kv_heads, head_dim, channels, vocab;
-};
-
-std::vector<float> random_bf16(int64_t count, std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> values(static_cast<size_t>(count));
-  for (float& v : values)
-    v = gpu_test::round_to_bf16(normal(rng));
-  return values;
-}
-
-std::vector<float> random_f32(int64_t count, float low, float high, std::mt19937& rng) {
-  std::uniform_real_distribution<float> uniform(low, high);
-  std::vector<float> values(static_cast<size_t>(count));
-  for (float& v : values)
-    v = uniform(rng);
-  return values;
-}
-
-TensorView cpu_view(std::vector<float>& values, std::initializer_list<int64_t> shape) {
-  return TensorView(values.data(), shape, DType::kF32, Device::kCpu);
-}
-
-TensorView cuda_view(const DeviceBuffer& buffer, std::initializer_list<int64_t> shape, DType dtype) {
-  return TensorView(buffer.data(), shape, dtype, Device::kCuda);
-}
-
-// Sets ops::deterministic() for one scope and restores it after.
-class DeterministicMode {
- public:
-  explicit DeterministicMode(bool on) : previous_(ops::deterministic()) { ops::set_deterministic(on); }
-  ~DeterministicMode() { ops::set_deterministic(previous_); }
-  DeterministicMode(const DeterministicMode&) = delete;
-  DeterministicMode& operator=(const DeterministicMode&) = delete;
-
- private:
-  bool previous_;
 };
 
 // One case's inputs: v, u, d_v (bf16 values), the gate weight (uniform in [-0.3, 0.3], spreading the gate's
@@ -84,11 +39,11 @@ struct GateInputs {
 GateInputs make_inputs(const GateCase& shape, std::mt19937& rng) {
   GateInputs in{shape, {}, {}, {}, {}, {}, {}};
   const int64_t width = in.width();
-  in.v = random_bf16(shape.rows * width, rng);
-  in.u = random_bf16(shape.rows * shape.channels, rng);
-  in.d_v = random_bf16(shape.rows * width, rng);
-  in.gate_weight = random_f32(shape.kv_heads * kGateChannels, -0.3f, 0.3f, rng);
-  in.table = random_f32(shape.vocab * width, -1.0f, 1.0f, rng);
+  in.v = random_bf16(shape.rows * width, 1.0f, rng);
+  in.u = random_bf16(shape.rows * shape.channels, 1.0f, rng);
+  in.d_v = random_bf16(shape.rows * width, 1.0f, rng);
+  in.gate_weight = uniform_values(shape.kv_heads * kGateChannels, -0.3f, 0.3f, rng);
+  in.table = uniform_values(shape.vocab * width, -1.0f, 1.0f, rng);
   std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(shape.vocab - 1));
   in.ids.resize(static_cast<size_t>(shape.rows));
   for (int32_t& value : in.ids)
@@ -144,9 +99,9 @@ Gradients cuda_backward(const GateInputs& in, const std::vector<float>& gate_sig
 }
 
 Gradients initial_gradients(const GateInputs& in, std::mt19937& rng) {
-  return {random_bf16(in.shape.rows * in.shape.channels, rng),
-          random_f32(in.shape.kv_heads * kGateChannels, -1.0f, 1.0f, rng),
-          random_f32(in.shape.vocab * in.width(), -1.0f, 1.0f, rng)};
+  return {random_bf16(in.shape.rows * in.shape.channels, 1.0f, rng),
+          uniform_values(in.shape.kv_heads * kGateChannels, -1.0f, 1.0f, rng),
+          uniform_values(in.shape.vocab * in.width(), -1.0f, 1.0f, rng)};
 }
 
 class CudaValueEmbedGate : public testing::TestWithParam<GateCase> {
@@ -156,16 +111,14 @@ class CudaValueEmbedGate : public testing::TestWithParam<GateCase> {
 };
 
 TEST_P(CudaValueEmbedGate, ForwardMatchesCpu) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   std::mt19937 rng(31);
   GateInputs in = make_inputs(GetParam(), rng);
   const auto [N, H, D, C, V] = in.shape;
   std::vector<float> v_cpu = in.v, sigmoid_cpu(static_cast<size_t>(N * H));
   ops::value_embed_gate_forward(cpu_view(v_cpu, {N, H, D}), cpu_view(sigmoid_cpu, {N, H}),
                                 cpu_view(in.u, {N, C}), cpu_view(in.gate_weight, {H, kGateChannels}),
-                                cpu_view(in.table, {V, H * D}),
-                                TensorView(in.ids.data(), {N}, DType::kI32, Device::kCpu));
+                                cpu_view(in.table, {V, H * D}), cpu_view(in.ids, {N}));
   const ForwardResult gpu = cuda_forward(in);
 
   for (int64_t n = 0; n < N; ++n) {
@@ -204,7 +157,7 @@ void CudaValueEmbedGate::expect_backward_matches_cpu() {
                                  cpu_view(cpu.d_table, {V, H * D}), cpu_view(in.d_v, {N, H, D}),
                                  cpu_view(in.u, {N, C}), cpu_view(sigmoid, {N, H}),
                                  cpu_view(in.gate_weight, {H, kGateChannels}), cpu_view(in.table, {V, H * D}),
-                                 TensorView(in.ids.data(), {N}, DType::kI32, Device::kCpu));
+                                 cpu_view(in.ids, {N}));
   const Gradients gpu = cuda_backward(in, sigmoid, initial);
 
   // Per (token, head): the bound on the two sides' difference in d_pre = (d_v . e) * 3 p (1 - p). Each side
@@ -295,15 +248,13 @@ void CudaValueEmbedGate::expect_backward_matches_cpu() {
 }
 
 TEST_P(CudaValueEmbedGate, BackwardMatchesCpuWithAtomicTableScatter) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   const DeterministicMode mode(false);
   expect_backward_matches_cpu();
 }
 
 TEST_P(CudaValueEmbedGate, BackwardMatchesCpuInDeterministicMode) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   const DeterministicMode mode(true);
   expect_backward_matches_cpu();
 }
@@ -311,8 +262,7 @@ TEST_P(CudaValueEmbedGate, BackwardMatchesCpuInDeterministicMode) {
 // d_u and d_gate_weight never use atomics, and in deterministic mode neither does d_table: two runs give the
 // same bits.
 TEST_P(CudaValueEmbedGate, BackwardRepeatsBitwise) {
-  std::string reason;
-  if (!nanoforge::cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
+  NANOFORGE_SKIP_WITHOUT_GPU();
   std::mt19937 rng(33);
   const GateInputs in = make_inputs(GetParam(), rng);
   const std::vector<float> sigmoid = cuda_forward(in).gate_sigmoid;
@@ -362,4 +312,4 @@ TEST(CudaValueEmbedGateContract, RejectsWrongDtypesAndShapes) {
 }
 
 }  // namespace
-}  // namespace nanoforge
+}  // namespace nanoforge::gpu_test

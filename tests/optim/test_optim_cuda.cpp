@@ -10,33 +10,18 @@
 
 #include <string>
 
-#include "dist/single_communicator.h"
-#include "kernels/cuda/cuda_memory.h"
-#include "tests/optim/golden_file.h"
+#include "tests/cuda/gpu_test_support.h"
+#include "tests/optim/golden_steps.h"
 #include "train/optim_parity.h"
-#include "train/optim_parity_compare.h"
 
 namespace nanoforge {
 namespace {
 
 void expect_cuda_steps_match(const std::string& name) {
-  std::string reason;
-  if (!cuda::available(&reason)) GTEST_SKIP() << "no usable GPU: " << reason;
-  const std::string path = test::golden_path(name);
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
-  auto golden = read_optim_golden(path);
-  ASSERT_TRUE(golden.ok()) << golden.status();
-  golden->ortho_dtype = "bfloat16";  // compare Muon tensors by the bf16 rule whatever the golden ran in
-  SingleCommunicator communicator(Device::kCuda);
-  auto after = run_optim_parity(*golden, communicator, Device::kCuda);
-  ASSERT_TRUE(after.ok()) << after.status();
-  auto checks = compare_optim_with_golden(*golden, *after);
-  ASSERT_TRUE(checks.ok()) << checks.status();
-  EXPECT_EQ(checks->size(), 3u * 21u);
-  for (const TensorCheck& check : *checks) {
-    EXPECT_TRUE(check.passed) << check.name << ": " << check.max_error << " > " << check.tolerance << " "
-                              << check.problem;
-  }
+  NANOFORGE_SKIP_WITHOUT_GPU();
+  // Compare Muon tensors by the bf16 rule whatever the golden ran in.
+  test::expect_golden_steps_pass(name, Device::kCuda,
+                                 [](OptimGolden& golden) { golden.ortho_dtype = "bfloat16"; });
 }
 
 TEST(OptimCuda, Bf16OrthogonalisationGolden) {

@@ -4,37 +4,21 @@
 
 #include "dist/single_communicator.h"
 #include "tests/optim/golden_file.h"
+#include "tests/optim/golden_steps.h"
 #include "train/optim_parity.h"
 #include "train/optim_parity_compare.h"
 
 namespace nanoforge {
 namespace {
 
-void expect_golden_matches(const std::string& name) {
-  const std::string path = test::golden_path(name);
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
-  auto golden = read_optim_golden(path);
-  SingleCommunicator communicator(Device::kCpu);
-  ASSERT_TRUE(golden.ok()) << golden.status();
-  auto after = run_optim_parity(*golden, communicator);
-  ASSERT_TRUE(after.ok()) << after.status();
-  auto checks = compare_optim_with_golden(*golden, *after);
-  ASSERT_TRUE(checks.ok()) << checks.status();
-  EXPECT_EQ(checks->size(), 3u * 21u);
-  for (const TensorCheck& check : *checks) {
-    EXPECT_TRUE(check.passed) << check.name << ": " << check.max_error << " > " << check.tolerance << " "
-                              << check.problem;
-  }
-}
-
 TEST(OptimParity, RealInitGolden) {
-  expect_golden_matches("optim_dev.h5");
+  test::expect_golden_steps_pass("optim_dev.h5", Device::kCpu);
 }
 TEST(OptimParity, PerturbedGolden) {
-  expect_golden_matches("optim_dev_perturbed.h5");
+  test::expect_golden_steps_pass("optim_dev_perturbed.h5", Device::kCpu);
 }
 TEST(OptimParity, Bf16OrthogonalisationGolden) {
-  expect_golden_matches("optim_dev_bf16ortho.h5");
+  test::expect_golden_steps_pass("optim_dev_bf16ortho.h5", Device::kCpu);
 }
 
 TEST(OptimParity, AWrongMomentumIsCaught) {
