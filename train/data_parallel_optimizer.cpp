@@ -208,10 +208,12 @@ absl::Status DataParallelOptimizer::step(const ScheduleValues& schedule) {
   gradients_ready(layout_.total_numel());
   ++steps_taken_;
   last_exposed_seconds_ = 0;
+  last_owned_grad_squared_norm_ = 0;
   absl::Status status;
   for (Bucket& bucket : buckets_) {
     last_exposed_seconds_ += seconds_waiting(bucket.reduce, status);
     if (!status.ok()) return status;
+    last_owned_grad_squared_norm_ += ops::squared_norm(bucket.owned_grad);  // padding is 0
     update(bucket, schedule);
   }
   for (Bucket& bucket : buckets_) {

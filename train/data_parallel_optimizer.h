@@ -50,6 +50,9 @@ class DataParallelOptimizer {
   const std::vector<ParamGroup>& groups() const { return groups_; }
   int64_t steps_taken() const { return steps_taken_; }
   int64_t state_bytes() const { return state_buffer_.bytes(); }  // this rank's optimizer state
+  // The sum of squares of the averaged gradient this rank owned in the last step (each element is owned by
+  // one rank: summed over ranks it is the squared global gradient norm).
+  double last_owned_grad_squared_norm() const { return last_owned_grad_squared_norm_; }
   double last_exposed_seconds() const {
     return last_exposed_seconds_;
   }  // waiting on communication, last step
@@ -113,6 +116,7 @@ class DataParallelOptimizer {
   MuonScratch scratch_;
   int64_t steps_taken_ = 0;
   double last_exposed_seconds_ = 0;
+  double last_owned_grad_squared_norm_ = 0;
 };
 
 }  // namespace nanoforge

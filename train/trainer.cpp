@@ -280,6 +280,7 @@ absl::Status Trainer::train_step(int64_t step) {
   NANOFORGE_RETURN_IF_ERROR(optimizer_.step(schedule));
   model_.refresh_compute_weights();
   // The loss of the step: the mean over its micro-batches and over the ranks.
+  const double grad_norm = std::sqrt(sum_over_ranks(optimizer_.last_owned_grad_squared_norm()));
   const double loss = sum_over_ranks(loss_sum / static_cast<double>(setup_.grad_accum_steps)) /
                       static_cast<double>(communicator_.world_size());
   const double step_seconds = seconds_since(step_start);
@@ -306,16 +307,17 @@ absl::Status Trainer::train_step(int64_t step) {
   }
   if (!chief_) return absl::OkStatus();
   fmt::print(
-      "step {:05d}/{:05d} ({:5.2f}%) | loss {:.6f} | lrm {:.3f} | dt {:.1f}ms | tok/s {} | mfu {} | "
-      "elapsed {} | eta {}\n",
+      "step {:05d}/{:05d} ({:5.2f}%) | loss {:.6f} | gnorm {:.4f} | lrm {:.3f} | dt {:.1f}ms | tok/s {} | "
+      "mfu {} | elapsed {} | eta {}\n",
       step + 1, num_iterations, 100.0 * static_cast<double>(step + 1) / static_cast<double>(num_iterations),
-      loss, schedule.lr_multiplier, 1e3 * step_seconds,
+      loss, grad_norm, schedule.lr_multiplier, 1e3 * step_seconds,
       with_thousands(static_cast<int64_t>(tokens_per_second)),
       mfu ? fmt::format("{:.2f}%", *mfu) : std::string("n/a"), minutes(seconds_since(run_start_)),
       minutes(mean_step * static_cast<double>(last_step - step - 1)));
   std::fflush(stdout);
   MetricRecord record = {{"step", step + 1},
                          {"loss", loss},
+                         {"grad_norm", grad_norm},
                          {"lr_multiplier", schedule.lr_multiplier},
                          {"tokens_per_s", tokens_per_second},
                          {"step_ms", 1e3 * step_seconds},

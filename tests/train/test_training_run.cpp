@@ -2,6 +2,8 @@
 // generated sentences (a distribution a one-layer model can learn in 30 steps), prep, then `run_training`. It
 // must learn (validation bits per byte fall clearly), write the documented run directory (config.toml,
 // metrics.jsonl, checkpoints), and stop cleanly at --stop-at-step.
+#include <cmath>
+
 #include "tests/train/training_fixture.h"
 #include "train/checkpoint.h"
 
@@ -20,6 +22,8 @@ TEST(TrainingRun, LearnsAndWritesTheRunDirectory) {
       val_bpb.push_back(number_after(line, "val_bpb"));
     } else {
       losses.push_back(number_after(line, "loss"));
+      const double grad_norm = number_after(line, "grad_norm");
+      EXPECT_TRUE(std::isfinite(grad_norm) && grad_norm > 0) << line;
       EXPECT_NE(line.find("\"lr_multiplier\""), std::string::npos);
       EXPECT_NE(line.find("\"tokens_per_s\""), std::string::npos);
     }
