@@ -118,13 +118,7 @@ absl::Status run_bench_scaling(const std::vector<std::string>& overrides) {
     json += fmt::format(", \"speedup\": {:.4f}, \"efficiency\": {:.4f}", speedup, speedup / devices);
   }
   json += "}";
-  fmt::print("{}\n", json);
-  if (const std::string out = absl::GetFlag(FLAGS_json_out); !out.empty()) {
-    std::ofstream file(out);
-    file << json << "\n";
-    if (!file) return absl::PermissionDeniedError(fmt::format("--json-out {}: cannot write", out));
-  }
-  return absl::OkStatus();
+  return print_json_record(json);
 }
 
 }  // namespace

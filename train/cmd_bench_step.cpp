@@ -5,11 +5,9 @@
 #include <absl/strings/str_join.h>
 #include <fmt/format.h>
 
-#include <fstream>
 #include <optional>
 
 #include "kernels/backend_info.h"
-#include "kernels/cuda/cuda_memory.h"
 #include "model/param_layout.h"
 #include "support/status.h"
 #include "support/version.h"
@@ -17,6 +15,7 @@
 #include "train/command.h"
 #include "train/common_flags.h"
 #include "train/peak_flops.h"
+#include "train/run_setup.h"
 
 ABSL_FLAG(int64_t, depth, 4, "model depth; dimensions derived as nanochat's base_train does");
 ABSL_FLAG(int64_t, seq, 256, "sequence length T (the model's sequence_len)");
@@ -62,15 +61,7 @@ std::string bench_json(const BenchStepOptions& options, const BenchStepResult& r
 absl::Status run_bench_step(const std::vector<std::string>& /*arguments*/) {
   BenchStepOptions options;
   NANOFORGE_ASSIGN_OR_RETURN(options.device, device_from_flag());
-  std::string device_name = "cpu";
-  if (options.device == Device::kCuda) {
-    cuda::DeviceMemoryInfo gpu;
-    std::string reason;
-    if (!cuda::device_memory_info(&gpu, &reason)) {
-      return absl::FailedPreconditionError(fmt::format("--device cuda: no usable GPU: {}", reason));
-    }
-    device_name = gpu.name;
-  }
+  NANOFORGE_ASSIGN_OR_RETURN(const std::string device_name, device_display_name(options.device));
   if (absl::GetFlag(FLAGS_depth) < 1 || absl::GetFlag(FLAGS_head_dim) < 2) {
     return absl::InvalidArgumentError("--depth must be >= 1 and --head-dim >= 2");
   }
@@ -123,13 +114,7 @@ absl::Status run_bench_step(const std::vector<std::string>& /*arguments*/) {
                  total > 0 ? 100 * t.milliseconds / total : 0.0);
   }
   const std::string json = bench_json(options, result, device_name, backend);
-  fmt::print("{}\n", json);
-  if (const std::string out = absl::GetFlag(FLAGS_json_out); !out.empty()) {
-    std::ofstream file(out);
-    file << json << "\n";
-    if (!file) return absl::PermissionDeniedError(fmt::format("--json-out {}: cannot write", out));
-  }
-  return absl::OkStatus();
+  return print_json_record(json);
 }
 
 }  // namespace

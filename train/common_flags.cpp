@@ -4,6 +4,7 @@
 #include <absl/flags/flag.h>
 #include <fmt/format.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,16 @@ absl::StatusOr<Device> device_from_flag() {
     return absl::FailedPreconditionError(fmt::format("--device cuda: no usable GPU: {}", reason));
   }
   return Device::kCuda;
+}
+
+absl::Status print_json_record(const std::string& json) {
+  fmt::print("{}\n", json);
+  const std::string out = absl::GetFlag(FLAGS_json_out);
+  if (out.empty()) return absl::OkStatus();
+  std::ofstream file(out);
+  file << json << "\n";
+  if (!file) return absl::PermissionDeniedError(fmt::format("--json-out {}: cannot write", out));
+  return absl::OkStatus();
 }
 
 }  // namespace nanoforge

@@ -24,6 +24,8 @@ ABSL_DECLARE_FLAG(std::string, device);
 namespace nanoforge {
 // --device as a Device: cpu, or cuda when a GPU is usable (an error saying why otherwise).
 absl::StatusOr<Device> device_from_flag();
+// Prints a benchmark's closing JSON record and also writes it to --json-out when that is set.
+absl::Status print_json_record(const std::string& json);
 }  // namespace nanoforge
 // Benchmarks: where to write the JSON record they print last.
 ABSL_DECLARE_FLAG(std::string, json_out);

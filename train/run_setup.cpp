@@ -87,6 +87,16 @@ absl::StatusOr<Device> resolve_train_device(const Recipe& recipe) {
   return Device::kCpu;
 }
 
+absl::StatusOr<std::string> device_display_name(Device device) {
+  if (device == Device::kCpu) return std::string("cpu");
+  cuda::DeviceMemoryInfo gpu;
+  std::string reason;
+  if (!cuda::device_memory_info(&gpu, &reason)) {
+    return absl::FailedPreconditionError(fmt::format("the GPU is not usable: {}", reason));
+  }
+  return gpu.name;
+}
+
 absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size, Device device) {
   NANOFORGE_RETURN_IF_ERROR(validate_recipe(recipe));
   absl::StatusOr<Tokenizer> tokenizer = Tokenizer::load(recipe.data.tokenizer);
@@ -97,15 +107,12 @@ absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size, De
   RunSetup setup(std::move(*tokenizer));
   setup.world_size = world_size;
   setup.device = device;
-  setup.device_name = "cpu";
-  if (device == Device::kCuda) {
-    cuda::DeviceMemoryInfo gpu;
-    std::string reason;
-    if (!cuda::device_memory_info(&gpu, &reason)) {
-      return absl::FailedPreconditionError(fmt::format("train.device: the GPU is not usable: {}", reason));
-    }
-    setup.device_name = gpu.name;
+  absl::StatusOr<std::string> device_name = device_display_name(device);
+  if (!device_name.ok()) {
+    return absl::Status(device_name.status().code(),
+                        fmt::format("train.device: {}", std::string(device_name.status().message())));
   }
+  setup.device_name = *device_name;
 
   ShardOpenOptions open;
   open.expect.vocab_size = setup.tokenizer.vocab_size();

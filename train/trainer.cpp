@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -74,6 +75,9 @@ absl::Status load_initial_weights(const std::string& location, GPT& model) {
   return load_model_weights(*checkpoint, model);
 }
 
+// The most scalars one sum_over_ranks call adds up (the bits-per-byte sums).
+constexpr size_t kMaxSummedScalars = 3;
+
 // Everything a run holds, and the steps of the loop.
 class Trainer {
  public:
@@ -97,7 +101,7 @@ class Trainer {
         tensors_(batch_, seq_, setup_.device),
         token_bytes_(setup_.tokenizer.token_byte_lengths()),
         writer_(options.run_dir, {recipe.checkpoint.keep_last, recipe.checkpoint.keep_every, -1}, chief_),
-        scalar_buffer_(setup_.device, sizeof(double)) {}
+        scalar_buffer_(setup_.device, kMaxSummedScalars * sizeof(double)) {}
 
   absl::Status start();
   absl::Status run();
@@ -110,7 +114,8 @@ class Trainer {
   absl::Status train_step(int64_t step);
   void print_setup() const;
   int agreed_shutdown_signal();
-  double sum_over_ranks(double value);
+  template <size_t kCount>
+  std::array<double, kCount> sum_over_ranks(std::array<double, kCount> values);
 
   const Recipe& recipe_;
   const TrainRunOptions& options_;
@@ -125,22 +130,26 @@ class Trainer {
   TokenBatchTensors tensors_;
   std::vector<int32_t> token_bytes_;
   CheckpointWriter writer_;
-  DeviceBuffer scalar_buffer_;  // one f64 on the run's device, for sum_over_ranks
+  DeviceBuffer scalar_buffer_;  // a few f64 on the run's device, for sum_over_ranks
   int64_t start_step_ = 0;
   double training_seconds_ = 0;  // timed steps only (not evaluation), as nanochat's total_training_time
   int64_t timed_steps_ = 0;
   Clock::time_point run_start_ = Clock::now();
 };
 
-// A scalar all ranks sum (loss, bits-per-byte sums, stop requests): one f64 all-reduce, through a buffer on
-// the run's device (the NCCL engine reduces GPU buffers only).
-double Trainer::sum_over_ranks(double value) {
-  if (communicator_.world_size() == 1) return value;
-  const TensorView scalar(scalar_buffer_.data(), {1}, DType::kF64, setup_.device);
-  upload<double>(scalar, &value);
-  const absl::Status status = communicator_.all_reduce(scalar, ReduceOp::kSum).wait();
-  NANOFORGE_CHECK(status.ok(), "all-reduce of a scalar failed: {}", status.ToString());
-  return download<double>(scalar)[0];
+// Scalars all ranks sum (loss and gradient norm, bits-per-byte sums, stop requests): one f64 all-reduce for
+// all of them, through a buffer on the run's device (the NCCL engine reduces GPU buffers only).
+template <size_t kCount>
+std::array<double, kCount> Trainer::sum_over_ranks(std::array<double, kCount> values) {
+  static_assert(kCount <= kMaxSummedScalars);
+  if (communicator_.world_size() == 1) return values;
+  const TensorView scalars(scalar_buffer_.data(), {static_cast<int64_t>(kCount)}, DType::kF64, setup_.device);
+  upload<double>(scalars, values.data());
+  const absl::Status status = communicator_.all_reduce(scalars, ReduceOp::kSum).wait();
+  NANOFORGE_CHECK(status.ok(), "all-reduce of {} scalars failed: {}", kCount, status.ToString());
+  const std::vector<double> summed = download<double>(scalars);
+  std::copy(summed.begin(), summed.end(), values.begin());
+  return values;
 }
 
 absl::Status Trainer::start() {
@@ -222,9 +231,11 @@ absl::Status Trainer::evaluate(int64_t step) {
   NANOFORGE_ASSIGN_OR_RETURN(BitsPerByteSums sums,
                              evaluate_bits_per_byte(model_, *val_loader_, setup_.eval_steps, token_bytes_));
   // Every rank evaluated its own rows of the validation stream; the sums are the whole set's.
-  sums.nats = sum_over_ranks(sums.nats);
-  sums.bytes = static_cast<int64_t>(sum_over_ranks(static_cast<double>(sums.bytes)));
-  sums.tokens = static_cast<int64_t>(sum_over_ranks(static_cast<double>(sums.tokens)));
+  const auto [nats, bytes, tokens] = sum_over_ranks(
+      std::array<double, 3>{sums.nats, static_cast<double>(sums.bytes), static_cast<double>(sums.tokens)});
+  sums.nats = nats;
+  sums.bytes = static_cast<int64_t>(bytes);
+  sums.tokens = static_cast<int64_t>(tokens);
   if (!chief_) return absl::OkStatus();
   fmt::print("step {:05d} | val bpb {:.6f} ({} tokens, {:.1f}s)\n", step, sums.bits_per_byte(),
              with_thousands(sums.tokens), seconds_since(start));
@@ -280,9 +291,10 @@ absl::Status Trainer::train_step(int64_t step) {
   NANOFORGE_RETURN_IF_ERROR(optimizer_.step(schedule));
   model_.refresh_compute_weights();
   // The loss of the step: the mean over its micro-batches and over the ranks.
-  const double grad_norm = std::sqrt(sum_over_ranks(optimizer_.last_owned_grad_squared_norm()));
-  const double loss = sum_over_ranks(loss_sum / static_cast<double>(setup_.grad_accum_steps)) /
-                      static_cast<double>(communicator_.world_size());
+  const auto [rank_losses, grad_squared_norm] = sum_over_ranks(std::array<double, 2>{
+      loss_sum / static_cast<double>(setup_.grad_accum_steps), optimizer_.last_owned_grad_squared_norm()});
+  const double loss = rank_losses / static_cast<double>(communicator_.world_size());
+  const double grad_norm = std::sqrt(grad_squared_norm);
   const double step_seconds = seconds_since(step_start);
   if (!std::isfinite(loss)) {
     return absl::InternalError(
@@ -336,7 +348,7 @@ constexpr int kSignalElsewhere = -1;
 int Trainer::agreed_shutdown_signal() {
   const int local = shutdown_requested();
   if (communicator_.world_size() == 1) return local;
-  const double ranks_signalled = sum_over_ranks(local != 0 ? 1.0 : 0.0);
+  const double ranks_signalled = sum_over_ranks(std::array<double, 1>{local != 0 ? 1.0 : 0.0})[0];
   if (local != 0) return local;
   return ranks_signalled > 0 ? kSignalElsewhere : 0;
 }

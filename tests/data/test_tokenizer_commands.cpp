@@ -2,35 +2,19 @@
 // writes exactly rustbpe's ranks, the bench prints its JSON line, and bad input fails naming the file.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
+#include <string>
 
+#include "tests/program_run.h"
 #include "tokenizer_test_util.h"
 
 namespace nanoforge {
 namespace {
 
-struct ProgramRun {
-  int exit_code;
-  std::string output;  // stdout and stderr
-};
+using test::last_line;
+using test::ProgramRun;
 
 ProgramRun run(const std::string& arguments) {
-  const std::string command = std::string(NANOFORGE_BINARY) + " " + arguments + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string output;
-  std::array<char, 4096> buffer;
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe))
-    output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
-
-std::string last_line(const std::string& output) {
-  const size_t end = output.find_last_not_of('\n');
-  const size_t start = output.rfind('\n', end);
-  return output.substr(start == std::string::npos ? 0 : start + 1,
-                       end - (start == std::string::npos ? 0 : start + 1) + 1);
+  return test::run_command(std::string(NANOFORGE_BINARY) + " " + arguments + " 2>&1");
 }
 
 TEST(TokenizerCommands, TrainWritesRustbpesRanksForTheGoldenDocuments) {

@@ -2,7 +2,6 @@
 // and its export lines, then CUDA, NCCL, MPI and CPU facts, and ends with a JSON line; on recorded machines
 // it prints their NCCL settings; a user setting that will make NCCL fail makes it exit 1 and say why.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
@@ -11,37 +10,27 @@
 #include <string>
 
 #include "doctor_fixtures.h"
+#include "tests/program_run.h"
 
 namespace nanoforge {
 namespace {
 
-struct ProgramRun {
+struct DoctorRun {
   int exit_code;
   std::string output;  // stdout, then stderr
   std::string last_stdout_line;
 };
 
 // Runs doctor with the NCCL variables it reviews cleared, then `environment` (e.g. "NCCL_IB_HCA=x").
-ProgramRun doctor(const std::string& arguments, const std::string& environment = "") {
-  const std::string command =
+DoctorRun doctor(const std::string& arguments, const std::string& environment = "") {
+  const std::string stderr_path = "/tmp/nanoforge_doctor_stderr_" + std::to_string(::getpid());
+  const test::ProgramRun program = test::run_command(
       "env -u NCCL_IB_DISABLE -u NCCL_IB_HCA -u NCCL_IB_GID_INDEX -u NCCL_IB_ROCE_VERSION_NUM "
       "-u NCCL_SOCKET_IFNAME -u NCCL_NET " +
-      environment + " " + NANOFORGE_BINARY + " doctor " + arguments + " 2>/tmp/nanoforge_doctor_stderr_" +
-      std::to_string(::getpid());
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string output;
-  std::array<char, 4096> buffer;
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe))
-    output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  ProgramRun run{WIFEXITED(status) ? WEXITSTATUS(status) : -1, output, ""};
-  const size_t end = output.find_last_not_of('\n');
-  if (end != std::string::npos) {
-    const size_t start = output.rfind('\n', end);
-    run.last_stdout_line = output.substr(start == std::string::npos ? 0 : start + 1, end - start);
-  }
-  const std::string stderr_path = "/tmp/nanoforge_doctor_stderr_" + std::to_string(::getpid());
+      environment + " " + NANOFORGE_BINARY + " doctor " + arguments + " 2>" + stderr_path);
+  DoctorRun run{program.exit_code, program.output, test::last_line(program.output)};
   if (FILE* errors = fopen(stderr_path.c_str(), "r")) {
+    std::array<char, 4096> buffer;
     while (size_t n = fread(buffer.data(), 1, buffer.size(), errors))
       run.output.append(buffer.data(), n);
     fclose(errors);
@@ -57,7 +46,7 @@ bool contains(const std::string& text, const std::string& part) {
 TEST(DoctorCommand, ThisMachineWithoutRdmaExitsZeroAndPrintsTheFallback) {
   if (std::filesystem::exists("/sys/class/infiniband") && !std::filesystem::is_empty("/sys/class/infiniband"))
     GTEST_SKIP() << "this machine has RDMA devices";
-  const ProgramRun run = doctor("");
+  const DoctorRun run = doctor("");
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_TRUE(contains(run.output, "RDMA devices (libibverbs): 0")) << run.output;
   EXPECT_TRUE(contains(run.output, "NCCL transport: sockets (TCP)")) << run.output;
@@ -71,7 +60,7 @@ TEST(DoctorCommand, ThisMachineWithoutRdmaExitsZeroAndPrintsTheFallback) {
 }
 
 TEST(DoctorCommand, RecordedSparkGetsBothDevicesExported) {
-  const ProgramRun run = doctor("--inventory " + testing::recorded_path("spark_one_cable.txt"));
+  const DoctorRun run = doctor("--inventory " + testing::recorded_path("spark_one_cable.txt"));
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_TRUE(contains(run.output, "export NCCL_IB_HCA=rocep1s0f0,roceP2p1s0f0\n")) << run.output;
   EXPECT_TRUE(contains(run.output, "export NCCL_IB_GID_INDEX=3\n")) << run.output;
@@ -82,7 +71,7 @@ TEST(DoctorCommand, RecordedSparkGetsBothDevicesExported) {
 }
 
 TEST(DoctorCommand, UserSettingsAreKeptAndNotExported) {
-  const ProgramRun run =
+  const DoctorRun run =
       doctor("--inventory " + testing::recorded_path("spark_one_cable.txt"), "NCCL_IB_GID_INDEX=3");
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_FALSE(contains(run.output, "export NCCL_IB_GID_INDEX")) << run.output;
@@ -91,7 +80,7 @@ TEST(DoctorCommand, UserSettingsAreKeptAndNotExported) {
 }
 
 TEST(DoctorCommand, ASettingThatBreaksNcclExitsOneAndSaysWhat) {
-  const ProgramRun run = doctor("", "NCCL_SOCKET_IFNAME=nonexistent9");
+  const DoctorRun run = doctor("", "NCCL_SOCKET_IFNAME=nonexistent9");
   EXPECT_EQ(run.exit_code, 1) << run.output;
   EXPECT_TRUE(contains(run.output, "verdict: BROKEN")) << run.output;
   EXPECT_TRUE(contains(run.output, "NCCL_SOCKET_IFNAME=nonexistent9 matches no interface")) << run.output;
@@ -100,7 +89,7 @@ TEST(DoctorCommand, ASettingThatBreaksNcclExitsOneAndSaysWhat) {
 }
 
 TEST(DoctorCommand, MisconfiguredMachineWarnsButExitsZero) {
-  const ProgramRun run = doctor("--inventory " + testing::recorded_path("misconfigured.txt"));
+  const DoctorRun run = doctor("--inventory " + testing::recorded_path("misconfigured.txt"));
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_TRUE(contains(run.output, "warnings (4):")) << run.output;
   EXPECT_TRUE(contains(run.output, "verdict: ready, with 4 warnings above")) << run.output;
@@ -110,10 +99,10 @@ TEST(DoctorCommand, RecordedInventoryReadsBackTheSame) {
   const std::string path = (std::filesystem::temp_directory_path() /
                             ("nanoforge_doctor_inventory_" + std::to_string(::getpid()) + ".txt"))
                                .string();
-  const ProgramRun recorded_run = doctor("--record-inventory " + path);
+  const DoctorRun recorded_run = doctor("--record-inventory " + path);
   EXPECT_TRUE(contains(recorded_run.output, "wrote this machine's RDMA inventory to " + path))
       << recorded_run.output;
-  const ProgramRun replayed = doctor("--inventory " + path);
+  const DoctorRun replayed = doctor("--inventory " + path);
   std::filesystem::remove(path);
   EXPECT_EQ(replayed.exit_code, recorded_run.exit_code) << replayed.output;
   auto transport = [](const std::string& json) { return json.substr(json.find("\"transport\"")); };
@@ -122,7 +111,7 @@ TEST(DoctorCommand, RecordedInventoryReadsBackTheSame) {
 }
 
 TEST(DoctorCommand, MissingInventoryFileIsAnError) {
-  const ProgramRun run = doctor("--inventory /nonexistent/machine.txt");
+  const DoctorRun run = doctor("--inventory /nonexistent/machine.txt");
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_TRUE(contains(run.output, "cannot read the RDMA inventory '/nonexistent/machine.txt'"))
       << run.output;

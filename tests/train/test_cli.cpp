@@ -1,28 +1,19 @@
 // The `nanoforge` program end to end: help, version, errors for unknown commands and misplaced flags, the
 // parity command on nanochat's dev case, and bench step's JSON line.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <string>
 
+#include "tests/program_run.h"
+
 namespace {
 
-struct ProgramRun {
-  int exit_code;
-  std::string output;  // stdout and stderr
-};
+using nanoforge::test::ProgramRun;
 
 ProgramRun run(const std::string& arguments) {
-  const std::string command = std::string(NANOFORGE_BINARY) + " " + arguments + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string output;
-  std::array<char, 4096> buffer;
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe))
-    output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+  return nanoforge::test::run_command(std::string(NANOFORGE_BINARY) + " " + arguments + " 2>&1");
 }
 
 TEST(Cli, HelpListsTheCommands) {
