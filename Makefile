@@ -1,18 +1,22 @@
 # nanoforge's two everyday commands. `make test` is what CI runs (.ci/run) on a clean clone: install the
 # missing Debian packages, configure, build with every core, run the tests (output shown on failure).
 # `make demo` trains a small model from scratch on this machine: tokenizer and shards from the demo corpus,
-# recipes/tiny.toml (about 10 minutes on 2 CPU cores), evaluation, a sample, and a plot of the run.
+# recipes/tiny.toml, evaluation, a sample, and a plot of the run. It builds only the program, in a tree of
+# its own: for the CPU, or for this machine's GPU alone when it has one (not every architecture).
 
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
-NANOFORGE := $(BUILD_DIR)/bin/nanoforge
-DEMO_DIR := $(BUILD_DIR)/demo
+DEMO_BUILD_DIR ?= build-demo
+DEMO_CMAKE_FLAGS ?= $(shell nvidia-smi >/dev/null 2>&1 && echo -DCMAKE_CUDA_ARCHITECTURES=native \
+                      || echo -DNANOFORGE_CUDA=OFF)
+NANOFORGE := $(DEMO_BUILD_DIR)/bin/nanoforge
+DEMO_DIR := $(DEMO_BUILD_DIR)/demo
 DEMO_RUN ?= runs/tiny
 # A python3 that has matplotlib (a pyenv python3 first on PATH may not see Debian's packages).
 PYTHON := $(shell python3 -c 'import matplotlib' >/dev/null 2>&1 && echo python3 || echo /usr/bin/python3)
 
-.PHONY: all deps configure build test demo demo-data format clean
+.PHONY: all deps configure build test demo demo-build demo-data format clean
 
 all: build
 
@@ -28,8 +32,12 @@ build: configure
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
+demo-build: deps
+	cmake -S . -B $(DEMO_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release $(DEMO_CMAKE_FLAGS)
+	cmake --build $(DEMO_BUILD_DIR) -j $(JOBS) --target nanoforge
+
 # The demo corpus, its tokenizer (8,192 tokens) and its shards (the first 50 chapters for validation).
-demo-data: build
+demo-data: demo-build
 	scripts/make-demo-corpus.sh $(DEMO_DIR)/kjv.txt
 	$(NANOFORGE) tokenizer train --input $(DEMO_DIR)/kjv.txt --vocab-size 8192 --out $(DEMO_DIR)/tokenizer
 	$(NANOFORGE) prep --input $(DEMO_DIR)/kjv.txt --tokenizer $(DEMO_DIR)/tokenizer --out $(DEMO_DIR)/shards \
@@ -47,4 +55,4 @@ format:
 	git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(DEMO_BUILD_DIR)

@@ -1,6 +1,5 @@
-// CommWork (its State is shared by the engines, dist/comm_work_state.h), the argument contract of every
-// collective, and create_communicator: which engine serves this process, decided from how it was launched
-// and where its buffers live.
+// CommWork (its State is shared by the engines, dist/comm_work_state.h) and the argument contract of every
+// collective.
 #include "dist/communicator.h"
 
 #include <fmt/format.h>
@@ -10,13 +9,7 @@
 
 #include "dist/collective_contract.h"
 #include "dist/comm_work_state.h"
-#include "dist/launch_env.h"
-#include "dist/mpi_communicator.h"
-#include "dist/single_communicator.h"
 #include "support/check.h"
-#ifdef NANOFORGE_HAVE_CUDA
-#include "dist/nccl_communicator.h"
-#endif
 
 namespace nanoforge {
 
@@ -140,33 +133,5 @@ void check_broadcast(const TensorView& buffer, int root, int world_size, Device 
 }
 
 }  // namespace dist
-
-// ---- which engine ----
-
-absl::StatusOr<std::unique_ptr<Communicator>> create_communicator(Device device, const DistOptions& options) {
-  if (!(options.timeout_seconds > 0)) {
-    return absl::InvalidArgumentError(
-        fmt::format("dist.timeout_seconds must be positive, got {}", options.timeout_seconds));
-  }
-  absl::StatusOr<LaunchEnv> env = launch_env_from_process();
-  if (!env.ok()) return env.status();
-  if (env->world_size == 1) return std::unique_ptr<Communicator>(new SingleCommunicator(device));
-  if (device == Device::kCpu) {
-    if (!env->launched_by_mpi()) {
-      return absl::FailedPreconditionError(
-          fmt::format("{}: training on CPUs across processes uses the MPI engine, which needs the job "
-                      "started by mpirun or "
-                      "srun; torchrun-style variables are only enough for CUDA (NCCL) training",
-                      env->describe()));
-    }
-    return create_mpi_communicator(*env, options);
-  }
-#ifdef NANOFORGE_HAVE_CUDA
-  return create_nccl_communicator(*env, options);
-#else
-  return absl::FailedPreconditionError(fmt::format(
-      "{}: CUDA tensors need the NCCL engine, and this build has no CUDA backend", env->describe()));
-#endif
-}
 
 }  // namespace nanoforge

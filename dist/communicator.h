@@ -63,8 +63,4 @@ class Communicator {
   virtual absl::Status barrier() = 0;
 };
 
-// The communicator for how this process was started: under mpirun / srun (MPI; NCCL for CUDA tensors when
-// built with CUDA), torchrun-style RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT, or a single process.
-absl::StatusOr<std::unique_ptr<Communicator>> create_communicator(Device device, const DistOptions& options);
-
 }  // namespace nanoforge

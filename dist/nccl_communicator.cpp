@@ -25,7 +25,6 @@
 #include "dist/comm_work_state.h"
 #include "dist/mpi_heartbeats.h"
 #include "dist/mpi_runtime.h"
-#include "dist/nccl_env_apply.h"
 #include "dist/tcp_rendezvous.h"
 #include "support/check.h"
 #include "support/status.h"
@@ -480,14 +479,6 @@ absl::StatusOr<std::unique_ptr<Communicator>> create_nccl_communicator(const Lau
   if (const cudaError_t error = cudaSetDevice(parts.local_rank); error != cudaSuccess) {
     return absl::UnavailableError(
         fmt::format("{}: cudaSetDevice({}): {}", who, parts.local_rank, cuda_error_text(error)));
-  }
-  // NCCL reads its environment at initialisation: give it doctor's settings for this machine first.
-  if (const std::vector<std::string> applied = apply_advised_nccl_environment();
-      !applied.empty() && env.rank == 0) {
-    fmt::print(stderr,
-               "nanoforge: NCCL settings from this machine's RDMA devices (see `nanoforge doctor`; set "
-               "them yourself to override, NANOFORGE_NCCL_AUTO=0 to skip): {}\n",
-               fmt::join(applied, " "));
   }
   ncclUniqueId id;
   std::memset(&id, 0, sizeof(id));

@@ -5,18 +5,21 @@
 
 namespace nanoforge {
 
-GPTConfig GPTConfig::from_depth(int64_t depth, int64_t vocab_size, int64_t sequence_len,
-                                const std::string& window_pattern, int64_t aspect_ratio, int64_t head_dim) {
+GPTConfig GPTConfig::from_sizing(const ModelSizing& sizing, int64_t vocab_size) {
   GPTConfig config;
-  config.n_layer = depth;
+  config.n_layer = sizing.depth;
   config.vocab_size = vocab_size;
-  config.sequence_len = sequence_len;
-  config.window_pattern = window_pattern;
-  const int64_t base_dim = depth * aspect_ratio;
+  config.sequence_len = sizing.max_seq_len;
+  config.window_pattern = sizing.window_pattern;
+  const int64_t base_dim = sizing.depth * sizing.aspect_ratio, head_dim = sizing.head_dim;
   config.n_embd = head_dim > 0 ? (base_dim + head_dim - 1) / head_dim * head_dim : base_dim;
   config.n_head = head_dim > 0 ? config.n_embd / head_dim : 0;
   config.n_kv_head = config.n_head;
   return config;
+}
+
+GPTConfig GPTConfig::from_depth(int64_t depth, int64_t vocab_size, int64_t sequence_len) {
+  return from_sizing({.depth = depth, .max_seq_len = sequence_len}, vocab_size);
 }
 
 absl::Status GPTConfig::validate() const {

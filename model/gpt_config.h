@@ -11,6 +11,17 @@
 
 namespace nanoforge {
 
+// How nanochat's base_train sizes a model from its depth: its command-line flags with their defaults, and the
+// [model] section of a recipe. The vocabulary comes from the tokenizer.
+struct ModelSizing {
+  int64_t depth = 20;
+  int64_t aspect_ratio = 64;  // model dim = depth * aspect_ratio, rounded up to a multiple of head_dim
+  int64_t head_dim = 128;
+  int64_t max_seq_len = 2048;
+  std::string window_pattern = "SSSL";  // S short, L long; tiled over the layers
+};
+
+// The model's dimensions; the defaults are those of nanochat's GPTConfig dataclass.
 struct GPTConfig {
   int64_t sequence_len = 2048;
   int64_t vocab_size = 32768;
@@ -22,9 +33,9 @@ struct GPTConfig {
 
   // nanochat's base_train sizing: model dim = depth * aspect_ratio rounded up to a multiple of head_dim,
   // heads = dim / head_dim, no GQA.
-  static GPTConfig from_depth(int64_t depth, int64_t vocab_size, int64_t sequence_len,
-                              const std::string& window_pattern = "SSSL", int64_t aspect_ratio = 64,
-                              int64_t head_dim = 128);
+  static GPTConfig from_sizing(const ModelSizing& sizing, int64_t vocab_size);
+  // from_sizing with base_train's defaults but for the depth and the sequence length.
+  static GPTConfig from_depth(int64_t depth, int64_t vocab_size, int64_t sequence_len);
 
   // Checks every constraint the model relies on; the message names the field and what would fix it.
   absl::Status validate() const;

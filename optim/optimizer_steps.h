@@ -3,7 +3,7 @@
 // matrix: Nesterov momentum, MuonEq row equilibration, Polar Express orthogonalisation (5 iterations with
 // nanochat's coefficients), Muon+ renormalisation to sqrt(min(m, n)), NorMuon variance reduction, then the
 // update with cautious weight decay. Everything goes through kernels/ops.h, so it runs where the model runs.
-// The optimizer that applies them — to the pieces each rank owns — is train/data_parallel_optimizer.h.
+// The optimizer that applies them — to the pieces each rank owns — is optim/data_parallel_optimizer.h.
 #pragma once
 
 #include <cstdint>

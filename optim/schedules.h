@@ -7,11 +7,17 @@
 
 namespace nanoforge {
 
-struct ScheduleConfig {
-  int64_t num_iterations = 0;
-  int64_t warmup_steps = 40;     // base_train --warmup-steps
+// The shape of the learning-rate schedule: base_train's flags with its defaults (the [train] keys of a
+// recipe).
+struct ScheduleShape {
+  int64_t warmup_steps = 40;     // --warmup-steps
   double warmdown_ratio = 0.65;  // --warmdown-ratio: the last round(0.65 * N) steps decay
   double final_lr_frac = 0.05;   // --final-lr-frac
+};
+
+// A run's schedule: the shape over its horizon.
+struct ScheduleConfig : ScheduleShape {
+  int64_t num_iterations = 0;
   double muon_weight_decay = 0;  // the horizon-scaled weight decay (wd_scaled)
 };
 

@@ -8,14 +8,16 @@
 
 namespace nanoforge {
 
-TrainingHorizon training_horizon(const GPTConfig& config, const HorizonOptions& options) {
+TrainingHorizon training_horizon(const ModelSizing& sizing, int64_t vocab_size, const HorizonOptions& options,
+                                 double base_weight_decay) {
+  const GPTConfig config = GPTConfig::from_sizing(sizing, vocab_size);
+  ModelSizing reference_sizing = sizing;
+  reference_sizing.depth = 12;
+  const GPTConfig reference = GPTConfig::from_sizing(reference_sizing, vocab_size);
   TrainingHorizon horizon;
   horizon.scaling_params = ParamLayout(config).counts().scaling();
   horizon.target_tokens =
       static_cast<int64_t>(options.target_param_data_ratio * static_cast<double>(horizon.scaling_params));
-  const GPTConfig reference =
-      GPTConfig::from_depth(12, config.vocab_size, config.sequence_len, config.window_pattern,
-                            options.aspect_ratio, options.head_dim);
   horizon.reference_tokens = static_cast<int64_t>(
       options.target_param_data_ratio * static_cast<double>(ParamLayout(reference).counts().scaling()));
   const double token_ratio =
@@ -29,7 +31,7 @@ TrainingHorizon training_horizon(const GPTConfig& config, const HorizonOptions& 
   }
   const double batch_ratio = static_cast<double>(horizon.total_batch_size) / kReferenceBatchTokens;
   horizon.batch_lr_scale = horizon.total_batch_size == kReferenceBatchTokens ? 1.0 : std::sqrt(batch_ratio);
-  horizon.weight_decay = options.base_weight_decay * std::sqrt(batch_ratio) / token_ratio;
+  horizon.weight_decay = base_weight_decay * std::sqrt(batch_ratio) / token_ratio;
   if (options.num_iterations > 0) {
     horizon.num_iterations = options.num_iterations;
   } else if (options.target_flops > 0) {

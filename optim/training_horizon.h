@@ -1,6 +1,6 @@
-// nanochat's training horizon and its batch / learning-rate / weight-decay scaling (base_train.py §3.1 of the
-// spec): tokens from the param:data ratio, the total batch from a power law against a depth-12 reference,
-// the batch LR scale sqrt(B / 2^19), the weight decay scaled by batch and horizon, and the iteration count.
+// nanochat's training horizon and its batch / learning-rate / weight-decay scaling (its base_train.py):
+// tokens from the param:data ratio, the total batch from a power law against a depth-12 reference, the
+// batch LR scale sqrt(B / 2^19), the weight decay scaled by batch and horizon, and the iteration count.
 #pragma once
 
 #include <cstdint>
@@ -9,14 +9,12 @@
 
 namespace nanoforge {
 
+// What sets the horizon: base_train's flags with its defaults (the [train] keys of a recipe).
 struct HorizonOptions {
   double target_param_data_ratio = 12;  // --target-param-data-ratio
   int64_t total_batch_size = -1;        // tokens per step; -1: nanochat's power law
   int64_t num_iterations = -1;          // > 0 overrides the horizon
   double target_flops = -1;             // > 0: horizon from a FLOPs budget
-  double base_weight_decay = 0.28;      // --weight-decay
-  int64_t aspect_ratio = 64;            // to build the depth-12 reference the same way
-  int64_t head_dim = 128;
 };
 
 struct TrainingHorizon {
@@ -31,6 +29,9 @@ struct TrainingHorizon {
 
 inline constexpr int64_t kReferenceBatchTokens = 1 << 19;  // nanochat's B_REF
 
-TrainingHorizon training_horizon(const GPTConfig& config, const HorizonOptions& options);
+// The horizon of the model `sizing` builds with `vocab_size` tokens (the depth-12 reference is sized the same
+// way); `base_weight_decay` is the optimizer's weight_decay before scaling.
+TrainingHorizon training_horizon(const ModelSizing& sizing, int64_t vocab_size, const HorizonOptions& options,
+                                 double base_weight_decay);
 
 }  // namespace nanoforge

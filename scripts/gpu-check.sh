@@ -396,7 +396,6 @@ configure_stage() {
   [[ -z $nvcc ]] || cmake_args+=("-DCMAKE_CUDA_COMPILER=$nvcc")
   [[ -z $nccl_library ]] || cmake_args+=("-DNANOFORGE_NCCL_LIBRARY=$nccl_library")
   [[ -z $nccl_include ]] || cmake_args+=("-DNANOFORGE_NCCL_INCLUDE_DIR=$nccl_include")
-  [[ ! -d $bundle_dir/parity ]] || cmake_args+=("-DNANOFORGE_PARITY_DIR=$bundle_dir/parity")
   read -r -a extra <<<"${GPU_CHECK_CMAKE_ARGS:-}"
   # CMake 4 refuses config files that declare compatibility with CMake < 3.5; older CMake ignores this.
   run_stage configure 120 "$build_log" env CMAKE_POLICY_VERSION_MINIMUM=3.5 \

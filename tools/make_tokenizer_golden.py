@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the tokenizer golden files under tests/data/golden/ (committed; rerun only to change them).
+"""Writes the tokenizer golden files under tests/data/tokenizer/golden/ (committed; rerun only to change them).
 
 tiktoken cannot download its own encodings here, so the ranks come from a tokenizer trained the way nanochat
 trains its own: rustbpe (nanochat's trainer) with nanochat's split pattern, on tokenizer_train.jsonl (KJV
@@ -9,11 +9,11 @@ Bible chapters, public domain, from Debian's bible-kjv package, plus the multili
   parity_cases.txt     one case per line: base64(UTF-8 text) TAB the ids tiktoken's encode_ordinary gives,
                        with the Encoding built from those ranks and nanochat's pattern
   tokenizer_train.jsonl the training documents ({"text": ...} per line)
-The C++ tests (tests/data/test_tokenizer_parity.cpp) must reproduce the ids exactly, and training on
+The C++ tests (tests/data/tokenizer/test_tokenizer_parity.cpp) must reproduce the ids exactly, and training on
 tokenizer_train.jsonl must reproduce rustbpe's ranks exactly.
 
 Needs: pip install tiktoken rustbpe; the `bible` program (Debian bible-kjv) to regenerate the training text.
-Usage: tools/make_tokenizer_golden.py [--out tests/data/golden] [--vocab-size 2048]
+Usage: tools/make_tokenizer_golden.py [--out tests/data/tokenizer/golden] [--vocab-size 2048]
 """
 import argparse
 import base64

@@ -1,7 +1,7 @@
 """Independent PyTorch reference of nanochat's GPT training forward pass (CPU, fp32 or fp64).
 
-nanoforge's C++ model is checked against parity cases; this module produces the expected numbers for
-cases of any shape (see make_parity_case.py) and a CPU baseline for benchmarks. It follows the nanoforge
+It is the PyTorch CPU baseline for benchmarks (bench_torch_reference.py). nanoforge's parity files are not
+made with it but with nanochat's own code (make_nanochat_goldens.py). It follows the nanoforge
 spec (shared/spec/nanochat.md, sections 1.1-1.4 and 8) and nanochat's CPU fp32 mode: no bf16 rounding
 anywhere, plain masked softmax attention instead of flash-attention. Parameter names, shapes and
 registration order are nanochat's state-dict layout, so checkpoints and case files map one to one.

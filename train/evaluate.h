@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "data/loader.h"
+#include "data/loader/loader.h"
 #include "model/gpt.h"
 
 namespace nanoforge {

@@ -12,7 +12,7 @@
 #include "model/activations.h"
 #include "model/gpt.h"
 #include "model/param_layout.h"
-#include "train/data_parallel_optimizer.h"
+#include "optim/data_parallel_optimizer.h"
 
 namespace nanoforge {
 namespace {

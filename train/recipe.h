@@ -10,17 +10,20 @@
 #include <string>
 #include <vector>
 
+#include "model/gpt_config.h"
+#include "optim/param_groups.h"
+#include "optim/schedules.h"
+#include "optim/training_horizon.h"
+
 namespace nanoforge {
 
+// The sections are the parts' own settings structs, so each default is written once, where it belongs:
+// [model] is model/'s ModelSizing, [optim] optim/'s OptimizerHyperparameters, and [train] holds optim/'s
+// horizon and schedule settings beside the loop's own.
 struct Recipe {
-  struct Model {
-    int64_t depth = 20;
-    int64_t aspect_ratio = 64;
-    int64_t head_dim = 128;
-    int64_t max_seq_len = 2048;
-    std::string window_pattern = "SSSL";
-    std::string
-        init_from;  // a model.h5 (or checkpoint / run directory) to start from instead of the seeded init
+  struct Model : ModelSizing {
+    // a model.h5 (or checkpoint / run directory) to start from instead of the seeded init
+    std::string init_from;
   } model;
   struct Data {
     std::string train;      // shard directory (or one shard file) for training
@@ -29,14 +32,9 @@ struct Recipe {
   } data;
   struct Train {
     int64_t device_batch_size = 32;
-    int64_t total_batch_size = -1;  // tokens per step; -1: nanochat's power law
-    int64_t num_iterations = -1;    // > 0 overrides the horizon
-    double target_flops = -1;
-    double target_param_data_ratio = 12;
+    HorizonOptions horizon;  // train.total_batch_size, num_iterations, target_flops, target_param_data_ratio
+    ScheduleShape schedule;  // train.warmup_steps, warmdown_ratio, final_lr_frac
     int64_t seed = 42;
-    int64_t warmup_steps = 40;
-    double warmdown_ratio = 0.65;
-    double final_lr_frac = 0.05;
     int64_t eval_every = 250;
     int64_t eval_tokens = 80 * 524288;
     int64_t sample_every = 2000;
@@ -45,13 +43,7 @@ struct Recipe {
     int64_t threads = 0;          // CPU threads (0: all)
     bool deterministic = false;   // GPU kernels reduce in a fixed order (kernels/ops.h set_deterministic)
   } train;
-  struct Optim {
-    double unembedding_lr = 0.008;
-    double embedding_lr = 0.3;
-    double scalar_lr = 0.5;
-    double matrix_lr = 0.02;
-    double weight_decay = 0.28;
-  } optim;
+  OptimizerHyperparameters optim;
   struct Checkpoint {
     int64_t every = -1;       // steps between checkpoints; -1: only at the end
     int64_t keep_last = -1;   // keep the newest K checkpoints (-1: all)

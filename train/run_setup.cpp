@@ -30,19 +30,20 @@ absl::Status validate_recipe(const Recipe& r) {
   if (r.train.device_batch_size < 1) {
     return invalid(fmt::format("train.device_batch_size must be >= 1, got {}", r.train.device_batch_size));
   }
-  if (r.train.total_batch_size == 0 || r.train.total_batch_size < -1) {
+  if (r.train.horizon.total_batch_size == 0 || r.train.horizon.total_batch_size < -1) {
     return invalid(fmt::format("train.total_batch_size must be > 0 or -1 (automatic), got {}",
-                               r.train.total_batch_size));
+                               r.train.horizon.total_batch_size));
   }
-  if (r.train.num_iterations == 0 || r.train.num_iterations < -1) {
+  if (r.train.horizon.num_iterations == 0 || r.train.horizon.num_iterations < -1) {
     return invalid(fmt::format("train.num_iterations must be > 0 or -1 (from the horizon), got {}",
-                               r.train.num_iterations));
+                               r.train.horizon.num_iterations));
   }
-  if (r.train.target_param_data_ratio <= 0) return invalid("train.target_param_data_ratio must be positive");
-  if (r.train.warmup_steps < 0) return invalid("train.warmup_steps must be >= 0");
-  if (r.train.warmdown_ratio < 0 || r.train.warmdown_ratio > 1)
+  if (r.train.horizon.target_param_data_ratio <= 0)
+    return invalid("train.target_param_data_ratio must be positive");
+  if (r.train.schedule.warmup_steps < 0) return invalid("train.warmup_steps must be >= 0");
+  if (r.train.schedule.warmdown_ratio < 0 || r.train.schedule.warmdown_ratio > 1)
     return invalid("train.warmdown_ratio must be in [0, 1]");
-  if (r.train.final_lr_frac < 0 || r.train.final_lr_frac > 1)
+  if (r.train.schedule.final_lr_frac < 0 || r.train.schedule.final_lr_frac > 1)
     return invalid("train.final_lr_frac must be in [0, 1]");
   if (r.train.eval_every == 0 || r.train.eval_every < -1)
     return invalid("train.eval_every must be > 0 or -1 (never)");
@@ -104,7 +105,7 @@ absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size, De
     return absl::Status(tokenizer.status().code(),
                         fmt::format("data.tokenizer: {}", std::string(tokenizer.status().message())));
   }
-  RunSetup setup(std::move(*tokenizer));
+  RunSetup setup(recipe, std::move(*tokenizer));
   setup.world_size = world_size;
   setup.device = device;
   absl::StatusOr<std::string> device_name = device_display_name(device);
@@ -134,21 +135,12 @@ absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size, De
     *target = std::move(*shards);
   }
 
-  setup.model =
-      GPTConfig::from_depth(recipe.model.depth, setup.tokenizer.vocab_size(), recipe.model.max_seq_len,
-                            recipe.model.window_pattern, recipe.model.aspect_ratio, recipe.model.head_dim);
+  setup.model = GPTConfig::from_sizing(recipe.model, setup.tokenizer.vocab_size());
   if (absl::Status valid = setup.model.validate(); !valid.ok()) {
     return invalid(fmt::format("[model]: {}", std::string(valid.message())));
   }
-  HorizonOptions horizon;
-  horizon.target_param_data_ratio = recipe.train.target_param_data_ratio;
-  horizon.total_batch_size = recipe.train.total_batch_size;
-  horizon.num_iterations = recipe.train.num_iterations;
-  horizon.target_flops = recipe.train.target_flops;
-  horizon.base_weight_decay = recipe.optim.weight_decay;
-  horizon.aspect_ratio = recipe.model.aspect_ratio;
-  horizon.head_dim = recipe.model.head_dim;
-  setup.horizon = training_horizon(setup.model, horizon);
+  setup.horizon = training_horizon(recipe.model, setup.tokenizer.vocab_size(), recipe.train.horizon,
+                                   recipe.optim.weight_decay);
   if (setup.horizon.num_iterations < 1) {
     return invalid(
         fmt::format("the horizon is {} tokens, less than one step of {}: raise "
@@ -169,10 +161,11 @@ absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size, De
   setup.eval_steps = std::max<int64_t>(1, recipe.train.eval_tokens / tokens_per_micro_step);
 
   setup.schedule.num_iterations = setup.horizon.num_iterations;
-  setup.schedule.warmup_steps = recipe.train.warmup_steps;
-  setup.schedule.warmdown_ratio = recipe.train.warmdown_ratio;
-  setup.schedule.final_lr_frac = recipe.train.final_lr_frac;
+  static_cast<ScheduleShape&>(setup.schedule) = recipe.train.schedule;
   setup.schedule.muon_weight_decay = setup.horizon.weight_decay;
+  setup.layout = std::make_unique<const ParamLayout>(setup.model);
+  setup.param_groups = nanochat_param_groups(setup.model, *setup.layout, recipe.optim,
+                                             setup.horizon.batch_lr_scale, setup.horizon.weight_decay);
   return setup;
 }
 

@@ -7,22 +7,31 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
-#include "data/shard_set.h"
-#include "data/tokenizer.h"
+#include "data/shards/shard_set.h"
+#include "data/tokenizer/tokenizer.h"
 #include "kernels/tensor.h"
 #include "model/gpt_config.h"
+#include "model/param_layout.h"
+#include "optim/param_groups.h"
 #include "optim/schedules.h"
 #include "optim/training_horizon.h"
 #include "train/recipe.h"
 
 namespace nanoforge {
 
+// Everything the trainer reads: the recipe it was made from and what follows from it. The trainer reads
+// settings from here only, so a value has one source.
 struct RunSetup {
-  explicit RunSetup(Tokenizer tokenizer_in) : tokenizer(std::move(tokenizer_in)) {}
+  RunSetup(Recipe recipe_in, Tokenizer tokenizer_in)
+      : recipe(std::move(recipe_in)), tokenizer(std::move(tokenizer_in)) {}
+  Recipe recipe;  // validated; what config.toml and checkpoints record
   Tokenizer tokenizer;
   std::shared_ptr<const ShardSet> train_data, val_data;
   GPTConfig model;
+  std::unique_ptr<const ParamLayout> layout;  // the model's parameters (param_groups point into it)
+  std::vector<ParamGroup> param_groups;       // nanochat's groups, with the horizon's lr and decay scaling
   TrainingHorizon horizon;
   ScheduleConfig schedule;
   int64_t world_size = 1;

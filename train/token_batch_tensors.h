@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "data/loader.h"
+#include "data/loader/loader.h"
 #include "kernels/device_buffer.h"
 #include "kernels/tensor.h"
 

@@ -13,24 +13,26 @@
 #include <fstream>
 #include <optional>
 
+#include "dist/create_communicator.h"
+#include "doctor/nccl_env_apply.h"
 #include "kernels/backend_info.h"
 #include "kernels/host_transfer.h"
 #include "kernels/ops.h"
 #include "model/flops.h"
 #include "model/gpt.h"
+#include "optim/data_parallel_optimizer.h"
 #include "optim/param_groups.h"
 #include "support/number_format.h"
 #include "support/status.h"
-#include "train/checkpoint.h"
-#include "train/checkpoint_model.h"
-#include "train/checkpoint_writer.h"
-#include "train/data_parallel_optimizer.h"
+#include "train/checkpoint/checkpoint.h"
+#include "train/checkpoint/model_file.h"
+#include "train/checkpoint/resume.h"
+#include "train/checkpoint/writer.h"
 #include "train/evaluate.h"
 #include "train/generate.h"
 #include "train/memory_plan.h"
 #include "train/metrics_log.h"
 #include "train/peak_flops.h"
-#include "train/resume.h"
 #include "train/run_setup.h"
 #include "train/shutdown_signal.h"
 #include "train/token_batch_tensors.h"
@@ -81,26 +83,21 @@ constexpr size_t kMaxSummedScalars = 3;
 // Everything a run holds, and the steps of the loop.
 class Trainer {
  public:
-  Trainer(const Recipe& recipe, const TrainRunOptions& options, RunSetup setup, Communicator& communicator)
-      : recipe_(recipe),
+  Trainer(RunSetup setup, const TrainRunOptions& options, Communicator& communicator)
+      : setup_(std::move(setup)),
+        recipe_(setup_.recipe),
         options_(options),
-        setup_(std::move(setup)),
         communicator_(communicator),
         chief_(communicator.rank() == 0),
-        batch_(recipe.train.device_batch_size),
-        seq_(recipe.model.max_seq_len),
+        batch_(recipe_.train.device_batch_size),
+        seq_(setup_.model.sequence_len),
         // On the GPU the activations are bf16; weights, gradients and optimizer state stay fp32.
         model_(setup_.model, setup_.device, training_dtype(setup_.device)),
-        optimizer_(
-            nanochat_param_groups(setup_.model, model_.layout(),
-                                  {recipe.optim.unembedding_lr, recipe.optim.embedding_lr,
-                                   recipe.optim.scalar_lr, recipe.optim.matrix_lr, recipe.optim.weight_decay},
-                                  setup_.horizon.batch_lr_scale, setup_.horizon.weight_decay),
-            model_.layout(), model_.params(), model_.grads(), communicator,
-            static_cast<int64_t>(recipe.dist.bucket_mb * 1024 * 1024)),
+        optimizer_(setup_.param_groups, *setup_.layout, model_.params(), model_.grads(), communicator,
+                   static_cast<int64_t>(recipe_.dist.bucket_mb * 1024 * 1024)),
         tensors_(batch_, seq_, setup_.device),
         token_bytes_(setup_.tokenizer.token_byte_lengths()),
-        writer_(options.run_dir, {recipe.checkpoint.keep_last, recipe.checkpoint.keep_every, -1}, chief_),
+        writer_(options.run_dir, {recipe_.checkpoint.keep_last, recipe_.checkpoint.keep_every, -1}, chief_),
         scalar_buffer_(setup_.device, kMaxSummedScalars * sizeof(double)) {}
 
   absl::Status start();
@@ -117,9 +114,9 @@ class Trainer {
   template <size_t kCount>
   std::array<double, kCount> sum_over_ranks(std::array<double, kCount> values);
 
-  const Recipe& recipe_;
-  const TrainRunOptions& options_;
   RunSetup setup_;
+  const Recipe& recipe_;  // setup_.recipe
+  const TrainRunOptions& options_;
   Communicator& communicator_;
   bool chief_;                         // rank 0: prints, writes metrics and checkpoints, samples
   std::optional<MetricsLog> metrics_;  // opened once a resume has trimmed what it will write again
@@ -416,16 +413,11 @@ void Trainer::print_setup() const {
 
 // The run's memory, planned before anything is allocated, printed by rank 0 and checked by every rank against
 // what its machine has free (a GPU sharing host memory can freeze the machine when it runs out).
-absl::Status check_run_fits(const Recipe& recipe, const RunSetup& setup, const Communicator& communicator) {
-  const ParamLayout layout(setup.model);  // outlives the groups, which point into it
+absl::Status check_run_fits(const RunSetup& setup, const Communicator& communicator) {
   const MemoryPlan plan = plan_training_memory(
-      setup.model,
-      nanochat_param_groups(setup.model, layout,
-                            {recipe.optim.unembedding_lr, recipe.optim.embedding_lr, recipe.optim.scalar_lr,
-                             recipe.optim.matrix_lr, recipe.optim.weight_decay},
-                            setup.horizon.batch_lr_scale, setup.horizon.weight_decay),
-      setup.device, recipe.train.device_batch_size, recipe.model.max_seq_len, communicator.rank(),
-      communicator.world_size(), static_cast<int64_t>(recipe.dist.bucket_mb * 1024 * 1024));
+      setup.model, setup.param_groups, setup.device, setup.recipe.train.device_batch_size,
+      setup.model.sequence_len, communicator.rank(), communicator.world_size(),
+      static_cast<int64_t>(setup.recipe.dist.bucket_mb * 1024 * 1024));
   if (communicator.rank() == 0) fmt::print("{}", plan.table());
   NANOFORGE_ASSIGN_OR_RETURN(const AvailableMemory available, available_memory(setup.device));
   const absl::Status fits = check_memory_plan(plan, available);
@@ -446,6 +438,8 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
   NANOFORGE_RETURN_IF_ERROR(validate_recipe(recipe));  // before any rank starts talking to the others
   NANOFORGE_ASSIGN_OR_RETURN(const Device device, resolve_train_device(recipe));
   ops::set_deterministic(recipe.train.deterministic);
+  // NCCL reads its environment when the communicator is created: doctor's settings for this machine first.
+  if (device == Device::kCuda) apply_advised_nccl_environment_for_run();
   // The NCCL engine binds this rank's GPU (local rank) before anything else touches CUDA.
   NANOFORGE_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> communicator,
                              create_communicator(device, {recipe.dist.timeout_seconds}));
@@ -463,9 +457,9 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
   }
   // Rank 0 made the run directory; the others read from it (resume) only after this.
   NANOFORGE_RETURN_IF_ERROR(communicator->barrier());
-  NANOFORGE_RETURN_IF_ERROR(check_run_fits(recipe, setup, *communicator));
+  NANOFORGE_RETURN_IF_ERROR(check_run_fits(setup, *communicator));
   install_shutdown_handlers();
-  Trainer trainer(recipe, options, std::move(setup), *communicator);
+  Trainer trainer(std::move(setup), options, *communicator);
   NANOFORGE_RETURN_IF_ERROR(trainer.start());
   return trainer.run();
 }

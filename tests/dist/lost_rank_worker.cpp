@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "dist/create_communicator.h"
 
 int main(int argc, char** argv) {
   if (argc != 4 && !(argc == 5 && std::string(argv[4]) == "during")) {

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "dist/create_communicator.h"
 
 namespace nanoforge {
 namespace {

@@ -5,7 +5,7 @@
 #include <numeric>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "dist/create_communicator.h"
 #include "dist/single_communicator.h"
 
 namespace nanoforge {

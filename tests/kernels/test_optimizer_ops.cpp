@@ -97,7 +97,7 @@ TEST(FrobeniusNormalisation, DividesAndRescalesAsDocumented) {
     EXPECT_EQ(v, 0.0);
 }
 
-// NorMuon in double from the spec: statistics along rows (m >= n) or columns (m < n).
+// NorMuon in double from nanochat's optim.py: statistics along rows (m >= n) or columns (m < n).
 void expect_normuon(int64_t rows, int64_t cols, uint64_t seed) {
   const bool per_row = rows >= cols;
   HostTensor<double> g = random_tensor<double>({rows, cols}, seed);

@@ -93,7 +93,8 @@ TEST(ComputeWeights, OddShapesStayAlignedWithMoreRuns) {
 }
 
 TEST(ComputeWeights, CpuModelsReadTheirParameters) {
-  GPTConfig config = GPTConfig::from_depth(2, 300, 64, "SL", 64, 64);
+  GPTConfig config = GPTConfig::from_sizing(
+      {.depth = 2, .aspect_ratio = 64, .head_dim = 64, .max_seq_len = 64, .window_pattern = "SL"}, 300);
   GPT model(config, Device::kCpu, DType::kF32);
   EXPECT_EQ(model.compute_weight_bytes(), 0);
   EXPECT_EQ(model.param_dtype(), DType::kF32);

@@ -21,7 +21,8 @@ TEST(GPTConfig, DerivesNanochatShapesFromDepth) {
     EXPECT_TRUE(config.validate().ok());
   }
   // runcpu.sh: depth 6 with head dim 64 gives 384 = 6 heads.
-  const GPTConfig cpu = GPTConfig::from_depth(6, 32768, 512, "L", 64, 64);
+  const GPTConfig cpu = GPTConfig::from_sizing(
+      {.depth = 6, .aspect_ratio = 64, .head_dim = 64, .max_seq_len = 512, .window_pattern = "L"}, 32768);
   EXPECT_EQ(cpu.n_embd, 384);
   EXPECT_EQ(cpu.n_head, 6);
 }
@@ -38,15 +39,17 @@ TEST(GPTConfig, ShortWindowIsAQuarterRoundedUpTo128) {
 }
 
 TEST(GPTConfig, PatternTilesLayersAndTheLastLayerIsLong) {
-  const GPTConfig d20 = GPTConfig::from_depth(20, 32768, 2048, "SSSL");
+  const GPTConfig d20 =
+      GPTConfig::from_sizing({.depth = 20, .max_seq_len = 2048, .window_pattern = "SSSL"}, 32768);
   for (int64_t layer = 0; layer < 20; ++layer) {
     const bool long_layer = layer % 4 == 3;  // layers 3, 7, 11, 15, 19
     EXPECT_EQ(d20.window(layer), long_layer ? 2048 : 512) << "layer " << layer;
   }
-  const GPTConfig d26 = GPTConfig::from_depth(26, 32768, 2048, "SSSL");
+  const GPTConfig d26 =
+      GPTConfig::from_sizing({.depth = 26, .max_seq_len = 2048, .window_pattern = "SSSL"}, 32768);
   EXPECT_EQ(d26.window(24), 512);
   EXPECT_EQ(d26.window(25), 2048);  // would be S by the pattern; forced L
-  const GPTConfig one = GPTConfig::from_depth(1, 64, 300, "S");
+  const GPTConfig one = GPTConfig::from_sizing({.depth = 1, .max_seq_len = 300, .window_pattern = "S"}, 64);
   EXPECT_EQ(one.window(0), 300);
 }
 

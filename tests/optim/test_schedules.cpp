@@ -1,17 +1,16 @@
 // The schedules against nanochat's own values at every iteration of a 100-step run (/schedule in the
-// golden), and against the d20 facts of the spec.
+// golden), and against base_train's d20 numbers.
 #include <gtest/gtest.h>
 
 #include "optim/schedules.h"
 #include "support/h5_file.h"
-#include "tests/optim/golden_file.h"
+#include "tests/parity/golden_file.h"
 
 namespace nanoforge {
 namespace {
 
 TEST(Schedules, MatchNanochatAtEveryIteration) {
-  const std::string path = test::golden_path("optim_dev.h5");
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
+  const std::string path = test::golden_path("optim_real_init.h5");
   auto file = H5File::open_read(path);
   ASSERT_TRUE(file.ok());
   const auto iterations = file->read<int64_t>("/schedule/iteration");

@@ -1,25 +1,27 @@
-// The training horizon against what nanochat derived for the golden's model (/optim_config) and the spec's
-// worked table for depths 12-26.
+// The training horizon against what nanochat derived for the golden's model (/optim_config) and base_train's
+// horizons for depths 12-26.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "optim/param_groups.h"
 #include "optim/training_horizon.h"
 #include "support/h5_file.h"
-#include "tests/optim/golden_file.h"
+#include "tests/parity/golden_file.h"
 
 namespace nanoforge {
 namespace {
 
+const double kBaseWeightDecay = OptimizerHyperparameters{}.weight_decay;  // base_train's --weight-decay
+
 TEST(TrainingHorizon, MatchesNanochatForTheGoldenModel) {
-  const std::string path = test::golden_path("optim_dev.h5");
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
+  const std::string path = test::golden_path("optim_real_init.h5");
   auto file = H5File::open_read(path);
   ASSERT_TRUE(file.ok());
   HorizonOptions options;
-  options.head_dim = 64;
   options.num_iterations = 100;
-  const TrainingHorizon horizon = training_horizon(test::golden_model(), options);
+  const TrainingHorizon horizon =
+      training_horizon(test::golden_sizing(), test::kGoldenVocab, options, kBaseWeightDecay);
   EXPECT_EQ(horizon.scaling_params, *file->read_int_attribute("/optim_config", "num_scaling_params"));
   EXPECT_EQ(horizon.target_tokens, *file->read_int_attribute("/optim_config", "target_tokens"));
   EXPECT_EQ(horizon.reference_tokens, *file->read_int_attribute("/optim_config", "D_REF"));
@@ -30,7 +32,7 @@ TEST(TrainingHorizon, MatchesNanochatForTheGoldenModel) {
   EXPECT_EQ(horizon.num_iterations, 100);
 }
 
-TEST(TrainingHorizon, MatchesTheSpecsWorkedTable) {
+TEST(TrainingHorizon, MatchesBaseTrainsHorizons) {
   struct Row {
     int64_t depth;
     double ratio;
@@ -43,7 +45,7 @@ TEST(TrainingHorizon, MatchesTheSpecsWorkedTable) {
                          Row{26, 12, 1 << 20, 0.047470, 10510}}) {
     HorizonOptions options;
     options.target_param_data_ratio = row.ratio;
-    const TrainingHorizon h = training_horizon(GPTConfig::from_depth(row.depth, 32768, 2048), options);
+    const TrainingHorizon h = training_horizon({.depth = row.depth}, 32768, options, kBaseWeightDecay);
     EXPECT_EQ(h.total_batch_size, row.batch) << "depth " << row.depth;
     EXPECT_EQ(h.num_iterations, row.iterations) << "depth " << row.depth;
     EXPECT_NEAR(h.weight_decay, row.wd_scaled, 5e-7) << "depth " << row.depth;  // the table has 6 digits
@@ -51,7 +53,7 @@ TEST(TrainingHorizon, MatchesTheSpecsWorkedTable) {
   }
   HorizonOptions flops;
   flops.target_flops = 1.507e19;
-  EXPECT_NEAR(training_horizon(GPTConfig::from_depth(20, 32768, 2048), flops).num_iterations, 4980, 1);
+  EXPECT_NEAR(training_horizon({.depth = 20}, 32768, flops, kBaseWeightDecay).num_iterations, 4980, 1);
 }
 
 }  // namespace

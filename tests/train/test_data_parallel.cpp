@@ -1,5 +1,5 @@
 // Data parallelism on the CPU (the MPI engine, ranks started by mpirun): N ranks each accumulating over 1/N
-// of the micro-batches are one rank's run — the same rows per step (data/loader.h's world-size rule),
+// of the micro-batches are one rank's run — the same rows per step (data/loader/loader.h's world-size rule),
 // gradients averaged over ranks, sharded (ZeRO-1) updates gathered back — up to the order of float additions;
 // a run resumed at the same world size is the uninterrupted run bit for bit; one stopped at one world size
 // resumes at another.
@@ -18,8 +18,8 @@ using namespace test;
 // ~50 KB split this model's gradients into several, so reductions start during the backward pass.
 Recipe parallel_recipe() {
   Recipe recipe = small_recipe();
-  recipe.train.total_batch_size = 16 * 64;
-  recipe.train.num_iterations = 20;
+  recipe.train.horizon.total_batch_size = 16 * 64;
+  recipe.train.horizon.num_iterations = 20;
   recipe.train.eval_every = 10;
   recipe.train.sample_every = 20;
   recipe.checkpoint.every = 10;

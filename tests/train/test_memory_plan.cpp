@@ -10,10 +10,10 @@
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/device_buffer.h"
 #include "model/gpt.h"
+#include "optim/data_parallel_optimizer.h"
+#include "optim/named_tensor.h"
 #include "optim/param_groups.h"
-#include "train/data_parallel_optimizer.h"
 #include "train/memory_plan.h"
-#include "train/named_tensor.h"
 
 namespace nanoforge {
 namespace {
@@ -22,7 +22,8 @@ constexpr int64_t kBatch = 3, kSeq = 96;
 constexpr int64_t kBucketBytes = 64 << 10;  // several buckets for this small model
 
 GPTConfig small_model() {
-  return GPTConfig::from_depth(2, 300, 128, "SL", 64, 64);
+  return GPTConfig::from_sizing(
+      {.depth = 2, .aspect_ratio = 64, .head_dim = 64, .max_seq_len = 128, .window_pattern = "SL"}, 300);
 }
 
 std::vector<ParamGroup> groups_of(const GPTConfig& config, const ParamLayout& layout) {

@@ -20,8 +20,8 @@ TEST(Recipe, DefaultsAreNanochatsBaseTrain) {
   EXPECT_EQ(recipe.train.device_batch_size, 32);
   EXPECT_EQ(recipe.train.eval_every, 250);
   EXPECT_EQ(recipe.train.eval_tokens, 80 * 524288);
-  EXPECT_EQ(recipe.train.warmup_steps, 40);
-  EXPECT_DOUBLE_EQ(recipe.train.warmdown_ratio, 0.65);
+  EXPECT_EQ(recipe.train.schedule.warmup_steps, 40);
+  EXPECT_DOUBLE_EQ(recipe.train.schedule.warmdown_ratio, 0.65);
   EXPECT_DOUBLE_EQ(recipe.optim.matrix_lr, 0.02);
   EXPECT_DOUBLE_EQ(recipe.optim.weight_decay, 0.28);
 }
@@ -74,7 +74,7 @@ TEST(Recipe, ValidationNamesTheKeyToFix) {
   bad.data.val = "";
   expect_error(validate_recipe(bad), "data.val");
   bad = recipe;
-  bad.train.warmdown_ratio = 1.5;
+  bad.train.schedule.warmdown_ratio = 1.5;
   expect_error(validate_recipe(bad), "train.warmdown_ratio");
   bad = recipe;
   bad.train.device = "tpu";

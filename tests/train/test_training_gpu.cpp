@@ -17,7 +17,7 @@ struct RunCurves {
 RunCurves train_on(const std::string& device, const std::string& name) {
   Recipe recipe = small_recipe();
   recipe.train.device = device;
-  recipe.train.num_iterations = 50;
+  recipe.train.horizon.num_iterations = 50;
   recipe.train.eval_every = 25;
   recipe.checkpoint.every = -1;
   const std::string run = temp_dir(name);

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "tests/train/training_fixture.h"
-#include "train/checkpoint.h"
+#include "train/checkpoint/checkpoint.h"
 
 namespace nanoforge {
 namespace {
@@ -76,7 +76,7 @@ TEST(TrainingRun, StartsFromGivenWeights) {
 
 TEST(TrainingRun, RefusesBadSetupsBeforeTraining) {
   Recipe recipe = small_recipe();
-  recipe.train.total_batch_size = 1000;  // not a multiple of 4 x 64
+  recipe.train.horizon.total_batch_size = 1000;  // not a multiple of 4 x 64
   absl::Status status = run_training(recipe, stop_at(temp_dir("bad_batch"), -1));
   EXPECT_NE(status.message().find("train.total_batch_size 1000 is not a multiple"), std::string::npos)
       << status;

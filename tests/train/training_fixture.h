@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "data/prep.h"
+#include "data/prep/prep.h"
 #include "support/h5_file.h"
 #include "support/philox.h"
-#include "train/checkpoint.h"
+#include "train/checkpoint/checkpoint.h"
 #include "train/recipe.h"
 #include "train/trainer.h"
 
@@ -96,17 +96,13 @@ inline const std::string& sentence_shards() {
 // A one-layer model over the sentences: 30 steps of 2 micro-batches of 4 x 64 tokens.
 inline Recipe small_recipe() {
   Recipe recipe;
-  recipe.model = {.depth = 1,
-                  .aspect_ratio = 64,
-                  .head_dim = 64,
-                  .max_seq_len = 64,
-                  .window_pattern = "L",
-                  .init_from = ""};
+  static_cast<ModelSizing&>(recipe.model) = {
+      .depth = 1, .aspect_ratio = 64, .head_dim = 64, .max_seq_len = 64, .window_pattern = "L"};
   recipe.data = {sentence_shards(), sentence_shards(), kGolden};
   recipe.train.device_batch_size = 4;
-  recipe.train.total_batch_size = 512;
-  recipe.train.num_iterations = 30;
-  recipe.train.warmup_steps = 3;
+  recipe.train.horizon.total_batch_size = 512;
+  recipe.train.horizon.num_iterations = 30;
+  recipe.train.schedule.warmup_steps = 3;
   recipe.train.eval_every = 15;
   recipe.train.eval_tokens = 1024;
   recipe.train.sample_every = 30;

@@ -1,0 +1,271 @@
+// `nanoforge bench loader [--data DIR|FILES] --batch B --seq T [--world-size W --rank R] [--steps N]`: how
+// fast the data loader hands one rank its (B, T+1) batches, against what a GPU consumes. Without --data it
+// writes synthetic shards (log-normal document lengths, or the lengths listed in --doc-lengths) to a
+// temporary directory. Phases: open (and verify) the shards; drain batches as fast as possible (the loader's
+// throughput: the consumer waits on the producer by construction); then consume at a pace slower than the
+// producer (2x its batch time unless --step-ms) and count the batches that had to wait (should be none).
+// Last line: JSON.
+#include <absl/flags/commandlineflag.h>
+#include <absl/flags/declare.h>
+#include <absl/flags/flag.h>
+#include <absl/flags/reflection.h>
+#include <fmt/format.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "cli/command.h"
+#include "cli/common_flags.h"
+#include "data/loader/loader.h"
+#include "data/shards/shard_set.h"
+#include "data/shards/shard_writer.h"
+#include "support/status.h"
+#include "support/version.h"
+
+// Defined with `bench step` (flags are process-wide); here: rows per rank, sequence length, timed batches.
+ABSL_DECLARE_FLAG(int64_t, batch);
+ABSL_DECLARE_FLAG(int64_t, seq);
+ABSL_DECLARE_FLAG(int32_t, steps);
+
+ABSL_FLAG(std::string, split, "train", "which shards of a directory: files named like train_00000.h5");
+ABSL_FLAG(int64_t, world_size, 1, "data-parallel ranks: global row g goes to rank g mod world_size");
+ABSL_FLAG(int64_t, rank, 0, "this rank, in [0, world_size)");
+ABSL_FLAG(uint64_t, data_seed, 0, "shuffle seed of the document order");
+ABSL_FLAG(int64_t, doc_buffer, 1000, "documents the best-fit packer chooses from (nanochat: 1000)");
+ABSL_FLAG(bool, verify, true, "check every token of every shard on open (else lazily, as batches are made)");
+ABSL_FLAG(double, step_ms, 0, "paced phase: consumer time per batch (0: twice the measured batch time)");
+ABSL_FLAG(int64_t, bin_vocab, 50257, "vocabulary of llm.c .bin shards (they do not record it; GPT-2: 50257)");
+ABSL_FLAG(int32_t, bin_bos_id, 50256, "BOS of llm.c .bin shards, where documents start (GPT-2: 50256)");
+ABSL_FLAG(int64_t, synthetic_tokens, 50'000'000, "synthetic data: tokens to write");
+ABSL_FLAG(double, doc_tokens_median, 450, "synthetic data: median document length in tokens (log-normal)");
+ABSL_FLAG(double, doc_tokens_sigma, 1.2, "synthetic data: sigma of the log of document lengths");
+ABSL_FLAG(
+    std::string, doc_lengths, "",
+    "synthetic data: a text file of document lengths in tokens, one per line, cycled (e.g. measured on a "
+    "real corpus) instead of the log-normal");
+
+namespace nanoforge {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// nanochat's vocabulary and BOS, so synthetic shards look like prep's.
+constexpr int64_t kSyntheticVocab = 32768;
+constexpr int32_t kSyntheticBos = 32759;
+constexpr int64_t kSyntheticShardTokens = 25'000'000;
+// What one GPU consumes at depth 20, tokens/s: the issue's figure, and one derived from nanochat's
+// leaderboard (d24 at ~123K tok/s per H100; d20 needs ~0.6x the FLOPs per token).
+constexpr double kD20TokensPerSecondIssue = 20'000;
+constexpr double kD20TokensPerSecondH100 = 200'000;
+
+class TemporaryDirectory {
+ public:
+  TemporaryDirectory() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "nanoforge_bench_loader_XXXXXX").string();
+    if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+  }
+  ~TemporaryDirectory() {
+    std::error_code error;
+    if (!path_.empty()) std::filesystem::remove_all(path_, error);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+absl::StatusOr<std::vector<int64_t>> read_lengths(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return absl::NotFoundError(fmt::format("{}: cannot read the document lengths", path));
+  std::vector<int64_t> lengths;
+  for (int64_t length = 0; file >> length;) {
+    if (length < 1) return absl::InvalidArgumentError(fmt::format("{}: length {} < 1", path, length));
+    lengths.push_back(length);
+  }
+  if (lengths.empty()) return absl::InvalidArgumentError(fmt::format("{}: no lengths", path));
+  return lengths;
+}
+
+// Writes synthetic shards (documents of random tokens) and returns their paths.
+absl::StatusOr<std::vector<std::string>> write_synthetic_shards(const std::string& dir) {
+  std::vector<int64_t> listed;
+  if (!absl::GetFlag(FLAGS_doc_lengths).empty()) {
+    NANOFORGE_ASSIGN_OR_RETURN(listed, read_lengths(absl::GetFlag(FLAGS_doc_lengths)));
+  }
+  std::mt19937_64 generator(1234);
+  std::lognormal_distribution<double> lognormal(std::log(absl::GetFlag(FLAGS_doc_tokens_median)),
+                                                absl::GetFlag(FLAGS_doc_tokens_sigma));
+  std::uniform_int_distribution<int32_t> token(0, kSyntheticBos - 1);
+  const int64_t total_tokens = absl::GetFlag(FLAGS_synthetic_tokens);
+  std::vector<std::string> paths;
+  std::vector<int32_t> text;
+  int64_t written = 0, doc = 0;
+  while (written < total_tokens) {
+    const std::string path = dir + "/" + shard_file_name("train", static_cast<int64_t>(paths.size()));
+    NANOFORGE_ASSIGN_OR_RETURN(ShardWriter writer,
+                               ShardWriter::create(path, {kSyntheticVocab, kSyntheticBos, "synthetic"}));
+    while (writer.token_count() < kSyntheticShardTokens && written < total_tokens) {
+      const int64_t length = listed.empty()
+                                 ? std::clamp<int64_t>(std::llround(lognormal(generator)), 1, 1'000'000)
+                                 : listed[static_cast<size_t>(doc % static_cast<int64_t>(listed.size()))];
+      ++doc;
+      text.resize(static_cast<size_t>(length - 1));
+      for (int32_t& id : text)
+        id = token(generator);
+      NANOFORGE_RETURN_IF_ERROR(writer.append_document(text));
+      written += length;
+    }
+    NANOFORGE_RETURN_IF_ERROR(writer.finish());
+    paths.push_back(path);
+  }
+  return paths;
+}
+
+absl::Status run_bench_loader(const std::vector<std::string>& /*arguments*/) {
+  LoaderOptions options;
+  options.batch_rows = absl::GetFlag(FLAGS_batch);
+  options.sequence_length = absl::GetFlag(FLAGS_seq);
+  options.world_size = absl::GetFlag(FLAGS_world_size);
+  options.rank = absl::GetFlag(FLAGS_rank);
+  options.seed = absl::GetFlag(FLAGS_data_seed);
+  options.doc_buffer_size = absl::GetFlag(FLAGS_doc_buffer);
+  const absl::CommandLineFlag* steps_flag = absl::FindCommandLineFlag("steps");
+  // This absl has no public "was it given": a --steps other than bench step's default counts as given.
+  const bool steps_given = steps_flag != nullptr && steps_flag->CurrentValue() != steps_flag->DefaultValue();
+  const int64_t steps = absl::GetFlag(FLAGS_steps);
+  if (steps_given && steps < 1) return absl::InvalidArgumentError("--steps must be >= 1");
+
+  TemporaryDirectory synthetic_dir;
+  std::vector<std::string> paths;
+  const bool synthetic = absl::GetFlag(FLAGS_data).empty();
+  Clock::time_point start = Clock::now();
+  if (synthetic) {
+    if (synthetic_dir.path().empty()) return absl::InternalError("cannot create a temporary directory");
+    NANOFORGE_ASSIGN_OR_RETURN(paths, write_synthetic_shards(synthetic_dir.path()));
+    fmt::print("wrote {} synthetic shard(s) in {:.1f} s to {}\n", paths.size(), seconds_since(start),
+               synthetic_dir.path());
+  } else {
+    NANOFORGE_ASSIGN_OR_RETURN(paths,
+                               list_shard_files(absl::GetFlag(FLAGS_data), absl::GetFlag(FLAGS_split)));
+  }
+  ShardOpenOptions open_options;
+  open_options.verify_tokens = absl::GetFlag(FLAGS_verify);
+  const bool any_bin = std::any_of(paths.begin(), paths.end(), [](const std::string& path) {
+    return std::filesystem::path(path).extension() == ".bin";
+  });
+  if (any_bin) {
+    open_options.expect.vocab_size = absl::GetFlag(FLAGS_bin_vocab);
+    open_options.expect.bos_id = absl::GetFlag(FLAGS_bin_bos_id);
+  }
+  start = Clock::now();
+  NANOFORGE_ASSIGN_OR_RETURN(std::shared_ptr<const ShardSet> data, ShardSet::open(paths, open_options));
+  const double open_seconds = seconds_since(start);
+  const double shard_gigabytes =
+      static_cast<double>(data->token_count() * data->shard(0).bytes_per_token()) / 1e9;
+  fmt::print("data: {} ({} tokens; vocab {}, BOS {}); opened in {:.3f} s{}\n", data->describe(),
+             data->shard(0).bytes_per_token() == 2 ? "uint16" : "uint32", data->vocab_size(), data->bos_id(),
+             open_seconds,
+             open_options.verify_tokens
+                 ? fmt::format(", every token verified ({:.2f} GB/s)", shard_gigabytes / open_seconds)
+                 : std::string(" (structure only; tokens checked as batches are made)"));
+
+  start = Clock::now();
+  NANOFORGE_ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, Loader::create(data, options));
+  NANOFORGE_RETURN_IF_ERROR(loader->next().status());
+  const double first_batch_seconds = seconds_since(start);
+
+  // Drain: as fast as the loader goes.
+  const int64_t batch_tokens = options.batch_rows * options.sequence_length;
+  int64_t drained = 0;
+  start = Clock::now();
+  while (steps_given ? drained < steps : (seconds_since(start) < 3.0 || drained < 10)) {
+    NANOFORGE_RETURN_IF_ERROR(loader->next().status());
+    ++drained;
+  }
+  const double drain_seconds = seconds_since(start);
+  const double tokens_per_second = static_cast<double>(drained * batch_tokens) / drain_seconds;
+  const double batch_ms = 1e3 * drain_seconds / static_cast<double>(drained);
+  const double rows_per_second =
+      static_cast<double>(drained * options.batch_rows * options.world_size) / drain_seconds;
+
+  // Paced: a consumer slower than the producer must never wait once the ring is full.
+  const double step_ms = absl::GetFlag(FLAGS_step_ms) > 0 ? absl::GetFlag(FLAGS_step_ms) : 2 * batch_ms;
+  const int64_t paced = std::clamp<int64_t>(static_cast<int64_t>(2000 / std::max(step_ms, 1e-3)), 20, 200);
+  NANOFORGE_RETURN_IF_ERROR(loader->restore(loader->state()));  // fresh wait statistics, same stream
+  NANOFORGE_RETURN_IF_ERROR(loader->next().status());
+  for (int64_t i = 1; i < paced; ++i) {
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(step_ms));
+    NANOFORGE_RETURN_IF_ERROR(loader->next().status());
+  }
+  const LoaderWaitStats waits = loader->wait_stats();
+  const LoaderState state = loader->state();
+
+  fmt::print("loader: rank {} of {}, batch {} x {} (+1), {}-document buffer, {} rows in all per step\n",
+             options.rank, options.world_size, options.batch_rows, options.sequence_length,
+             options.doc_buffer_size, options.batch_rows * options.world_size);
+  fmt::print("first batch after start: {:.2f} ms\n", 1e3 * first_batch_seconds);
+  fmt::print(
+      "drain: {} batches in {:.3f} s = {:.3f} ms/batch; {:.1f} M tokens/s for this rank, {:.2f} M global "
+      "rows/s planned ({:.2f} us/row)\n",
+      drained, drain_seconds, batch_ms, tokens_per_second / 1e6, rows_per_second / 1e6,
+      1e6 / rows_per_second);
+  fmt::print(
+      "       = {:.0f}x the issue's d20 GPU ({:.0f}K tokens/s), {:.0f}x a d20 H100 (~{:.0f}K tokens/s)\n",
+      tokens_per_second / kD20TokensPerSecondIssue, kD20TokensPerSecondIssue / 1e3,
+      tokens_per_second / kD20TokensPerSecondH100, kD20TokensPerSecondH100 / 1e3);
+  fmt::print(
+      "paced at {:.3f} ms/batch: {} of {} batches waited (after the first), {:.3f} ms in all, max {:.3f} "
+      "ms\n",
+      step_ms, waits.waited_batches, waits.batches - 1, 1e3 * waits.total_wait_seconds,
+      1e3 * waits.max_wait_seconds);
+  fmt::print(
+      "packing: {} rows, {:.2f} documents per row, crop fraction {:.4f} (tokens of used documents "
+      "discarded), "
+      "epoch {}\n",
+      state.stats.rows,
+      static_cast<double>(state.stats.docs_whole + state.stats.docs_cropped) /
+          static_cast<double>(std::max<int64_t>(state.stats.rows, 1)),
+      state.stats.crop_fraction(), state.epoch());
+  fmt::print(
+      "{{\"bench\": \"loader\", \"tokens_per_s\": {:.1f}, \"global_rows_per_s\": {:.1f}, \"batch_ms\": "
+      "{:.4f}, "
+      "\"first_batch_ms\": {:.3f}, \"paced_step_ms\": {:.4f}, \"paced_batches\": {}, "
+      "\"paced_waited_batches\": {}, "
+      "\"paced_wait_ms\": {:.4f}, \"crop_fraction\": {:.5f}, \"batch\": {}, \"seq\": {}, \"world_size\": {}, "
+      "\"rank\": {}, \"doc_buffer\": {}, \"batches\": {}, \"shards\": {}, \"documents\": {}, \"tokens\": {}, "
+      "\"synthetic\": {}, \"open_s\": {:.4f}, \"verified\": {}, \"x_d20_gpu_20k\": {:.1f}, \"version\": "
+      "\"{}\", "
+      "\"commit\": \"{}\"}}\n",
+      tokens_per_second, rows_per_second, batch_ms, 1e3 * first_batch_seconds, step_ms, waits.batches - 1,
+      waits.waited_batches, 1e3 * waits.total_wait_seconds, state.stats.crop_fraction(), options.batch_rows,
+      options.sequence_length, options.world_size, options.rank, options.doc_buffer_size, drained,
+      data->shard_count(), data->doc_count(), data->token_count(), synthetic, open_seconds,
+      open_options.verify_tokens, tokens_per_second / kD20TokensPerSecondIssue, version(), git_commit());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Command bench_loader_command() {
+  return {"bench loader",
+          "time the data loader: tokens/s one rank receives, waits, packing waste (last line: JSON)",
+          "[--data DIR|FILES] --batch B --seq T [--world-size W --rank R] [--steps N] [--data-seed S]\n"
+          "    (without --steps, or with its default 10: as many batches as fit in 3 s; without --data: "
+          "synthetic shards)",
+          {"data", "split", "batch", "seq", "world_size", "rank", "steps", "data_seed", "doc_buffer",
+           "verify", "step_ms", "bin_vocab", "bin_bos_id", "synthetic_tokens", "doc_tokens_median",
+           "doc_tokens_sigma", "doc_lengths"},
+          run_bench_loader};
+}
+
+}  // namespace nanoforge

@@ -1,0 +1,135 @@
+// `nanoforge bench step --depth D --seq T --batch B [--device cpu|cuda] [--profile] ...`: prints the model,
+// each timed step, the median throughput with MFU and memory, per-op times when asked, and last a one-line
+// JSON record for scripts (also written to --json-out).
+#include <absl/flags/flag.h>
+#include <absl/strings/str_join.h>
+#include <fmt/format.h>
+
+#include <optional>
+
+#include "cli/bench/step_timing.h"
+#include "cli/command.h"
+#include "cli/common_flags.h"
+#include "kernels/backend_info.h"
+#include "model/param_layout.h"
+#include "support/status.h"
+#include "support/version.h"
+#include "train/peak_flops.h"
+#include "train/run_setup.h"
+
+ABSL_FLAG(int64_t, depth, 4, "model depth; dimensions derived as nanochat's base_train does");
+ABSL_FLAG(int64_t, seq, 256, "sequence length T (the model's sequence_len)");
+ABSL_FLAG(int64_t, batch, 8, "rows per step B");
+ABSL_FLAG(int64_t, vocab, 32768, "vocabulary size");
+ABSL_FLAG(int32_t, steps, 10, "timed steps (the median is reported)");
+ABSL_FLAG(int32_t, warmup, 2, "untimed steps first");
+ABSL_FLAG(std::string, window_pattern, "SSSL",
+          "attention windows per layer, S(hort) / L(ong), tiled; last layer L");
+ABSL_FLAG(int64_t, aspect_ratio, 64, "model dim = depth * aspect_ratio, rounded up to the head dim");
+ABSL_FLAG(int64_t, head_dim, 128, "attention head dimension");
+ABSL_FLAG(bool, profile, false, "run one more (untimed) step with per-op times and print them");
+
+namespace nanoforge {
+namespace {
+
+// The JSON record printed last (and written to --json-out): every number above, and what produced it.
+std::string bench_json(const BenchStepOptions& options, const BenchStepResult& result,
+                       const std::string& device_name, const BackendInfo& backend) {
+  const GPTConfig& c = options.config;
+  const bool gpu = options.device == Device::kCuda;
+  const std::optional<double> mfu =
+      mfu_percent(result.tokens_per_second, static_cast<double>(result.flops_per_token), device_name, 1);
+  std::vector<std::string> op_times;
+  for (const ops::OpTime& t : result.op_times)
+    op_times.push_back(
+        fmt::format("{{\"op\": \"{}\", \"calls\": {}, \"ms\": {:.4f}}}", t.op, t.calls, t.milliseconds));
+  return fmt::format(
+      "{{\"bench\": \"step\", \"backend\": \"{}\", \"device\": \"{}\", \"dtype\": \"{}\", "
+      "\"tokens_per_s\": {:.2f}, \"gflops\": {:.3f}, \"mfu_percent\": {}, \"step_ms_median\": {:.3f}, "
+      "\"flops_per_token\": {}, \"n_layer\": {}, \"n_embd\": {}, \"n_head\": {}, \"n_kv_head\": {}, "
+      "\"vocab_size\": {}, \"seq\": {}, \"batch\": {}, \"window_pattern\": \"{}\", \"threads\": {}, "
+      "\"steps\": {}, \"warmup\": {}, \"param_bytes\": {}, \"activation_bytes\": {}, "
+      "\"peak_device_bytes\": {}, \"op_times\": [{}], \"version\": \"{}\", \"commit\": \"{}\"}}",
+      gpu ? "cuda" : "cpu", device_name, gpu ? "bf16" : "f32", result.tokens_per_second,
+      result.gflops_per_second, mfu ? fmt::format("{:.2f}", *mfu) : "null", 1e3 * result.median_seconds,
+      result.flops_per_token, c.n_layer, c.n_embd, c.n_head, c.n_kv_head, c.vocab_size, c.sequence_len,
+      options.batch, c.window_pattern, backend.cpu_threads, options.steps, options.warmup_steps,
+      result.param_bytes, result.activation_bytes, result.peak_device_bytes, absl::StrJoin(op_times, ", "),
+      version(), git_commit());
+}
+
+absl::Status run_bench_step(const std::vector<std::string>& /*arguments*/) {
+  BenchStepOptions options;
+  NANOFORGE_ASSIGN_OR_RETURN(options.device, device_from_flag());
+  NANOFORGE_ASSIGN_OR_RETURN(const std::string device_name, device_display_name(options.device));
+  if (absl::GetFlag(FLAGS_depth) < 1 || absl::GetFlag(FLAGS_head_dim) < 2) {
+    return absl::InvalidArgumentError("--depth must be >= 1 and --head-dim >= 2");
+  }
+  options.config = GPTConfig::from_sizing({.depth = absl::GetFlag(FLAGS_depth),
+                                           .aspect_ratio = absl::GetFlag(FLAGS_aspect_ratio),
+                                           .head_dim = absl::GetFlag(FLAGS_head_dim),
+                                           .max_seq_len = absl::GetFlag(FLAGS_seq),
+                                           .window_pattern = absl::GetFlag(FLAGS_window_pattern)},
+                                          absl::GetFlag(FLAGS_vocab));
+  options.batch = absl::GetFlag(FLAGS_batch);
+  options.steps = absl::GetFlag(FLAGS_steps);
+  options.warmup_steps = absl::GetFlag(FLAGS_warmup);
+  options.profile = absl::GetFlag(FLAGS_profile);
+  if (absl::Status valid = options.config.validate(); !valid.ok()) {
+    return absl::InvalidArgumentError(fmt::format("model from the flags: {}", std::string(valid.message())));
+  }
+  if (options.batch < 1 || options.steps < 1 || options.warmup_steps < 0) {
+    return absl::InvalidArgumentError("--batch and --steps must be >= 1, --warmup >= 0");
+  }
+  set_cpu_threads(absl::GetFlag(FLAGS_threads));
+  const BackendInfo backend = backend_info();
+
+  fmt::print("model: {}\n{}", options.config.describe(),
+             format_param_counts(ParamLayout(options.config).counts()));
+  if (options.device == Device::kCuda) {
+    fmt::print("step: batch {} x seq {} = {} tokens on {} (bf16 activations, fp32 weights and gradients)\n",
+               options.batch, options.config.sequence_len, options.batch * options.config.sequence_len,
+               device_name);
+  } else {
+    fmt::print("step: batch {} x seq {} = {} tokens, {} threads, BLAS {}\n", options.batch,
+               options.config.sequence_len, options.batch * options.config.sequence_len, backend.cpu_threads,
+               backend.blas);
+  }
+  const BenchStepResult result = bench_step(options);
+  for (size_t i = 0; i < result.step_seconds.size(); ++i) {
+    fmt::print("step {:>3}: {:9.2f} ms\n", i, 1e3 * result.step_seconds[i]);
+  }
+  const std::optional<double> mfu =
+      mfu_percent(result.tokens_per_second, static_cast<double>(result.flops_per_token), device_name, 1);
+  fmt::print(
+      "forward+backward: median {:.2f} ms, {:.0f} tokens/s, {:.2f} GFLOP/s ({} FLOPs/token), MFU {}, memory "
+      "{:.1f} MB parameters+gradients, {:.1f} MB activations, {:.1f} MB peak on the device\n",
+      1e3 * result.median_seconds, result.tokens_per_second, result.gflops_per_second, result.flops_per_token,
+      mfu ? fmt::format("{:.1f}%", *mfu) : "n/a", result.param_bytes / 1e6, result.activation_bytes / 1e6,
+      result.peak_device_bytes / 1e6);
+  if (!result.op_times.empty()) {
+    double total = 0;
+    for (const ops::OpTime& t : result.op_times)
+      total += t.milliseconds;
+    fmt::print("per-op times of one step (sum {:.2f} ms):\n", total);
+    for (const ops::OpTime& t : result.op_times)
+      fmt::print("  {:<32} {:>6} calls {:>10.3f} ms {:>6.1f}%\n", t.op, t.calls, t.milliseconds,
+                 total > 0 ? 100 * t.milliseconds / total : 0.0);
+  }
+  const std::string json = bench_json(options, result, device_name, backend);
+  return print_json_record(json);
+}
+
+}  // namespace
+
+Command bench_step_command() {
+  return {"bench step",
+          "time forward+backward of a random model: tokens/s and GFLOP/s (last line: JSON)",
+          "--depth D --seq T --batch B [--vocab V] [--steps N] [--window-pattern P] [--threads N] "
+          "[--device cpu|cuda] [--profile] [--json-out FILE]",
+          {"depth", "seq", "batch", "vocab", "steps", "warmup", "window_pattern", "aspect_ratio", "head_dim",
+           "device", "threads", "profile", "json_out"},
+          run_bench_step};
+}
+
+}  // namespace nanoforge

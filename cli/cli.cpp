@@ -1,0 +1,156 @@
+// run_cli: `nanoforge [--help|--version] COMMAND [SUBCOMMAND] [--flag=value ...]`.
+#include "cli/cli.h"
+
+#include <absl/flags/commandlineflag.h>
+#include <absl/flags/parse.h>
+#include <absl/flags/reflection.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cli/build_info.h"
+#include "cli/command.h"
+
+namespace nanoforge {
+namespace {
+
+std::string dashed(std::string name) {
+  std::replace(name.begin(), name.end(), '_', '-');
+  return name;
+}
+
+// --window-pattern=X -> --window_pattern=X (only the name part; values keep their dashes).
+std::string underscored_flag(const std::string& arg) {
+  if (arg.rfind("--", 0) != 0 || arg == "--") return arg;
+  const size_t equals = arg.find('=');
+  std::string name = arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
+  std::replace(name.begin(), name.end(), '-', '_');
+  return "--" + name + (equals == std::string::npos ? "" : arg.substr(equals));
+}
+
+void print_program_help(const std::vector<Command>& commands) {
+  fmt::print(
+      "nanoforge {}: pretrain nanochat's GPT from scratch, data-parallel, on CPUs and NVIDIA GPUs.\n\n",
+      version_line());
+  fmt::print("usage: nanoforge COMMAND [flags]\n       nanoforge COMMAND --help\n\ncommands:\n");
+  for (const Command& command : commands)
+    fmt::print("  {:<14} {}\n", command.name, command.summary);
+  fmt::print("\nglobal flags:\n  --help         this text\n  --version      version, commit and backends\n");
+}
+
+void print_command_help(const Command& command) {
+  fmt::print("usage: nanoforge {} {}\n\n{}\n", command.name, command.usage, command.summary);
+  if (command.flags.empty()) return;
+  fmt::print("\nflags:\n");
+  for (const std::string& name : command.flags) {
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr) continue;
+    fmt::print("  --{:<16} {} (default: {})\n", dashed(name), flag->Help(),
+               flag->DefaultValue().empty() ? "none" : flag->DefaultValue());
+  }
+}
+
+// Whether an (underscored) "--name" argument without "=" is a non-boolean flag, whose value follows.
+bool takes_separate_value(const std::string& arg) {
+  if (arg.rfind("--", 0) != 0 || arg.find('=') != std::string::npos) return false;
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(arg.substr(2));
+  return flag != nullptr && !flag->IsOfType<bool>();
+}
+
+// Whether an (underscored) argument is a positional word or one of the command's flags; absl's boolean
+// negation --noNAME counts as NAME.
+bool flag_applies(const Command& command, const std::string& arg) {
+  if (arg.rfind("--", 0) != 0) return true;
+  const std::string name =
+      arg.substr(2, arg.find('=') == std::string::npos ? std::string::npos : arg.find('=') - 2);
+  auto accepted = [&](const std::string& candidate) {
+    return std::find(command.flags.begin(), command.flags.end(), candidate) != command.flags.end();
+  };
+  return accepted(name) || (name.rfind("no", 0) == 0 && accepted(name.substr(2)));
+}
+
+// The command named by the leading positional words, e.g. "bench step".
+const Command* find_command(const std::vector<Command>& commands, const std::vector<std::string>& words,
+                            size_t& used) {
+  for (const Command& command : commands) {
+    std::string joined;
+    for (size_t n = 0; n < words.size(); ++n) {
+      joined += (n ? " " : "") + words[n];
+      if (joined == command.name) {
+        used = n + 1;
+        return &command;
+      }
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv, const std::vector<Command>& commands) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::vector<std::string> words;
+  bool wants_help = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--help" || arg == "-h") wants_help = true;
+    if (arg == "--version") {
+      fmt::print("{}\n", version_report());
+      return 0;
+    }
+    if (arg.rfind("-", 0) != 0) {
+      words.push_back(arg);
+    } else if (takes_separate_value(underscored_flag(arg))) {
+      ++i;  // "--flag value": the next argument is the value
+    }
+  }
+  if (words.empty()) {
+    print_program_help(commands);
+    return wants_help ? 0 : 2;
+  }
+  size_t used = 0;
+  const Command* command = find_command(commands, words, used);
+  if (command == nullptr) {
+    fmt::print(stderr, "nanoforge: unknown command '{}'; `nanoforge --help` lists the commands\n",
+               fmt::join(words, " "));
+    return 2;
+  }
+  if (wants_help) {
+    print_command_help(*command);
+    return 0;
+  }
+  const std::vector<std::string> arguments(words.begin() + static_cast<std::ptrdiff_t>(used), words.end());
+  if (!arguments.empty() && !command->takes_arguments) {
+    fmt::print(stderr, "nanoforge {}: unexpected argument '{}'; see `nanoforge {} --help`\n", command->name,
+               arguments.front(), command->name);
+    return 2;
+  }
+
+  std::vector<std::string> rewritten = {argv[0]};
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    rewritten.push_back(underscored_flag(arg));
+    if (!flag_applies(*command, rewritten.back())) {
+      fmt::print(stderr, "nanoforge {}: {} is not a flag of this command; see `nanoforge {} --help`\n",
+                 command->name, arg.substr(0, arg.find('=')), command->name);
+      return 2;
+    }
+    if (takes_separate_value(rewritten.back()) && i + 1 < args.size()) rewritten.push_back(args[++i]);
+  }
+  std::vector<char*> pointers;
+  for (std::string& arg : rewritten)
+    pointers.push_back(arg.data());
+  absl::ParseCommandLine(static_cast<int>(pointers.size()), pointers.data());
+
+  const absl::Status status = command->run(arguments);
+  if (!status.ok()) {
+    fmt::print(stderr, "nanoforge {}: error: {}\n", command->name, std::string(status.message()));
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace nanoforge

@@ -1,0 +1,66 @@
+// `nanoforge prep --input FILES... --tokenizer DIR --out DIR [--shard-tokens N] [--val-docs N]`: raw text to
+// train and val token shards (data/prep/prep.h), with progress (documents/s, MB/s, ETA).
+#include <absl/flags/flag.h>
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "cli/common_flags.h"
+#include "cli/progress_line.h"
+#include "data/prep/prep.h"
+#include "kernels/backend_info.h"
+#include "support/status.h"
+
+ABSL_FLAG(int64_t, shard_tokens, 100'000'000,
+          "tokens per shard (a shard closes once it holds at least this many)");
+ABSL_FLAG(int64_t, val_docs, 1000, "the first N documents form the validation split");
+
+namespace nanoforge {
+namespace {
+
+absl::Status run_prep(const std::vector<std::string>& /*arguments*/) {
+  if (absl::GetFlag(FLAGS_input).empty() || absl::GetFlag(FLAGS_tokenizer).empty() ||
+      absl::GetFlag(FLAGS_out).empty()) {
+    return absl::InvalidArgumentError(
+        "--input, --tokenizer and --out are all required (see nanoforge prep --help)");
+  }
+  set_cpu_threads(absl::GetFlag(FLAGS_threads));
+  NANOFORGE_ASSIGN_OR_RETURN(const Tokenizer tokenizer, Tokenizer::load(absl::GetFlag(FLAGS_tokenizer)));
+  PrepOptions options;
+  options.inputs = absl::GetFlag(FLAGS_input);
+  NANOFORGE_ASSIGN_OR_RETURN(options.text_split, parse_text_split(absl::GetFlag(FLAGS_text_split)));
+  options.out_dir = absl::GetFlag(FLAGS_out);
+  options.shard_tokens = absl::GetFlag(FLAGS_shard_tokens);
+  options.val_docs = absl::GetFlag(FLAGS_val_docs);
+  fmt::print("prep: tokenizer {} (vocab {}, hash {}), {} threads\n", absl::GetFlag(FLAGS_tokenizer),
+             tokenizer.vocab_size(), tokenizer.hash(), backend_info().cpu_threads);
+  std::fflush(stdout);
+  auto progress = [](const PrepProgress& p) {
+    const double fraction = p.total_bytes > 0 ? static_cast<double>(p.bytes_read) / p.total_bytes : 0;
+    const double eta = fraction > 0 ? p.seconds * (1 - fraction) / fraction : -1;
+    print_progress(
+        fmt::format("prep: {:.0f}% | {} documents ({:.0f}/s) | {:.1f} MB/s | {:.1f}M tokens | ETA {}",
+                    100 * fraction, p.documents, p.documents / std::max(p.seconds, 1e-9),
+                    p.bytes_read / 1e6 / std::max(p.seconds, 1e-9), p.tokens / 1e6, format_seconds(eta)),
+        false);
+  };
+  NANOFORGE_ASSIGN_OR_RETURN(const PrepResult result, prep_shards(tokenizer, options, progress));
+  print_progress("", true);
+  fmt::print(
+      "prep: {} train documents ({} tokens) and {} val documents ({} tokens) in {} shards under {}, {}\n",
+      result.train_docs, result.train_tokens, result.val_docs, result.val_tokens, result.shards.size(),
+      options.out_dir, format_seconds(result.seconds));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Command prep_command() {
+  return {"prep",
+          "tokenize documents into train and val token shards",
+          "--input FILES... --tokenizer DIR --out DIR [--shard-tokens N] [--val-docs N] [--text-split "
+          "paragraphs|file]",
+          {"input", "tokenizer", "out", "shard_tokens", "val_docs", "text_split", "threads"},
+          run_prep};
+}
+
+}  // namespace nanoforge

@@ -1,0 +1,52 @@
+// Flags shared by several commands (absl flags are process-wide, so each is defined once, here).
+#include "cli/common_flags.h"
+
+#include <absl/flags/flag.h>
+#include <fmt/format.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cuda_memory.h"
+
+ABSL_FLAG(int32_t, threads, 0,
+          "CPU threads for the ops and BLAS (0: OpenMP's default, OMP_NUM_THREADS or all cores)");
+ABSL_FLAG(std::vector<std::string>, input, {},
+          "input documents, comma-separated: *.jsonl/*.ndjson (\"text\" field), *.txt/*.text/*.md, or "
+          "directories of them (sorted by name)");
+ABSL_FLAG(std::string, text_split, "paragraphs",
+          "documents of text files: 'paragraphs' (separated by blank lines) or 'file' (one per file)");
+ABSL_FLAG(std::string, tokenizer, "", "tokenizer directory (tokenizer.tiktoken + special_tokens.txt)");
+ABSL_FLAG(std::string, out, "", "where to write the command's output (a file or a directory, see the usage)");
+ABSL_FLAG(std::string, data, "", "token shards: a directory of shard files, or comma-separated files");
+ABSL_FLAG(std::string, device, "cpu",
+          "backend: cpu (fp32) or cuda (bf16 activations, fp32 weights and gradients)");
+ABSL_FLAG(std::string, json_out, "", "also write the final JSON record to this file (rank 0 only)");
+ABSL_FLAG(std::string, checkpoint, "", "a checkpoint directory, or a run directory (its latest checkpoint)");
+
+namespace nanoforge {
+
+absl::StatusOr<Device> device_from_flag() {
+  const std::string device = absl::GetFlag(FLAGS_device);
+  if (device == "cpu") return Device::kCpu;
+  if (device != "cuda")
+    return absl::InvalidArgumentError(fmt::format("--device {}: use cpu or cuda", device));
+  std::string reason;
+  if (!cuda::available(&reason)) {
+    return absl::FailedPreconditionError(fmt::format("--device cuda: no usable GPU: {}", reason));
+  }
+  return Device::kCuda;
+}
+
+absl::Status print_json_record(const std::string& json) {
+  fmt::print("{}\n", json);
+  const std::string out = absl::GetFlag(FLAGS_json_out);
+  if (out.empty()) return absl::OkStatus();
+  std::ofstream file(out);
+  file << json << "\n";
+  if (!file) return absl::PermissionDeniedError(fmt::format("--json-out {}: cannot write", out));
+  return absl::OkStatus();
+}
+
+}  // namespace nanoforge

@@ -1,0 +1,32 @@
+// Flags shared by several commands, defined once in common_flags.cpp (absl flags are process-wide).
+#pragma once
+
+#include <absl/flags/declare.h>
+#include <absl/status/statusor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/tensor.h"
+
+ABSL_DECLARE_FLAG(int32_t, threads);
+// Input documents (data/documents/documents.h): files or directories, comma-separated; and how text files
+// split.
+ABSL_DECLARE_FLAG(std::vector<std::string>, input);
+ABSL_DECLARE_FLAG(std::string, text_split);
+// A tokenizer directory (data/tokenizer/tokenizer.h).
+ABSL_DECLARE_FLAG(std::string, tokenizer);
+ABSL_DECLARE_FLAG(std::string, out);
+ABSL_DECLARE_FLAG(std::string, data);
+ABSL_DECLARE_FLAG(std::string, checkpoint);
+// The backend a command runs on: "cpu" or "cuda".
+ABSL_DECLARE_FLAG(std::string, device);
+namespace nanoforge {
+// --device as a Device: cpu, or cuda when a GPU is usable (an error saying why otherwise).
+absl::StatusOr<Device> device_from_flag();
+// Prints a benchmark's closing JSON record and also writes it to --json-out when that is set.
+absl::Status print_json_record(const std::string& json);
+}  // namespace nanoforge
+// Benchmarks: where to write the JSON record they print last.
+ABSL_DECLARE_FLAG(std::string, json_out);

@@ -1,0 +1,46 @@
+// `nanoforge prep`: raw documents to token shards. Documents are read in order, tokenized in parallel on all
+// cores in chunks (BOS before each, nanochat's encode_ordinary), and appended in reading order to shards of
+// about `shard_tokens` tokens: the first `val_docs` documents to val_NNNNN.h5, the rest to train_NNNNN.h5.
+// Output is deterministic (same input, same tokenizer: same shards whatever the thread count), and each shard
+// appears under its final name only once complete (data/shards/shard_writer.h).
+#pragma once
+
+#include <absl/status/statusor.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "data/documents/documents.h"
+#include "data/tokenizer/tokenizer.h"
+
+namespace nanoforge {
+
+struct PrepOptions {
+  std::vector<std::string> inputs;  // files or directories (data/documents/documents.h)
+  TextSplit text_split = TextSplit::kParagraphs;
+  std::string out_dir;
+  int64_t shard_tokens = 100'000'000;  // a shard is closed once it holds at least this many tokens
+  int64_t val_docs = 1000;             // the first documents go to the validation split
+};
+
+struct PrepProgress {
+  int64_t documents = 0;
+  int64_t tokens = 0;
+  uint64_t bytes_read = 0, total_bytes = 0;
+  double seconds = 0;
+};
+
+struct PrepResult {
+  int64_t train_docs = 0, val_docs = 0;
+  int64_t train_tokens = 0, val_tokens = 0;
+  std::vector<std::string> shards;  // in the order written
+  double seconds = 0;
+};
+
+// `progress` is called after every chunk (from the calling thread).
+absl::StatusOr<PrepResult> prep_shards(const Tokenizer& tokenizer, const PrepOptions& options,
+                                       const std::function<void(const PrepProgress&)>& progress = {});
+
+}  // namespace nanoforge

@@ -1,0 +1,83 @@
+// The `nanoforge` program end to end: help, version, errors for unknown commands and misplaced flags, the
+// parity command on nanochat's dev case, and bench step's JSON line.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "tests/program_run.h"
+
+namespace {
+
+using nanoforge::test::ProgramRun;
+
+ProgramRun run(const std::string& arguments) {
+  return nanoforge::test::run_command(std::string(NANOFORGE_BINARY) + " " + arguments + " 2>&1");
+}
+
+TEST(Cli, HelpListsTheCommands) {
+  const ProgramRun help = run("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.output.find("parity"), std::string::npos);
+  EXPECT_NE(help.output.find("bench step"), std::string::npos);
+  const ProgramRun command_help = run("bench step --help");
+  EXPECT_EQ(command_help.exit_code, 0);
+  EXPECT_NE(command_help.output.find("--window-pattern"), std::string::npos) << command_help.output;
+}
+
+TEST(Cli, VersionNamesCommitAndBackends) {
+  const ProgramRun version = run("--version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_NE(version.output.find("commit"), std::string::npos);
+  EXPECT_NE(version.output.find("BLAS"), std::string::npos);
+  EXPECT_NE(version.output.find("cuda"), std::string::npos);
+}
+
+TEST(Cli, UnknownCommandAndForeignFlagsAreRefused) {
+  const ProgramRun unknown = run("trian");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.output.find("unknown command 'trian'"), std::string::npos);
+  const ProgramRun foreign = run("parity --depth 4 --case x --out y");
+  EXPECT_EQ(foreign.exit_code, 2);
+  EXPECT_NE(foreign.output.find("--depth is not a flag of this command"), std::string::npos)
+      << foreign.output;
+  const ProgramRun missing = run("parity --out y.h5");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.output.find("exactly one of --case"), std::string::npos) << missing.output;
+}
+
+TEST(Cli, ParityOnAMissingFileNamesIt) {
+  const ProgramRun missing = run("parity --case /nonexistent/case.h5 --out /tmp/never.h5");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.output.find("/nonexistent/case.h5: no such file"), std::string::npos) << missing.output;
+}
+
+TEST(Cli, ParityMatchesACommittedCase) {
+  const std::string dev_case = std::string(NANOFORGE_PARITY_GOLDEN_DIR) + "/model_gqa_windows.h5";
+  const std::string out =
+      (std::filesystem::temp_directory_path() / ("nanoforge_cli_" + std::to_string(getpid()) + ".h5"))
+          .string();
+  const ProgramRun parity = run("parity --case " + dev_case + " --out " + out);
+  EXPECT_EQ(parity.exit_code, 0) << parity.output;
+  EXPECT_NE(parity.output.find("all 31 tensors match"), std::string::npos) << parity.output;
+  EXPECT_TRUE(std::filesystem::exists(out));
+  std::filesystem::remove(out);
+}
+
+TEST(Cli, BenchStepEndsWithAJsonLine) {
+  const ProgramRun bench =
+      run("bench step --depth 1 --seq 32 --batch 2 --vocab 128 --steps 2 --warmup 1 --threads 1");
+  ASSERT_EQ(bench.exit_code, 0) << bench.output;
+  const size_t last_line = bench.output.rfind('\n', bench.output.size() - 2);
+  const std::string json = bench.output.substr(last_line + 1);
+  EXPECT_EQ(json.front(), '{') << json;
+  for (const char* key :
+       {"\"tokens_per_s\"", "\"gflops\"", "\"threads\": 1", "\"backend\": \"cpu\"", "\"seq\": 32"}) {
+    EXPECT_NE(json.find(key), std::string::npos) << key << " not in " << json;
+  }
+  const ProgramRun bad = run("bench step --depth 0");
+  EXPECT_EQ(bad.exit_code, 1);
+}
+
+}  // namespace

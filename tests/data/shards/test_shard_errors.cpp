@@ -1,0 +1,413 @@
+// Every kind of bad shard gives an error that names the file and says what is wrong: missing, empty,
+// truncated (HDF5's own check and the reader's size check), not a shard, wrong format version, attributes of
+// the wrong type, offsets that do not add up, tokens outside the vocabulary (on open and lazily), documents
+// without BOS, a checksum that does not match, another tokenizer, an empty shard. Also: shards written by
+// another tool with chunked storage still read (by copying).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <hdf5.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include "data/shards/open_shard.h"
+#include "data/shards/shard_hdf5.h"
+#include "data/shards/shard_set.h"
+#include "data/shards/shard_token_scan.h"
+#include "support/h5_file.h"
+#include "tests/data/shards/shard_test_files.h"
+
+namespace nanoforge {
+namespace {
+
+using testing::kTestBos;
+using testing::kTestTokenizerHash;
+using testing::kTestVocab;
+using testing::TempDir;
+
+// A shard written field by field, so that each test can break one thing.
+struct RawShard {
+  std::vector<uint16_t> tokens = {kTestBos, 1, 2, kTestBos, 3};
+  std::vector<int64_t> offsets = {0, 3, 5};
+  bool write_format = true;
+  std::string format = kShardFormatName;
+  int64_t version = kShardFormatVersion;
+  int64_t vocab = kTestVocab;
+  bool vocab_as_string = false;
+  int64_t bos = kTestBos;
+  std::string hash = kTestTokenizerHash;
+  std::optional<int64_t> token_count;  // default: tokens.size()
+  std::optional<int64_t> doc_count;    // default: offsets.size() - 1
+  std::optional<uint64_t> checksum;    // default: the right one
+  bool tokens_as_int32 = false;
+  // Attributes before datasets: the strings' heap then precedes the datasets, whose bytes end the file.
+  bool attributes_first = false;
+};
+
+std::string write_raw(const TempDir& dir, const std::string& name, const RawShard& raw) {
+  const std::string path = dir.file(name);
+  auto file = H5File::create(path, kShardAlignmentBytes);
+  EXPECT_TRUE(file.ok());
+  const auto write_datasets = [&] {
+    if (raw.tokens_as_int32) {
+      std::vector<int32_t> wide(raw.tokens.begin(), raw.tokens.end());
+      EXPECT_TRUE(file->write(kShardTokensDataset, {static_cast<int64_t>(wide.size())}, wide.data()).ok());
+    } else {
+      EXPECT_TRUE(
+          file->write(kShardTokensDataset, {static_cast<int64_t>(raw.tokens.size())}, raw.tokens.data())
+              .ok());
+    }
+    EXPECT_TRUE(
+        file->write(kShardOffsetsDataset, {static_cast<int64_t>(raw.offsets.size())}, raw.offsets.data())
+            .ok());
+  };
+  if (!raw.attributes_first) write_datasets();
+  if (raw.write_format) {
+    EXPECT_TRUE(file->write_string_attribute("/", "format", raw.format).ok());
+  }
+  EXPECT_TRUE(file->write_int_attribute("/", "format_version", raw.version).ok());
+  if (raw.vocab_as_string) {
+    EXPECT_TRUE(file->write_string_attribute("/", "vocab_size", std::to_string(raw.vocab)).ok());
+  } else {
+    EXPECT_TRUE(file->write_int_attribute("/", "vocab_size", raw.vocab).ok());
+  }
+  EXPECT_TRUE(file->write_int_attribute("/", "bos_id", raw.bos).ok());
+  EXPECT_TRUE(file->write_string_attribute("/", "tokenizer_hash", raw.hash).ok());
+  EXPECT_TRUE(file->write_int_attribute("/", "token_count",
+                                        raw.token_count.value_or(static_cast<int64_t>(raw.tokens.size())))
+                  .ok());
+  EXPECT_TRUE(file->write_int_attribute("/", "doc_count",
+                                        raw.doc_count.value_or(static_cast<int64_t>(raw.offsets.size()) - 1))
+                  .ok());
+  const uint64_t checksum = raw.checksum.value_or(token_checksum(std::span<const uint16_t>(raw.tokens)));
+  EXPECT_TRUE(file->write_int_attribute("/", "token_checksum", static_cast<int64_t>(checksum)).ok());
+  if (raw.attributes_first) write_datasets();
+  return path;
+}
+
+// Opens and expects an error of `code` whose message names the file and contains `what`.
+void expect_error(const std::string& path, const ShardOpenOptions& options, absl::StatusCode code,
+                  const std::string& what) {
+  auto shard = open_token_shard(path, options);
+  ASSERT_FALSE(shard.ok()) << "expected an error containing \"" << what << "\" for " << path;
+  EXPECT_EQ(shard.status().code(), code) << shard.status();
+  EXPECT_NE(shard.status().message().find(path), std::string::npos)
+      << "error must name the file: " << shard.status();
+  EXPECT_NE(shard.status().message().find(what), std::string::npos) << shard.status();
+}
+
+ShardOpenOptions verifying() {
+  return {};
+}
+ShardOpenOptions structure_only() {
+  ShardOpenOptions options;
+  options.verify_tokens = false;
+  return options;
+}
+
+TEST(ShardErrors, RawShardHelperWritesAValidShard) {
+  TempDir dir;
+  auto shard = open_token_shard(write_raw(dir, "ok.h5", {}), verifying());
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  EXPECT_EQ(shard->doc_count(), 2);
+}
+
+TEST(ShardErrors, MissingFile) {
+  TempDir dir;
+  expect_error(dir.file("absent.h5"), verifying(), absl::StatusCode::kNotFound, "no such file");
+}
+
+TEST(ShardErrors, ZeroByteFile) {
+  TempDir dir;
+  std::ofstream(dir.file("zero.h5")).close();
+  expect_error(dir.file("zero.h5"), verifying(), absl::StatusCode::kInvalidArgument, "empty file");
+}
+
+TEST(ShardErrors, NotAShardAtAll) {
+  TempDir dir;
+  std::ofstream(dir.file("text.h5")) << "just some text, not HDF5";
+  expect_error(dir.file("text.h5"), verifying(), absl::StatusCode::kInvalidArgument, "not a token shard");
+}
+
+TEST(ShardErrors, TruncatedFileIsRefusedByHdf5) {
+  TempDir dir;
+  const std::string path = write_raw(dir, "cut.h5", {});
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 20);
+  expect_error(path, verifying(), absl::StatusCode::kDataLoss, "truncated");
+}
+
+// A file cut inside its last dataset whose superblock was made to agree (HDF5 then opens it): the reader's
+// own size check finds that the dataset's bytes run past the end of the file.
+TEST(ShardErrors, DatasetExtentBeyondEndOfFile) {
+  TempDir dir;
+  RawShard raw;
+  raw.tokens.assign(3000, 5);
+  raw.tokens[0] = kTestBos;
+  raw.offsets = {0, 3000};
+  raw.attributes_first = true;
+  const std::string path = write_raw(dir, "short.h5", raw);
+  std::string last;
+  int64_t last_offset = 0;
+  {
+    auto file = H5File::open_read(path);
+    ASSERT_TRUE(file.ok());
+    auto tokens = file->dataset_layout(kShardTokensDataset);
+    auto offsets = file->dataset_layout(kShardOffsetsDataset);
+    ASSERT_TRUE(tokens.ok() && offsets.ok());
+    last = tokens->file_offset > offsets->file_offset ? kShardTokensDataset : kShardOffsetsDataset;
+    last_offset = std::max(tokens->file_offset, offsets->file_offset);
+  }
+  const auto size = static_cast<int64_t>(std::filesystem::file_size(path));
+  ASSERT_GT(size, last_offset) << "the last dataset's data should end the file";
+  const int64_t new_size = last_offset + 4;
+  // The superblock (version 0) stores the end-of-file address as 8 little-endian bytes among its first 64.
+  std::fstream stream(path, std::ios::in | std::ios::out | std::ios::binary);
+  char head[64];
+  stream.read(head, sizeof(head));
+  int patched = 0;
+  for (int at = 8; at + 8 <= 64; at += 8) {
+    int64_t value = 0;
+    std::memcpy(&value, head + at, 8);
+    if (value == size) {
+      std::memcpy(head + at, &new_size, 8);
+      ++patched;
+    }
+  }
+  ASSERT_EQ(patched, 1) << "could not find the end-of-file address in the superblock";
+  stream.seekp(0);
+  stream.write(head, sizeof(head));
+  stream.close();
+  std::filesystem::resize_file(path, static_cast<uintmax_t>(new_size));
+  expect_error(path, verifying(), absl::StatusCode::kDataLoss, "truncated: dataset " + last);
+}
+
+TEST(ShardErrors, Hdf5FileThatIsNotAShard) {
+  TempDir dir;
+  RawShard raw;
+  raw.write_format = false;
+  expect_error(write_raw(dir, "other.h5", raw), verifying(), absl::StatusCode::kInvalidArgument,
+               "not a nanoforge token shard");
+  raw.write_format = true;
+  raw.format = "something-else";
+  expect_error(write_raw(dir, "other2.h5", raw), verifying(), absl::StatusCode::kInvalidArgument,
+               "format attribute is \"something-else\"");
+}
+
+TEST(ShardErrors, NewerFormatVersion) {
+  TempDir dir;
+  RawShard raw;
+  raw.version = 2;
+  expect_error(write_raw(dir, "v2.h5", raw), verifying(), absl::StatusCode::kFailedPrecondition,
+               "newer nanoforge");
+}
+
+TEST(ShardErrors, AttributeOfTheWrongType) {
+  TempDir dir;
+  RawShard raw;
+  raw.vocab_as_string = true;
+  expect_error(write_raw(dir, "typed.h5", raw), verifying(), absl::StatusCode::kInvalidArgument,
+               "attribute vocab_size on / must be one integer value");
+}
+
+TEST(ShardErrors, TokensOfTheWrongType) {
+  TempDir dir;
+  RawShard raw;
+  raw.tokens_as_int32 = true;
+  expect_error(write_raw(dir, "signed.h5", raw), verifying(), absl::StatusCode::kInvalidArgument,
+               "32-bit signed integers");
+}
+
+TEST(ShardErrors, OffsetsNotIncreasing) {
+  TempDir dir;
+  RawShard raw;
+  raw.offsets = {0, 3, 3, 5};
+  expect_error(write_raw(dir, "flat.h5", raw), structure_only(), absl::StatusCode::kDataLoss,
+               "not increasing");
+  raw.offsets = {0, 4, 2, 5};
+  expect_error(write_raw(dir, "back.h5", raw), structure_only(), absl::StatusCode::kDataLoss,
+               "not increasing");
+}
+
+TEST(ShardErrors, OffsetsNotEndingAtTheTokenCount) {
+  TempDir dir;
+  RawShard raw;
+  raw.offsets = {0, 3, 4};
+  expect_error(write_raw(dir, "short_offsets.h5", raw), structure_only(), absl::StatusCode::kDataLoss,
+               "end at the token count 5");
+  raw.offsets = {1, 3, 5};
+  expect_error(write_raw(dir, "late_start.h5", raw), structure_only(), absl::StatusCode::kDataLoss,
+               "first document offset is 1");
+}
+
+TEST(ShardErrors, CountAttributesDisagreeWithDatasets) {
+  TempDir dir;
+  RawShard raw;
+  raw.token_count = 6;
+  expect_error(write_raw(dir, "count.h5", raw), structure_only(), absl::StatusCode::kDataLoss,
+               "/tokens holds 5 values but the attribute token_count says 6");
+  raw.token_count.reset();
+  raw.doc_count = 1;
+  expect_error(write_raw(dir, "docs.h5", raw), structure_only(), absl::StatusCode::kDataLoss,
+               "/doc_offsets holds 3 values but the attribute doc_count says 2");
+}
+
+TEST(ShardErrors, TokenOutsideTheVocabularyOnOpenAndLazily) {
+  TempDir dir;
+  RawShard raw;
+  raw.tokens = {kTestBos, 1, 2, kTestBos, 1234};
+  const std::string path = write_raw(dir, "oov.h5", raw);
+  expect_error(path, verifying(), absl::StatusCode::kDataLoss,
+               "token 1234 at position 4 is outside the vocabulary (vocab_size 1000)");
+  // Without the full check the shard opens, and the loader's per-document copy finds it.
+  auto shard = open_token_shard(path, structure_only());
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  std::vector<int32_t> out(3);
+  EXPECT_TRUE(shard->copy_document_prefix(0, 3, out.data()).ok());
+  const absl::Status lazy = shard->copy_document_prefix(1, 2, out.data());
+  EXPECT_EQ(lazy.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(lazy.message().find(path), std::string::npos) << lazy;
+  EXPECT_NE(lazy.message().find("token 1234 at position 4 (document 1) is outside the vocabulary"),
+            std::string::npos)
+      << lazy;
+}
+
+TEST(ShardErrors, DocumentWithoutBos) {
+  TempDir dir;
+  RawShard raw;
+  raw.tokens = {kTestBos, 1, 2, 9, 3};
+  const std::string path = write_raw(dir, "nobos.h5", raw);
+  expect_error(path, verifying(), absl::StatusCode::kDataLoss,
+               "document 1 (tokens 3..5) starts with token 9, not BOS");
+  auto shard = open_token_shard(path, structure_only());
+  ASSERT_TRUE(shard.ok());
+  std::vector<int32_t> out(2);
+  const absl::Status lazy = shard->copy_document_prefix(1, 2, out.data());
+  EXPECT_NE(lazy.message().find("starts with token 9, not BOS"), std::string::npos) << lazy;
+}
+
+TEST(ShardErrors, ChecksumMismatch) {
+  TempDir dir;
+  RawShard raw;
+  raw.checksum = 12345;
+  expect_error(write_raw(dir, "sum.h5", raw), verifying(), absl::StatusCode::kDataLoss,
+               "does not match the stored 0x0000000000003039");
+}
+
+// A valid token replaced in the file itself: the structure is fine, the checksum is not.
+TEST(ShardErrors, CorruptedTokenBytesCaughtByTheChecksum) {
+  TempDir dir;
+  const auto paths = testing::write_synthetic_shards(dir, {{50, 60, 70}});
+  int64_t token_offset = 0;
+  {
+    auto file = H5File::open_read(paths[0]);
+    ASSERT_TRUE(file.ok());
+    token_offset = file->dataset_layout(kShardTokensDataset)->file_offset;
+  }
+  {
+    std::fstream stream(paths[0], std::ios::in | std::ios::out | std::ios::binary);
+    stream.seekp(token_offset + 2 * 100);
+    const uint16_t replacement = 3;  // a valid id, different from what is there
+    stream.write(reinterpret_cast<const char*>(&replacement), 2);
+  }
+  ASSERT_NE(testing::synthetic_token(1, 50), 3);
+  expect_error(paths[0], verifying(), absl::StatusCode::kDataLoss, "token checksum");
+  EXPECT_TRUE(open_token_shard(paths[0], structure_only()).ok());
+}
+
+TEST(ShardErrors, AnotherTokenizer) {
+  TempDir dir;
+  const std::string path = write_raw(dir, "tok.h5", {});
+  ShardOpenOptions options;
+  options.expect.tokenizer_hash = "another-hash";
+  expect_error(path, options, absl::StatusCode::kFailedPrecondition,
+               "tokenizer hash test-tokenizer-hash but another-hash expected");
+  options = {};
+  options.expect.vocab_size = 32768;
+  expect_error(path, options, absl::StatusCode::kFailedPrecondition,
+               "vocabulary size 1000 but 32768 expected");
+  options = {};
+  options.expect.bos_id = 32759;
+  expect_error(path, options, absl::StatusCode::kFailedPrecondition, "BOS id 7 but 32759 expected");
+}
+
+TEST(ShardErrors, BosOutsideTheVocabulary) {
+  TempDir dir;
+  RawShard raw;
+  raw.bos = 5000;
+  expect_error(write_raw(dir, "bos.h5", raw), structure_only(), absl::StatusCode::kInvalidArgument,
+               "BOS id 5000 is outside the vocabulary");
+}
+
+TEST(ShardErrors, EmptyShard) {
+  TempDir dir;
+  RawShard raw;
+  raw.tokens = {};
+  raw.offsets = {0};
+  expect_error(write_raw(dir, "empty.h5", raw), verifying(), absl::StatusCode::kInvalidArgument,
+               "empty shard");
+}
+
+TEST(ShardErrors, ShardsOfDifferentTokenizersDoNotMix) {
+  TempDir dir;
+  const std::string first = write_raw(dir, "a.h5", {});
+  RawShard other;
+  other.hash = "other";
+  const std::string second = write_raw(dir, "b.h5", other);
+  auto set = ShardSet::open({first, second}, verifying());
+  ASSERT_FALSE(set.ok());
+  EXPECT_EQ(set.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(set.status().message().find(first), std::string::npos);
+  EXPECT_NE(set.status().message().find(second), std::string::npos);
+}
+
+TEST(ShardErrors, SetVerificationReportsTheFirstBadShard) {
+  TempDir dir;
+  std::vector<std::string> paths;
+  for (int i = 0; i < 6; ++i) {
+    RawShard raw;
+    if (i == 2 || i == 4) raw.tokens = {kTestBos, 1, 2, kTestBos, 4000};
+    paths.push_back(write_raw(dir, fmt::format("s{}.h5", i), raw));
+  }
+  auto set = ShardSet::open(paths, verifying());
+  ASSERT_FALSE(set.ok());
+  EXPECT_NE(set.status().message().find(paths[2]), std::string::npos) << set.status();
+  ShardOpenOptions lazy;
+  lazy.verify_tokens = false;
+  EXPECT_TRUE(ShardSet::open(paths, lazy).ok());
+}
+
+// A shard written by another tool with chunked, compressed tokens (h5py with chunks= or compression=) still
+// reads: the reader copies what it cannot map.
+TEST(ShardFormat, ChunkedTokensFromAnotherWriterAreCopied) {
+  TempDir dir;
+  RawShard raw;
+  const std::string path = write_raw(dir, "chunked.h5", raw);
+  {
+    hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(file, 0);
+    ASSERT_GE(H5Ldelete(file, kShardTokensDataset, H5P_DEFAULT), 0);
+    const hsize_t count = raw.tokens.size(), chunk = 2;
+    hid_t space = H5Screate_simple(1, &count, nullptr);
+    hid_t properties = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(properties, 1, &chunk);
+    H5Pset_deflate(properties, 4);
+    hid_t dataset =
+        H5Dcreate2(file, kShardTokensDataset, H5T_STD_U16LE, space, H5P_DEFAULT, properties, H5P_DEFAULT);
+    ASSERT_GE(dataset, 0);
+    ASSERT_GE(H5Dwrite(dataset, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.tokens.data()), 0);
+    H5Dclose(dataset);
+    H5Pclose(properties);
+    H5Sclose(space);
+    H5Fclose(file);
+  }
+  auto shard = open_token_shard(path, verifying());
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  EXPECT_FALSE(shard->tokens_memory_mapped());
+  const std::span<const uint16_t> tokens = shard->tokens<uint16_t>();
+  EXPECT_EQ(std::vector<uint16_t>(tokens.begin(), tokens.end()), raw.tokens);
+}
+
+}  // namespace
+}  // namespace nanoforge

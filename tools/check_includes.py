@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Check nanoforge's include graph: dependencies point down only, and no two files include each other.
+
+Every quoted #include in the source folders is a dependency of one part on another. The parts and what each
+may include are in ALLOWED below (the picture in README.md's layout table); a part always includes itself.
+File-level cycles are found over all of them (a header that includes a header that includes it back).
+Exits 1 and names each violation; prints a one-line summary otherwise. Standard library only.
+
+    python3 tools/check_includes.py [REPO_ROOT]
+"""
+import os
+import re
+import sys
+
+# part -> the parts it may include (besides itself). A part is a top-level folder, or a room of data/.
+ALLOWED = {
+    "support": [],
+    "kernels": ["support"],
+    "model": ["kernels", "support"],
+    "data/documents": ["support"],
+    "data/tokenizer": ["data/documents", "support"],
+    "data/shards": ["support"],
+    "data/loader": ["data/shards", "support"],
+    "data/prep": ["data/documents", "data/tokenizer", "data/shards", "support"],
+    "dist": ["kernels", "support"],
+    "optim": ["model", "dist", "kernels", "support"],
+    "doctor": ["dist", "kernels", "support"],
+    "train": ["model", "optim", "data/documents", "data/tokenizer", "data/shards", "data/loader",
+              "data/prep", "dist", "doctor", "kernels", "support"],
+    "parity": ["model", "optim", "dist", "kernels", "support"],
+}
+ALL_PARTS = list(ALLOWED)
+# The program and the tests may use every part.
+ALLOWED["cli"] = ALL_PARTS
+ALLOWED["tests"] = ALL_PARTS + ["cli", "tests"]
+SOURCE_SUFFIXES = (".h", ".cpp", ".cu", ".cuh")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+
+
+def part_of(path):
+    """The part a repository-relative path belongs to, or None for paths outside the parts."""
+    top = path.split("/", 1)[0]
+    if top == "data":
+        pieces = path.split("/")
+        return "/".join(pieces[:2]) if len(pieces) > 2 else None
+    return top if top in ALLOWED else None
+
+
+def main():
+    root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
+    graph, problems = {}, []
+    for top in sorted(set(p.split("/")[0] for p in ALLOWED)):
+        for directory, _, names in os.walk(os.path.join(root, top)):
+            for name in names:
+                if not name.endswith(SOURCE_SUFFIXES):
+                    continue
+                path = os.path.relpath(os.path.join(directory, name), root)
+                with open(os.path.join(root, path), encoding="utf-8") as f:
+                    includes = INCLUDE.findall(f.read())
+                graph[path] = [i for i in includes if os.path.exists(os.path.join(root, i))]
+                source = part_of(path)
+                for included in includes:
+                    target = part_of(included)
+                    if source is None or target is None or target == source:
+                        continue
+                    if target not in ALLOWED[source]:
+                        problems.append(f"{path}: includes {included} ({source} may not depend on {target})")
+    # File-level cycles: depth-first search with colours.
+    colour, stack = {}, []
+
+    def visit(node):
+        colour[node] = "grey"
+        stack.append(node)
+        for child in graph.get(node, []):
+            if colour.get(child) == "grey":
+                cycle = stack[stack.index(child):] + [child]
+                problems.append("include cycle: " + " -> ".join(cycle))
+            elif child not in colour:
+                visit(child)
+        stack.pop()
+        colour[node] = "black"
+
+    sys.setrecursionlimit(10000)
+    for node in sorted(graph):
+        if node not in colour:
+            visit(node)
+    for problem in problems:
+        print(problem)
+    edges = sum(len(v) for v in graph.values())
+    print(f"check_includes: {len(graph)} files, {edges} includes, {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

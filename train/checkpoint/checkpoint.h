@@ -1,0 +1,68 @@
+// Run checkpoints: RUN/checkpoints/step_NNNNNN/ holds model.h5 (every parameter in fp32 under its nanochat
+// state-dict name, the config as attributes), optimizer.h5 (MuonAdamW's state per parameter, with the rows
+// of the global tensor each dataset holds) and trainer.h5 (step, data-loader state, resolved recipe,
+// tokenizer hash, version and commit); every dataset carries a Fletcher-32 checksum. Saving is split in two:
+// take_snapshot copies everything to host memory (the only part that stalls training), write_checkpoint
+// serialises a snapshot — into a temporary directory, fsync'd and renamed into place, after which
+// RUN/checkpoints/latest is replaced atomically — so `latest` always names a complete checkpoint.
+// Layout: docs/checkpoints.md.
+#pragma once
+
+#include <absl/status/statusor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/loader/loader.h"
+#include "model/gpt.h"
+#include "optim/named_tensor.h"
+#include "train/recipe.h"
+
+namespace nanoforge {
+
+struct TrainerState {
+  int64_t step = 0;                   // optimizer steps done
+  std::vector<uint8_t> loader_state;  // LoaderState::to_bytes()
+  std::string recipe_toml;            // the resolved recipe of the run
+  std::string tokenizer_hash;
+  std::string nanoforge_version, git_commit;  // filled in when written
+  double training_seconds = 0;
+};
+
+// A host copy of everything a checkpoint holds.
+struct CheckpointSnapshot {
+  GPTConfig config;
+  std::vector<NamedTensor> weights;          // "/weights/<name>", state-dict order
+  std::vector<NamedTensor> optimizer_state;  // "/state/<name>/<key>", filled by the optimizer
+  int64_t optimizer_steps = 0;
+  TrainerState trainer;
+  int64_t bytes() const;
+};
+
+std::string checkpoint_name(int64_t step);  // "step_000500"
+
+// Copies the model's weights and `trainer` into `snapshot`, reusing its buffers when it already holds a
+// snapshot of the same model (no allocation, no page faults: the copy is all the stall there is). The
+// optimizer state is gathered into snapshot.optimizer_state by the optimizer itself
+// (DataParallelOptimizer::gather_state).
+void take_model_snapshot(const GPT& model, TrainerState trainer, CheckpointSnapshot& snapshot);
+absl::Status write_checkpoint(const std::string& run_dir, const CheckpointSnapshot& snapshot);
+
+// The checkpoint `latest` names, as a directory path; NotFound when the run has none.
+absl::StatusOr<std::string> latest_checkpoint(const std::string& run_dir);
+
+// The model config stored in CHECKPOINT/model.h5.
+absl::StatusOr<GPTConfig> read_checkpoint_config(const std::string& checkpoint_dir);
+// Loads CHECKPOINT/model.h5 into `model` (whose config must be the stored one). On the GPU, call
+// model.refresh_compute_weights() before its next forward.
+absl::Status load_model_weights(const std::string& checkpoint_dir, GPT& model);
+// CHECKPOINT/optimizer.h5: its step count, and one tensor's values (checked to hold `numel`).
+absl::StatusOr<int64_t> read_optimizer_steps(const std::string& checkpoint_dir);
+absl::StatusOr<std::vector<float>> read_optimizer_tensor(const std::string& checkpoint_dir,
+                                                         const std::string& dataset, int64_t numel);
+absl::StatusOr<TrainerState> read_trainer_state(const std::string& checkpoint_dir);
+// Reads every dataset of the checkpoint (so HDF5 verifies every checksum); the first problem, by file name.
+absl::Status verify_checkpoint(const std::string& checkpoint_dir);
+
+}  // namespace nanoforge
