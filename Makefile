@@ -6,6 +6,8 @@
 
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
+# The build tree's Python (scripts/install-deps.sh): pyarrow for parquet input, tiktoken and torch for tools/.
+BUILD_PYTHON_ENV := $(abspath $(BUILD_DIR))/python
 CMAKE_FLAGS ?=
 DEMO_BUILD_DIR ?= build-demo
 DEMO_CMAKE_FLAGS ?= $(shell nvidia-smi >/dev/null 2>&1 && echo -DCMAKE_CUDA_ARCHITECTURES=native \
@@ -21,10 +23,11 @@ PYTHON := $(shell python3 -c 'import matplotlib' >/dev/null 2>&1 && echo python3
 all: build
 
 deps:
-	scripts/install-deps.sh
+	scripts/install-deps.sh $(BUILD_PYTHON_ENV)
 
 configure: deps
-	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	    -DPython3_EXECUTABLE=$(BUILD_PYTHON_ENV)/bin/python3 $(CMAKE_FLAGS)
 
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
@@ -32,7 +35,8 @@ build: configure
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
-demo-build: deps
+demo-build:
+	scripts/install-deps.sh
 	cmake -S . -B $(DEMO_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release $(DEMO_CMAKE_FLAGS)
 	cmake --build $(DEMO_BUILD_DIR) -j $(JOBS) --target nanoforge
 

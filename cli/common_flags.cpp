@@ -9,14 +9,17 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_memory.h"
+#include "support/status.h"
 
 ABSL_FLAG(int32_t, threads, 0,
           "CPU threads for the ops and BLAS (0: OpenMP's default, OMP_NUM_THREADS or all cores)");
 ABSL_FLAG(std::vector<std::string>, input, {},
-          "input documents, comma-separated: *.jsonl/*.ndjson (\"text\" field), *.txt/*.text/*.md, or "
-          "directories of them (sorted by name)");
+          "input documents, comma-separated: *.jsonl/*.ndjson (\"text\" field), *.txt/*.text/*.md, any of "
+          "them as .gz or .zst, *.parquet (--text-column), directories of them (sorted by name), glob "
+          "patterns ('data/shard_*.parquet'), or - (JSON lines on standard input)");
 ABSL_FLAG(std::string, text_split, "paragraphs",
           "documents of text files: 'paragraphs' (separated by blank lines) or 'file' (one per file)");
+ABSL_FLAG(std::string, text_column, "text", "the parquet column that holds the documents' text");
 ABSL_FLAG(std::string, tokenizer, "", "tokenizer directory (tokenizer.tiktoken + special_tokens.txt)");
 ABSL_FLAG(std::string, out, "", "where to write the command's output (a file or a directory, see the usage)");
 ABSL_FLAG(std::string, data, "", "token shards: a directory of shard files, or comma-separated files");
@@ -26,6 +29,15 @@ ABSL_FLAG(std::string, json_out, "", "also write the final JSON record to this f
 ABSL_FLAG(std::string, checkpoint, "", "a checkpoint directory, or a run directory (its latest checkpoint)");
 
 namespace nanoforge {
+
+absl::StatusOr<DocumentReadOptions> document_read_options_from_flags() {
+  DocumentReadOptions options;
+  NANOFORGE_ASSIGN_OR_RETURN(options.text_split, parse_text_split(absl::GetFlag(FLAGS_text_split)));
+  options.text_column = absl::GetFlag(FLAGS_text_column);
+  if (options.text_column.empty()) return absl::InvalidArgumentError("--text-column must name a column");
+  options.threads = absl::GetFlag(FLAGS_threads);
+  return options;
+}
 
 absl::StatusOr<Device> device_from_flag() {
   const std::string device = absl::GetFlag(FLAGS_device);

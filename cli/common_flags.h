@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "data/documents/documents.h"
 #include "kernels/tensor.h"
 
 ABSL_DECLARE_FLAG(int32_t, threads);
@@ -15,6 +16,7 @@ ABSL_DECLARE_FLAG(int32_t, threads);
 // split.
 ABSL_DECLARE_FLAG(std::vector<std::string>, input);
 ABSL_DECLARE_FLAG(std::string, text_split);
+ABSL_DECLARE_FLAG(std::string, text_column);
 // A tokenizer directory (data/tokenizer/tokenizer.h).
 ABSL_DECLARE_FLAG(std::string, tokenizer);
 ABSL_DECLARE_FLAG(std::string, out);
@@ -23,6 +25,8 @@ ABSL_DECLARE_FLAG(std::string, checkpoint);
 // The backend a command runs on: "cpu" or "cuda".
 ABSL_DECLARE_FLAG(std::string, device);
 namespace nanoforge {
+// --text-split, --text-column and --threads (parquet row groups read at once) as the reader's options.
+absl::StatusOr<DocumentReadOptions> document_read_options_from_flags();
 // --device as a Device: cpu, or cuda when a GPU is usable (an error saying why otherwise).
 absl::StatusOr<Device> device_from_flag();
 // Prints a benchmark's closing JSON record and also writes it to --json-out when that is set.

@@ -24,6 +24,14 @@ find_package(MPI COMPONENTS CXX)
 nanoforge_require(MPI_CXX_FOUND "MPI (C++)" "libopenmpi-dev openmpi-bin")
 find_package(OpenMP COMPONENTS CXX)
 nanoforge_require(OpenMP_CXX_FOUND "OpenMP" g++)
+# Compressed JSONL input (*.jsonl.gz, *.jsonl.zst).
+find_package(ZLIB)
+nanoforge_require(ZLIB_FOUND "zlib" zlib1g-dev)
+find_package(PkgConfig)
+if(PkgConfig_FOUND)
+  pkg_check_modules(ZSTD IMPORTED_TARGET libzstd)
+endif()
+nanoforge_require(ZSTD_FOUND "zstd" libzstd-dev)
 
 # OpenBLAS, the OpenMP flavour: our kernels parallelise with OpenMP and call sgemm from inside parallel
 # regions (attention blocks); the OpenMP build of OpenBLAS then runs single-threaded there instead of

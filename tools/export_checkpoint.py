@@ -1,15 +1,22 @@
 #!/usr/bin/env python3
-"""Export a nanoforge checkpoint's model to nanochat's checkpoint format or to safetensors.
+"""Export a nanoforge checkpoint to nanochat's files (model and tokenizer) or to safetensors.
 
-    python3 tools/export_checkpoint.py nanochat    CHECKPOINT OUT_DIR   # model_NNNNNN.pt + meta_NNNNNN.json
+    python3 tools/export_checkpoint.py nanochat    CHECKPOINT BASE_DIR [--tokenizer DIR] [--model-tag d20]
     python3 tools/export_checkpoint.py safetensors CHECKPOINT OUT.safetensors
 
 CHECKPOINT is a checkpoint directory (with model.h5 and trainer.h5) or a run directory (its latest checkpoint).
-The nanochat export is what nanochat's checkpoint_manager loads: the state dict under nanochat's names
-(transformer.wte and value_embeds in bfloat16 as nanochat stores them on a GPU, everything else float32;
---fp32-embeddings keeps them float32) saved with torch.save, and a meta JSON with the model config and the
-training settings of the run. The nanochat export needs torch; the safetensors one needs the safetensors package
-(and numpy); both read the HDF5 files with h5py.
+The nanochat export makes BASE_DIR a NANOCHAT_BASE_DIR that nanochat's own loaders open
+(checkpoint_manager.load_model("base", ...), tokenizer.get_tokenizer(), get_token_bytes()):
+  BASE_DIR/base_checkpoints/d<depth>/model_NNNNNN.pt  the state dict under nanochat's names (transformer.wte and
+                                                      value_embeds in bfloat16 as nanochat stores them on a GPU,
+                                                      everything else float32; --fp32-embeddings keeps them
+                                                      float32, and the round trip through import_nanochat.py
+                                                      then gives back the weights bit for bit)
+  BASE_DIR/base_checkpoints/d<depth>/meta_NNNNNN.json the model config and the run's training settings
+  BASE_DIR/tokenizer/tokenizer.pkl, token_bytes.pt    the run's tokenizer (the recipe's data.tokenizer, or
+                                                      --tokenizer DIR; its hash must be the checkpoint's)
+The nanochat export needs torch and tiktoken (tools/nanochat_files.py); the safetensors one needs the safetensors
+package (and numpy); both read the HDF5 files with h5py.
 """
 
 import argparse
@@ -19,6 +26,8 @@ import sys
 
 import h5py
 import numpy as np
+
+import nanochat_files
 
 
 def resolve_checkpoint(path):
@@ -41,22 +50,35 @@ def read_model(checkpoint):
 
 def read_trainer(checkpoint):
     with h5py.File(os.path.join(checkpoint, "trainer.h5"), "r") as f:
-        attrs = dict(f.attrs)
-    recipe_text = attrs["recipe"]
-    recipe_text = recipe_text.decode() if isinstance(recipe_text, bytes) else recipe_text
+        attrs = {key: (value.decode() if isinstance(value, bytes) else value) for key, value in f.attrs.items()}
     try:
         import tomllib  # Python 3.11+
-        recipe = tomllib.loads(recipe_text)
+        recipe = tomllib.loads(attrs["recipe"])
     except ImportError:
         recipe = {}
-    return int(attrs["step"]), recipe
+    return int(attrs["step"]), recipe, str(attrs["tokenizer_hash"])
 
 
-def export_nanochat(checkpoint, out_dir, fp32_embeddings):
+def run_tokenizer(tokenizer_dir, recipe, tokenizer_hash, config):
+    """The tokenizer the checkpoint was trained with: --tokenizer, else the recipe's, checked by hash."""
+    tokenizer_dir = tokenizer_dir or recipe.get("data", {}).get("tokenizer")
+    if not tokenizer_dir or not os.path.isdir(tokenizer_dir):
+        sys.exit(f"the run's tokenizer directory {tokenizer_dir!r} is not here: pass --tokenizer DIR")
+    tokenizer = nanochat_files.read_nanoforge_tokenizer(tokenizer_dir)
+    if tokenizer.nanoforge_hash() != tokenizer_hash:
+        sys.exit(f"tokenizer {tokenizer_dir} (hash {tokenizer.nanoforge_hash()}) is not the one the checkpoint was "
+                 f"trained with (hash {tokenizer_hash}): pass --tokenizer DIR")
+    if tokenizer.vocab_size() != config["vocab_size"]:
+        sys.exit(f"tokenizer {tokenizer_dir} has {tokenizer.vocab_size()} tokens, the model {config['vocab_size']}")
+    return tokenizer
+
+
+def export_nanochat(checkpoint, base_dir, tokenizer_dir, model_tag, fp32_embeddings):
     import torch
 
     config, weights = read_model(checkpoint)
-    step, recipe = read_trainer(checkpoint)
+    step, recipe, tokenizer_hash = read_trainer(checkpoint)
+    tokenizer = run_tokenizer(tokenizer_dir, recipe, tokenizer_hash, config)
     state = {}
     for name, array in weights.items():
         tensor = torch.from_numpy(np.ascontiguousarray(array))
@@ -67,8 +89,7 @@ def export_nanochat(checkpoint, out_dir, fp32_embeddings):
     meta = {
         "step": step,
         "val_bpb": None,
-        "model_config": {key: config[key] for key in
-                         ("sequence_len", "vocab_size", "n_layer", "n_head", "n_kv_head", "n_embd", "window_pattern")},
+        "model_config": {key: config[key] for key in nanochat_files.MODEL_CONFIG_KEYS},
         "user_config": {"source": "nanoforge", "checkpoint": os.path.abspath(checkpoint), "recipe": recipe},
         "device_batch_size": train.get("device_batch_size"),
         "max_seq_len": model.get("max_seq_len", config["sequence_len"]),
@@ -76,13 +97,17 @@ def export_nanochat(checkpoint, out_dir, fp32_embeddings):
         "dataloader_state_dict": None,
         "loop_state": {"min_val_bpb": None, "smooth_train_loss": None, "total_training_time": None},
     }
+    out_dir = os.path.join(base_dir, "base_checkpoints", model_tag or f"d{config['n_layer']}")
     os.makedirs(out_dir, exist_ok=True)
     model_path = os.path.join(out_dir, f"model_{step:06d}.pt")
     meta_path = os.path.join(out_dir, f"meta_{step:06d}.json")
     torch.save(state, model_path)
-    with open(meta_path, "w") as f:
+    with open(meta_path, "w", encoding="utf-8") as f:
         json.dump(meta, f, indent=2)
-    print(f"wrote {model_path} and {meta_path} ({len(state)} tensors)")
+    tokenizer_out = os.path.join(base_dir, "tokenizer")
+    nanochat_files.write_nanochat_tokenizer(tokenizer, tokenizer_out)
+    print(f"wrote {model_path} and {meta_path} ({len(state)} tensors), and {tokenizer_out}/tokenizer.pkl and "
+          f"token_bytes.pt (vocab {tokenizer.vocab_size()}): NANOCHAT_BASE_DIR={base_dir}")
 
 
 def export_safetensors(checkpoint, out_path):
@@ -98,9 +123,11 @@ def export_safetensors(checkpoint, out_path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="format", required=True)
-    nanochat = sub.add_parser("nanochat", help="model_NNNNNN.pt + meta_NNNNNN.json for nanochat")
+    nanochat = sub.add_parser("nanochat", help="a NANOCHAT_BASE_DIR: base_checkpoints/d<depth>/ and tokenizer/")
     nanochat.add_argument("checkpoint")
-    nanochat.add_argument("out_dir")
+    nanochat.add_argument("base_dir")
+    nanochat.add_argument("--tokenizer", help="the run's tokenizer directory (default: the recipe's data.tokenizer)")
+    nanochat.add_argument("--model-tag", help="the folder under base_checkpoints/ (default: d<depth>)")
     nanochat.add_argument("--fp32-embeddings", action="store_true", help="keep wte and value_embeds in float32")
     safetensors = sub.add_parser("safetensors", help="one .safetensors file with every parameter in float32")
     safetensors.add_argument("checkpoint")
@@ -108,7 +135,7 @@ def main():
     args = parser.parse_args()
     checkpoint = resolve_checkpoint(args.checkpoint)
     if args.format == "nanochat":
-        export_nanochat(checkpoint, args.out_dir, args.fp32_embeddings)
+        export_nanochat(checkpoint, args.base_dir, args.tokenizer, args.model_tag, args.fp32_embeddings)
     else:
         export_safetensors(checkpoint, args.out)
 

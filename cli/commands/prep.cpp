@@ -1,5 +1,6 @@
-// `nanoforge prep --input FILES... --tokenizer DIR --out DIR [--shard-tokens N] [--val-docs N]`: raw text to
-// train and val token shards (data/prep/prep.h), with progress (documents/s, MB/s, ETA).
+// `nanoforge prep --input FILES... --tokenizer DIR --out DIR [--shard-tokens N] [--val-docs N]`: raw text
+// (JSONL, text, compressed, parquet, standard input) to train and val token shards (data/prep/prep.h), with
+// progress (documents/s, MB/s, ETA) and a closing line with the input and text throughput.
 #include <absl/flags/flag.h>
 #include <fmt/format.h>
 
@@ -27,7 +28,7 @@ absl::Status run_prep(const std::vector<std::string>& /*arguments*/) {
   NANOFORGE_ASSIGN_OR_RETURN(const Tokenizer tokenizer, Tokenizer::load(absl::GetFlag(FLAGS_tokenizer)));
   PrepOptions options;
   options.inputs = absl::GetFlag(FLAGS_input);
-  NANOFORGE_ASSIGN_OR_RETURN(options.text_split, parse_text_split(absl::GetFlag(FLAGS_text_split)));
+  NANOFORGE_ASSIGN_OR_RETURN(options.documents, document_read_options_from_flags());
   options.out_dir = absl::GetFlag(FLAGS_out);
   options.shard_tokens = absl::GetFlag(FLAGS_shard_tokens);
   options.val_docs = absl::GetFlag(FLAGS_val_docs);
@@ -49,6 +50,11 @@ absl::Status run_prep(const std::vector<std::string>& /*arguments*/) {
       "prep: {} train documents ({} tokens) and {} val documents ({} tokens) in {} shards under {}, {}\n",
       result.train_docs, result.train_tokens, result.val_docs, result.val_tokens, result.shards.size(),
       options.out_dir, format_seconds(result.seconds));
+  const double seconds = std::max(result.seconds, 1e-9);
+  fmt::print("prep: read {:.1f} MB of input ({:.1f} MB/s), {:.1f} MB of text ({:.1f} MB/s){}\n",
+             result.input_bytes / 1e6, result.input_bytes / 1e6 / seconds, result.text_bytes / 1e6,
+             result.text_bytes / 1e6 / seconds,
+             result.null_texts > 0 ? fmt::format("; {} null texts skipped", result.null_texts) : "");
   return absl::OkStatus();
 }
 
@@ -57,9 +63,9 @@ absl::Status run_prep(const std::vector<std::string>& /*arguments*/) {
 Command prep_command() {
   return {"prep",
           "tokenize documents into train and val token shards",
-          "--input FILES... --tokenizer DIR --out DIR [--shard-tokens N] [--val-docs N] [--text-split "
-          "paragraphs|file]",
-          {"input", "tokenizer", "out", "shard_tokens", "val_docs", "text_split", "threads"},
+          "--input FILES|DIRS|GLOBS|- --tokenizer DIR --out DIR [--shard-tokens N] [--val-docs N] "
+          "[--text-split paragraphs|file] [--text-column text]",
+          {"input", "tokenizer", "out", "shard_tokens", "val_docs", "text_split", "text_column", "threads"},
           run_prep};
 }
 

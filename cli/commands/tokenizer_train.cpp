@@ -1,5 +1,5 @@
 // `nanoforge tokenizer train --input FILES --vocab-size N --out DIR [--max-chars N] [--doc-max-chars N]`:
-// trains nanochat's byte-level BPE on text/JSONL documents (data/tokenizer/bpe_piece_counts.h,
+// trains nanochat's byte-level BPE on text/JSONL/parquet documents (data/tokenizer/bpe_piece_counts.h,
 // data/tokenizer/bpe_trainer.h) on all cores, with progress and ETA on stderr, and writes
 // DIR/tokenizer.tiktoken + DIR/special_tokens.txt. The last line of stdout is a JSON record for scripts.
 #include <absl/flags/flag.h>
@@ -65,10 +65,10 @@ absl::Status run_tokenizer_train(const std::vector<std::string>& /*arguments*/) 
   if (absl::GetFlag(FLAGS_max_chars) < 0 || absl::GetFlag(FLAGS_doc_max_chars) < 0) {
     return absl::InvalidArgumentError("--max-chars and --doc-max-chars must be >= 0 (0: no limit)");
   }
-  NANOFORGE_ASSIGN_OR_RETURN(const TextSplit text_split, parse_text_split(absl::GetFlag(FLAGS_text_split)));
+  NANOFORGE_ASSIGN_OR_RETURN(const DocumentReadOptions read_options, document_read_options_from_flags());
   NANOFORGE_ASSIGN_OR_RETURN(std::vector<std::string> paths,
                              expand_document_paths(absl::GetFlag(FLAGS_input)));
-  NANOFORGE_ASSIGN_OR_RETURN(DocumentReader reader, DocumentReader::open(paths, text_split));
+  NANOFORGE_ASSIGN_OR_RETURN(DocumentReader reader, DocumentReader::open(paths, read_options));
   NANOFORGE_ASSIGN_OR_RETURN(const PieceSplitter splitter, PieceSplitter::create());
   const int threads = absl::GetFlag(FLAGS_threads) > 0
                           ? absl::GetFlag(FLAGS_threads)
@@ -133,12 +133,13 @@ absl::Status run_tokenizer_train(const std::vector<std::string>& /*arguments*/) 
 }  // namespace
 
 Command tokenizer_train_command() {
-  return {"tokenizer train",
-          "train nanochat's byte-level BPE on text/JSONL files, on all cores (last line: JSON)",
-          "--input FILES|DIRS --out DIR [--vocab-size 32768] [--max-chars N] [--doc-max-chars 10000] "
-          "[--text-split paragraphs|file] [--threads N]",
-          {"input", "out", "vocab_size", "max_chars", "doc_max_chars", "text_split", "threads"},
-          run_tokenizer_train};
+  return {
+      "tokenizer train",
+      "train nanochat's byte-level BPE on text/JSONL/parquet files, on all cores (last line: JSON)",
+      "--input FILES|DIRS|GLOBS|- --out DIR [--vocab-size 32768] [--max-chars N] [--doc-max-chars 10000] "
+      "[--text-split paragraphs|file] [--text-column text] [--threads N]",
+      {"input", "out", "vocab_size", "max_chars", "doc_max_chars", "text_split", "text_column", "threads"},
+      run_tokenizer_train};
 }
 
 }  // namespace nanoforge

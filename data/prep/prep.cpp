@@ -60,7 +60,7 @@ absl::StatusOr<PrepResult> prep_shards(const Tokenizer& tokenizer, const PrepOpt
   if (options.shard_tokens < 1) return absl::InvalidArgumentError("--shard-tokens must be >= 1");
   if (options.val_docs < 0) return absl::InvalidArgumentError("--val-docs must be >= 0");
   NANOFORGE_ASSIGN_OR_RETURN(std::vector<std::string> paths, expand_document_paths(options.inputs));
-  NANOFORGE_ASSIGN_OR_RETURN(DocumentReader reader, DocumentReader::open(paths, options.text_split));
+  NANOFORGE_ASSIGN_OR_RETURN(DocumentReader reader, DocumentReader::open(paths, options.documents));
   std::error_code error;
   std::filesystem::create_directories(options.out_dir, error);
   if (error)
@@ -98,6 +98,7 @@ absl::StatusOr<PrepResult> prep_shards(const Tokenizer& tokenizer, const PrepOpt
                                                        chunk[i].line, std::string(status.message())));
       }
       (to_val ? result.val_docs : result.train_docs) += 1;
+      result.text_bytes += chunk[i].text.size();
       (to_val ? result.val_tokens : result.train_tokens) += static_cast<int64_t>(encoded[i].size()) + 1;
     }
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -116,6 +117,9 @@ absl::StatusOr<PrepResult> prep_shards(const Tokenizer& tokenizer, const PrepOpt
   }
   NANOFORGE_RETURN_IF_ERROR(val.close());
   NANOFORGE_RETURN_IF_ERROR(train.close());
+  result.input_bytes = reader.bytes_read();
+  result.null_texts = reader.null_texts();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 

@@ -18,8 +18,8 @@
 namespace nanoforge {
 
 struct PrepOptions {
-  std::vector<std::string> inputs;  // files or directories (data/documents/documents.h)
-  TextSplit text_split = TextSplit::kParagraphs;
+  std::vector<std::string> inputs;  // files, directories, globs or "-" (data/documents/documents.h)
+  DocumentReadOptions documents;    // how text files split, the parquet text column, reading threads
   std::string out_dir;
   int64_t shard_tokens = 100'000'000;  // a shard is closed once it holds at least this many tokens
   int64_t val_docs = 1000;             // the first documents go to the validation split
@@ -35,6 +35,9 @@ struct PrepProgress {
 struct PrepResult {
   int64_t train_docs = 0, val_docs = 0;
   int64_t train_tokens = 0, val_tokens = 0;
+  uint64_t text_bytes = 0;          // UTF-8 bytes of all documents' text
+  uint64_t input_bytes = 0;         // bytes of the input files (compressed where compressed)
+  int64_t null_texts = 0;           // parquet rows without text (no document)
   std::vector<std::string> shards;  // in the order written
   double seconds = 0;
 };
