@@ -46,7 +46,8 @@ std::map<std::string, std::vector<float>> weights_of(const std::string& checkpoi
 
 // What check_nanochat_export.py compares against: nanoforge's ids and token byte lengths.
 std::string expected_json(const Tokenizer& tokenizer) {
-  const std::vector<std::string> texts = {"The farmer found the red box.", "Ünïcödé, 日本語 and emoji 👩‍👩‍👧",
+  const std::vector<std::string> texts = {"The farmer found the red box.",
+                                          "Ünïcödé, 日本語 and emoji 👩‍👩‍👧",
                                           "<|bos|> stays text", "  spaces\n\nand lines\r\n"};
   std::string json = "{\"bos_id\": " + std::to_string(tokenizer.bos_id()) + ", \"texts\": [";
   std::string ids_json = "], \"ids\": [";
@@ -77,8 +78,9 @@ TEST(NanochatInterop, ExportImportRoundTripIsExact) {
     ASSERT_EQ(exported.exit_code, 0) << exported.output;
     EXPECT_TRUE(fs::exists(base + "/base_checkpoints/d1/model_000002.pt"));
     EXPECT_TRUE(fs::exists(base + "/base_checkpoints/d1/meta_000002.json"));
-    const ProgramRun checked = python(std::string(NANOFORGE_SOURCE_DIR) + "/tests/train/check_nanochat_export.py " +
-                                      base + " " + out + "/expected.json");
+    const ProgramRun checked =
+        python(std::string(NANOFORGE_SOURCE_DIR) + "/tests/train/check_nanochat_export.py " + base + " " +
+               out + "/expected.json");
     EXPECT_EQ(checked.exit_code, 0) << checked.output;
 
     const std::string tokenizer = base + "/imported_tokenizer", model = base + "/imported_model";
@@ -122,8 +124,8 @@ TEST(NanochatInterop, ExportRefusesAnotherTokenizer) {
   for (int32_t id = 0; id < golden->num_ranks() - 1; ++id)  // one merge fewer: another tokenizer
     ranks.emplace_back(golden->token_bytes(id));
   ASSERT_TRUE(Tokenizer::from_ranks(ranks)->save(other).ok());
-  const ProgramRun exported =
-      python(kTools + "/export_checkpoint.py nanochat " + run + " " + temp_dir("interop_x") + " --tokenizer " + other);
+  const ProgramRun exported = python(kTools + "/export_checkpoint.py nanochat " + run + " " +
+                                     temp_dir("interop_x") + " --tokenizer " + other);
   EXPECT_NE(exported.exit_code, 0);
   EXPECT_NE(exported.output.find("is not the one the checkpoint was trained with"), std::string::npos)
       << exported.output;
