@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <set>
 
 #include "data/documents/byte_source.h"
 #include "data/documents/parquet_documents.h"
@@ -187,7 +188,17 @@ absl::StatusOr<std::vector<std::string>> expand_document_paths(const std::vector
     }
   }
   if (paths.empty()) return absl::InvalidArgumentError("no input files given");
-  return paths;
+  // A file named twice (by itself, then through its directory or a pattern) is read once, where first named.
+  std::vector<std::string> unique;
+  std::set<std::filesystem::path> seen;
+  for (std::string& path : paths) {
+    std::error_code error;
+    const std::filesystem::path canonical =
+        path == "-" ? std::filesystem::path(path) : std::filesystem::weakly_canonical(path, error);
+    if (seen.insert(error ? std::filesystem::path(path) : canonical).second)
+      unique.push_back(std::move(path));
+  }
+  return unique;
 }
 
 struct DocumentReader::State {

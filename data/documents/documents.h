@@ -29,7 +29,8 @@ absl::StatusOr<TextSplit> parse_text_split(std::string_view name);
 
 // Each input is a file of a known kind, a directory (its files of known kinds, not recursive, sorted by
 // name), a glob pattern (*, ? or [...]; its matches of known kinds, sorted), or "-" (standard input, once).
-// Missing paths, unknown kinds and directories or patterns without documents are errors.
+// A file named twice is read once, at its first place ("val.parquet,dir" reads val.parquet first, then the
+// rest of dir). Missing paths, unknown kinds and directories or patterns without documents are errors.
 absl::StatusOr<std::vector<std::string>> expand_document_paths(const std::vector<std::string>& inputs);
 
 struct Document {

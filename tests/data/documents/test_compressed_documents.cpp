@@ -130,6 +130,10 @@ TEST(CompressedDocuments, GlobPatternsExpandToSortedInputFiles) {
   ASSERT_TRUE(paths.ok()) << paths.status();
   EXPECT_EQ(*paths, (std::vector<std::string>{dir + "/shard_1.jsonl", dir + "/shard_2.jsonl.zst"}));
   EXPECT_EQ(read_texts(*paths), (std::vector<std::string>{"1", "2"}));
+  // A file first named by itself is not read again through its directory or a pattern.
+  auto first = expand_document_paths({dir + "/shard_2.jsonl.zst", dir, dir + "/shard_*"});
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, (std::vector<std::string>{dir + "/shard_2.jsonl.zst", dir + "/shard_1.jsonl"}));
   auto none = expand_document_paths({dir + "/nothing_*.jsonl"});
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("matches no input files"), std::string::npos) << none.status();
