@@ -14,10 +14,10 @@ absl::StatusOr<std::unique_ptr<ParquetTextReader>> open_parquet_text(const std::
                                                                      const ParquetReadOptions& /*options*/) {
   return absl::FailedPreconditionError(fmt::format(
       "{}: this nanoforge was built without Apache Arrow, so it cannot read parquet. Arrow's C++ libraries "
-      "come with the pyarrow wheel: run scripts/install-deps.sh (it sets pyarrow up in the build tree's "
-      "Python environment) and configure again, or `pip install pyarrow` into the python3 that CMake finds "
-      "and configure with -DPython3_EXECUTABLE=that/python3. The CMake summary line says whether parquet "
-      "input is built.",
+      "come with the pyarrow wheel: `make build` sets it up (scripts/install-deps.sh BUILD_DIR/python makes "
+      "the build tree's Python, CMake is pointed at it), or `pip install pyarrow` into any python3 and "
+      "configure with -DPython3_EXECUTABLE=that/python3; CMake's summary says \"parquet input ON\" when "
+      "it is found.",
       path));
 }
 
