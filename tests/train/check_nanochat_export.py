@@ -58,7 +58,8 @@ def main():
         fail(f"model vocab {config['vocab_size']} but the tokenizer has {encoding.n_vocab}")
     model = nanochat_reference.GPT(config)
     model.load_state_dict(state, strict=True)
-    ids = torch.tensor([[expected["bos_id"]] + sum(expected["ids"], [])][:1], dtype=torch.int64)[:, :33]
+    tokens = [expected["bos_id"]] + [token for ids in expected["ids"] for token in ids]
+    ids = torch.tensor([tokens[: config["sequence_len"] + 1]], dtype=torch.int64)
     loss, _ = model(ids[:, :-1], ids[:, 1:])
     if not torch.isfinite(loss):
         fail(f"the loaded model's loss is {loss}")
