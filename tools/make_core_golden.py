@@ -9,7 +9,8 @@ Wrappers around core_eval's functions record what each example went through with
 evaluation order (each example's line in its task file), the shots drawn, the rendered prompts, the token
 rows and scored spans, the mean losses of the options (multiple choice, schema), the smallest top-1 margin
 of the argmax predictions (language modelling) and the verdict. The output is one JSON file with a run per
---max-per-task value, each with nanochat's results, centred results and CORE metric.
+--max-per-task value, each with nanochat's results, centred results and CORE metric, and that record as
+json.dumps writes it (`nanoforge eval --core` ends with the same line).
 
 Why: nanoforge's CORE tests (tests/train/core/) check every example against nanochat itself, so the golden
 must come from nanochat's code, not from a re-implementation; it is committed so the tests run from a plain
@@ -168,7 +169,7 @@ def run(recorder, base_eval, model, tokenizer, bundle, tasks, max_per_task):
         by_task.append({"label": task["label"], "examples": traces})
     return {"max_per_task": max_per_task, "results": results["results"],
             "centered_results": results["centered_results"], "core_metric": results["core_metric"],
-            "tasks": by_task}
+            "record": json.dumps(results), "tasks": by_task}
 
 
 def main():

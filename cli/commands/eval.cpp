@@ -18,7 +18,8 @@
 
 ABSL_FLAG(int64_t, eval_tokens, 1 << 20, "tokens to evaluate (rounded down to whole batches, at least one)");
 ABSL_FLAG(int64_t, eval_batch, 8, "rows per forward pass");
-ABSL_FLAG(std::string, core, "", "evaluate CORE on this eval bundle (core.yaml, eval_meta_data.csv, eval_data/)");
+ABSL_FLAG(std::string, core, "",
+          "evaluate CORE on this eval bundle (core.yaml, eval_meta_data.csv, eval_data/)");
 ABSL_FLAG(int64_t, max_per_task, -1, "CORE: examples per task after nanochat's shuffle (-1: all)");
 
 namespace nanoforge {
@@ -48,16 +49,15 @@ absl::Status run_core_eval() {
                loaded.trainer.step, bundle.tasks.size(), bundle.example_count(), communicator->world_size(),
                communicator->world_size() > 1 ? "s" : "", device_name(device));
   }
-  NANOFORGE_ASSIGN_OR_RETURN(
-      const CoreResults results,
-      evaluate_core(*loaded.model, loaded.tokenizer, bundle, options, *communicator));
+  NANOFORGE_ASSIGN_OR_RETURN(const CoreResults results,
+                             evaluate_core(*loaded.model, loaded.tokenizer, bundle, options, *communicator));
   if (!chief) return absl::OkStatus();
   const std::string out =
       absl::GetFlag(FLAGS_out).empty() ? loaded.checkpoint_dir + "/core.json" : absl::GetFlag(FLAGS_out);
-  NANOFORGE_RETURN_IF_ERROR(write_core_file(
-      out, results,
-      {loaded.checkpoint_dir, bundle.dir, device_name(device), loaded.trainer.step, options.max_per_task,
-       communicator->world_size()}));
+  NANOFORGE_RETURN_IF_ERROR(
+      write_core_file(out, results,
+                      {loaded.checkpoint_dir, bundle.dir, device_name(device), loaded.trainer.step,
+                       options.max_per_task, communicator->world_size()}));
   fmt::print("{}CORE metric: {:.4f} ({} examples in {:.1f}s; results in {})\n{}\n", core_table(results),
              results.core_metric, results.examples, results.seconds, out, core_json(results));
   return absl::OkStatus();
@@ -104,8 +104,8 @@ Command eval_command() {
           "--checkpoint PATH --data SHARDS [--eval-tokens N] [--eval-batch B] [--device cpu|cuda]\n"
           "       nanoforge eval --core BUNDLE --checkpoint PATH [--max-per-task N] [--out FILE] "
           "[--device cpu|cuda]   (mpirun: data-parallel)",
-          {"checkpoint", "tokenizer", "data", "eval_tokens", "eval_batch", "core", "max_per_task", "out", "device",
-           "threads"},
+          {"checkpoint", "tokenizer", "data", "eval_tokens", "eval_batch", "core", "max_per_task", "out",
+           "device", "threads"},
           run_eval};
 }
 

@@ -38,7 +38,8 @@ absl::StatusOr<CoreTaskType> parse_task_type(const std::string& name) {
 
 absl::StatusOr<std::string> scalar_text(const YAML::Node& task, const char* key) {
   const YAML::Node node = task[key];
-  if (!node.IsDefined() || node.IsNull()) return absl::InvalidArgumentError(fmt::format("{} is missing", key));
+  if (!node.IsDefined() || node.IsNull())
+    return absl::InvalidArgumentError(fmt::format("{} is missing", key));
   if (!node.IsScalar()) return absl::InvalidArgumentError(fmt::format("{} must be a string", key));
   return node.Scalar();
 }
@@ -100,8 +101,8 @@ absl::StatusOr<std::vector<CoreTask>> read_tasks(const std::string& path) {
       task = absl::InvalidArgumentError(error.what());
     }
     if (!task.ok()) {
-      return absl::InvalidArgumentError(
-          fmt::format("{}: icl_tasks entry {}: {}", path, tasks.size() + 1, std::string(task.status().message())));
+      return absl::InvalidArgumentError(fmt::format("{}: icl_tasks entry {}: {}", path, tasks.size() + 1,
+                                                    std::string(task.status().message())));
     }
     tasks.push_back(std::move(*task));
   }
@@ -122,13 +123,16 @@ int no_space_trimming(unsigned char) {
   return 0;  // Python's csv module keeps spaces around unquoted fields; libcsv trims them by default
 }
 
-absl::StatusOr<std::vector<std::vector<std::string>>> parse_csv(const std::string& text, const std::string& path) {
+absl::StatusOr<std::vector<std::vector<std::string>>> parse_csv(const std::string& text,
+                                                                const std::string& path) {
   csv_parser parser;
   if (csv_init(&parser, 0) != 0) return absl::ResourceExhaustedError("libcsv: cannot initialise");
   csv_set_space_func(&parser, no_space_trimming);
   CsvRows rows;
-  const size_t parsed = csv_parse(&parser, text.data(), text.size(), CsvRows::on_field, CsvRows::on_row_end, &rows);
-  const bool ok = parsed == text.size() && csv_fini(&parser, CsvRows::on_field, CsvRows::on_row_end, &rows) == 0;
+  const size_t parsed =
+      csv_parse(&parser, text.data(), text.size(), CsvRows::on_field, CsvRows::on_row_end, &rows);
+  const bool ok =
+      parsed == text.size() && csv_fini(&parser, CsvRows::on_field, CsvRows::on_row_end, &rows) == 0;
   const int error = csv_error(&parser);
   csv_free(&parser);
   if (!ok) return absl::InvalidArgumentError(fmt::format("{}: not valid CSV: {}", path, csv_strerror(error)));
@@ -176,7 +180,8 @@ absl::StatusOr<std::map<std::string, std::string>> read_baselines(const std::str
 absl::StatusOr<std::string> string_field(simdjson::dom::object& object, const char* key) {
   std::string_view value;
   const simdjson::error_code error = object[key].get(value);
-  if (error == simdjson::NO_SUCH_FIELD) return absl::InvalidArgumentError(fmt::format("no \"{}\" field", key));
+  if (error == simdjson::NO_SUCH_FIELD)
+    return absl::InvalidArgumentError(fmt::format("no \"{}\" field", key));
   if (error) return absl::InvalidArgumentError(fmt::format("\"{}\" must be a string", key));
   return std::string(value);
 }
@@ -184,12 +189,14 @@ absl::StatusOr<std::string> string_field(simdjson::dom::object& object, const ch
 absl::StatusOr<std::vector<std::string>> strings_field(simdjson::dom::object& object, const char* key) {
   simdjson::dom::array array;
   const simdjson::error_code error = object[key].get(array);
-  if (error == simdjson::NO_SUCH_FIELD) return absl::InvalidArgumentError(fmt::format("no \"{}\" field", key));
+  if (error == simdjson::NO_SUCH_FIELD)
+    return absl::InvalidArgumentError(fmt::format("no \"{}\" field", key));
   if (error) return absl::InvalidArgumentError(fmt::format("\"{}\" must be a list of strings", key));
   std::vector<std::string> values;
   for (simdjson::dom::element element : array) {
     std::string_view value;
-    if (element.get(value)) return absl::InvalidArgumentError(fmt::format("\"{}\" must be a list of strings", key));
+    if (element.get(value))
+      return absl::InvalidArgumentError(fmt::format("\"{}\" must be a list of strings", key));
     values.emplace_back(value);
   }
   if (values.empty()) return absl::InvalidArgumentError(fmt::format("\"{}\" is empty", key));
@@ -233,7 +240,8 @@ absl::StatusOr<CoreExample> parse_example(simdjson::dom::object& object, CoreTas
 
 // One example per line, as base_eval's `json.loads(line.strip()) for line in f`: a blank line is an error.
 absl::Status read_examples(const std::string& path, CoreTask& task) {
-  NANOFORGE_ASSIGN_OR_RETURN(const std::string text, read_file(path, fmt::format("task {}'s examples", task.label)));
+  NANOFORGE_ASSIGN_OR_RETURN(const std::string text,
+                             read_file(path, fmt::format("task {}'s examples", task.label)));
   simdjson::dom::parser parser;
   int64_t line_number = 0;
   for (size_t start = 0; start < text.size();) {
@@ -243,8 +251,8 @@ absl::Status read_examples(const std::string& path, CoreTask& task) {
     start = end + (text.compare(end, 2, "\r\n") == 0 ? 2 : 1);  // Python's universal newlines
     ++line_number;
     auto malformed = [&](std::string_view why) {
-      return absl::InvalidArgumentError(
-          fmt::format("{}:{}: task {}, example on line {}: {}", path, line_number, task.label, line_number, why));
+      return absl::InvalidArgumentError(fmt::format("{}:{}: task {}, example on line {}: {}", path,
+                                                    line_number, task.label, line_number, why));
     };
     simdjson::dom::element root;
     if (const simdjson::error_code error = parser.parse(line.data(), line.size(), true).get(root); error) {
@@ -256,7 +264,8 @@ absl::Status read_examples(const std::string& path, CoreTask& task) {
     if (root.get(object)) return malformed("expected a JSON object");
     absl::StatusOr<CoreExample> example = parse_example(object, task.type);
     if (!example.ok()) {
-      return malformed(fmt::format("{} (a {} example)", std::string(example.status().message()), core_task_type_name(task.type)));
+      return malformed(fmt::format("{} (a {} example)", std::string(example.status().message()),
+                                   core_task_type_name(task.type)));
     }
     example->line = line_number;
     task.examples.push_back(std::move(*example));
@@ -286,14 +295,14 @@ absl::StatusOr<CoreBundle> CoreBundle::read(const std::string& dir) {
   for (CoreTask& task : bundle.tasks) {
     const auto baseline = baselines.find(task.label);
     if (baseline == baselines.end()) {
-      return absl::InvalidArgumentError(
-          fmt::format("{}: no row for task {} (its 'Eval Task' column must name it)", baselines_path, task.label));
+      return absl::InvalidArgumentError(fmt::format(
+          "{}: no row for task {} (its 'Eval Task' column must name it)", baselines_path, task.label));
     }
     if (!parse_python_float(baseline->second, task.random_baseline_percent) ||
         task.random_baseline_percent >= 100) {
-      return absl::InvalidArgumentError(fmt::format(
-          "{}: task {}'s 'Random baseline' is '{}'; it must be a number below 100 (percent)", baselines_path,
-          task.label, baseline->second));
+      return absl::InvalidArgumentError(
+          fmt::format("{}: task {}'s 'Random baseline' is '{}'; it must be a number below 100 (percent)",
+                      baselines_path, task.label, baseline->second));
     }
     NANOFORGE_RETURN_IF_ERROR(read_examples(dir + "/eval_data/" + task.dataset_uri, task));
   }

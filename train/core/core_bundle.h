@@ -32,10 +32,10 @@ struct CoreTask {
   std::string label;
   std::string dataset_uri;  // under DIR/eval_data/
   CoreTaskType type = CoreTaskType::kMultipleChoice;
-  int64_t num_fewshot = 0;                  // core.yaml's num_fewshot[0]
+  int64_t num_fewshot = 0;                   // core.yaml's num_fewshot[0]
   std::string continuation_delimiter = " ";  // nanochat's default when core.yaml has none
-  double random_baseline_percent = 0;       // eval_meta_data.csv's "Random baseline"
-  std::vector<CoreExample> examples;        // in file order
+  double random_baseline_percent = 0;        // eval_meta_data.csv's "Random baseline"
+  std::vector<CoreExample> examples;         // in file order
 };
 
 struct CoreBundle {

@@ -17,7 +17,7 @@
 namespace nanoforge {
 namespace {
 
-constexpr uint64_t kShuffleSeed = 1337;     // base_eval.py: random.Random(1337).shuffle(data)
+constexpr uint64_t kShuffleSeed = 1337;      // base_eval.py: random.Random(1337).shuffle(data)
 constexpr uint64_t kFewshotSeedBase = 1234;  // core_eval.py: random.Random(1234 + idx)
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -57,7 +57,8 @@ std::vector<const CoreExample*> core_task_examples(const CoreTask& task, int64_t
   for (const CoreExample& example : task.examples)
     data.push_back(&example);
   PythonRandom(kShuffleSeed).shuffle(data);
-  if (max_per_task > 0 && static_cast<size_t>(max_per_task) < data.size()) data.resize(static_cast<size_t>(max_per_task));
+  if (max_per_task > 0 && static_cast<size_t>(max_per_task) < data.size())
+    data.resize(static_cast<size_t>(max_per_task));
   return data;
 }
 
@@ -67,7 +68,8 @@ std::vector<int64_t> core_fewshot_indices(int64_t idx, int64_t count, int64_t nu
   for (int64_t i = 0; i < count; ++i) {
     if (i != idx) available.push_back(i);
   }
-  return PythonRandom(kFewshotSeedBase + static_cast<uint64_t>(idx)).sample(available, static_cast<size_t>(num_fewshot));
+  return PythonRandom(kFewshotSeedBase + static_cast<uint64_t>(idx))
+      .sample(available, static_cast<size_t>(num_fewshot));
 }
 
 absl::StatusOr<CoreResults> evaluate_core(GPT& model, const Tokenizer& tokenizer, const CoreBundle& bundle,
@@ -89,8 +91,8 @@ absl::StatusOr<CoreResults> evaluate_core(GPT& model, const Tokenizer& tokenizer
     std::vector<double> sums(static_cast<size_t>(count) + 1, 0.0);
     absl::Status error;
     for (int64_t idx = rank; idx < count && error.ok(); idx += world_size) {
-      absl::StatusOr<bool> correct = evaluate_example(task, data, idx, tokenizer, scorer,
-                                                      model.config().max_positions(), model.config().sequence_len);
+      absl::StatusOr<bool> correct = evaluate_example(
+          task, data, idx, tokenizer, scorer, model.config().max_positions(), model.config().sequence_len);
       if (correct.ok()) {
         sums[static_cast<size_t>(idx)] = *correct ? 1.0 : 0.0;
       } else {

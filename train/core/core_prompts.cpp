@@ -18,7 +18,11 @@ bool is_python_space(uint32_t c) {
 std::pair<uint32_t, size_t> code_point_at(std::string_view text, size_t at) {
   const auto byte = [&](size_t i) { return static_cast<uint32_t>(static_cast<unsigned char>(text[i])); };
   const uint32_t first = byte(at);
-  const size_t length = first < 0x80 ? 1 : (first >> 5) == 0x6 ? 2 : (first >> 4) == 0xe ? 3 : (first >> 3) == 0x1e ? 4 : 1;
+  const size_t length = first < 0x80           ? 1
+                        : (first >> 5) == 0x6  ? 2
+                        : (first >> 4) == 0xe  ? 3
+                        : (first >> 3) == 0x1e ? 4
+                                               : 1;
   if (length == 1 || at + length > text.size()) return {first, 1};
   uint32_t value = first & (0x7f >> length);
   for (size_t i = 1; i < length; ++i)
@@ -42,7 +46,8 @@ std::string shot_text(const CoreTask& task, const CoreExample& shot) {
       return shot.context_options[static_cast<size_t>(shot.gold)] + task.continuation_delimiter +
              shot.continuation + "\n\n";
     case CoreTaskType::kLanguageModeling:
-      return std::string(python_strip(shot.context)) + task.continuation_delimiter + shot.continuation + "\n\n";
+      return std::string(python_strip(shot.context)) + task.continuation_delimiter + shot.continuation +
+             "\n\n";
   }
   return "";
 }

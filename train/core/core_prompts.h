@@ -1,9 +1,11 @@
 // The few-shot prompts of nanochat's core_eval.py, character for character: its Jinja templates rendered by
 // hand. Each shot is "<shot text><delimiter><shot answer>\n\n", then the example itself:
-//   multiple choice:   query + delimiter + choice, one prompt per choice (shots answer with their gold choice);
-//   schema:            context option + delimiter + continuation, one per option (shots use their gold option);
-//   language modelling: trimmed context + delimiter, without and with the continuation — the first stripped
-//                      of surrounding whitespace (Python's str.strip, so Unicode spaces too), as nanochat does.
+//   multiple choice:   query + delimiter + choice, one prompt per choice (shots answer with their gold
+//   choice); schema:            context option + delimiter + continuation, one per option (shots use their
+//   gold option); language modelling: trimmed context + delimiter, without and with the continuation — the
+//   first stripped
+//                      of surrounding whitespace (Python's str.strip, so Unicode spaces too), as nanochat
+//                      does.
 #pragma once
 
 #include <span>

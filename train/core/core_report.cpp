@@ -34,8 +34,8 @@ std::string json_object(const CoreResults& results, Value value) {
 
 std::string core_task_line(const CoreTaskResult& task) {
   return fmt::format("{} ({}-shot, type: {}): accuracy: {:.4f} | centered: {:.4f} | {} examples, {:.2f}s",
-                     task.label, task.num_fewshot, core_task_type_name(task.type), task.accuracy, task.centered,
-                     task.correct.size(), task.seconds);
+                     task.label, task.num_fewshot, core_task_type_name(task.type), task.accuracy,
+                     task.centered, task.correct.size(), task.seconds);
 }
 
 std::string core_table(const CoreResults& results) {
@@ -71,7 +71,8 @@ absl::Status write_core_file(const std::string& path, const CoreResults& results
   {
     std::ofstream file(temporary);
     file << text;
-    if (!file) return absl::PermissionDeniedError(fmt::format("{}: cannot write the CORE results", temporary));
+    if (!file)
+      return absl::PermissionDeniedError(fmt::format("{}: cannot write the CORE results", temporary));
   }
   std::error_code error;
   std::filesystem::rename(temporary, path, error);

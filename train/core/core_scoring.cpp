@@ -22,8 +22,8 @@ CoreOutcome CoreScorer::score(CoreTaskType type, const CoreSequences& sequences,
   for (const std::vector<int32_t>& row : sequences.tokens)
     longest = std::max<int64_t>(longest, static_cast<int64_t>(row.size()));
   const int64_t limit = model_.config().max_positions();
-  NANOFORGE_CHECK(longest <= limit, "CoreScorer: a row of {} tokens exceeds the model's {} positions", longest,
-                  limit);
+  NANOFORGE_CHECK(longest <= limit, "CoreScorer: a row of {} tokens exceeds the model's {} positions",
+                  longest, limit);
   const int64_t seq = std::min(limit, (longest + kLengthBucket - 1) / kLengthBucket * kLengthBucket);
   const int32_t pad = sequences.tokens[0][0];  // BOS, nanochat's pad token
   ids_.assign(static_cast<size_t>(rows * seq), pad);
@@ -57,7 +57,8 @@ CoreOutcome CoreScorer::score(CoreTaskType type, const CoreSequences& sequences,
     const size_t vocab = logits.size() / static_cast<size_t>(end - start);
     outcome.correct = true;
     for (int64_t t = start; t < end; ++t) {
-      const auto row = logits.begin() + static_cast<std::ptrdiff_t>((t - start) * static_cast<int64_t>(vocab));
+      const auto row =
+          logits.begin() + static_cast<std::ptrdiff_t>((t - start) * static_cast<int64_t>(vocab));
       const int64_t predicted = std::max_element(row, row + static_cast<std::ptrdiff_t>(vocab)) - row;
       outcome.correct = outcome.correct && predicted == sequences.tokens[0][static_cast<size_t>(t)];
     }

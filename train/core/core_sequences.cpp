@@ -12,7 +12,9 @@ int64_t common_length(const std::vector<std::vector<int32_t>>& rows, bool from_e
   for (const std::vector<int32_t>& row : rows)
     shortest = std::min(shortest, row.size());
   for (size_t i = 0; i < shortest; ++i) {
-    const auto at = [&](const std::vector<int32_t>& row) { return from_end ? row[row.size() - 1 - i] : row[i]; };
+    const auto at = [&](const std::vector<int32_t>& row) {
+      return from_end ? row[row.size() - 1 - i] : row[i];
+    };
     const int32_t token = at(rows[0]);
     for (const std::vector<int32_t>& row : rows) {
       if (at(row) != token) return static_cast<int64_t>(i);

@@ -18,9 +18,9 @@ class PythonRandom {
   // random.Random(seed) for seed >= 0.
   explicit PythonRandom(uint64_t seed);
 
-  uint32_t next_uint32();           // genrand_uint32
-  uint64_t getrandbits(int bits);   // 0 <= bits <= 64
-  uint64_t randbelow(uint64_t n);   // _randbelow_with_getrandbits: uniform in [0, n), n >= 1
+  uint32_t next_uint32();          // genrand_uint32
+  uint64_t getrandbits(int bits);  // 0 <= bits <= 64
+  uint64_t randbelow(uint64_t n);  // _randbelow_with_getrandbits: uniform in [0, n), n >= 1
   // random.shuffle: Fisher-Yates from the end.
   template <class T>
   void shuffle(std::vector<T>& items) {

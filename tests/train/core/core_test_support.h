@@ -12,8 +12,8 @@
 
 namespace nanoforge::test {
 
-inline const std::string kCoreDir = NANOFORGE_CORE_TEST_DIR;            // tests/train/core
-inline const std::string kCoreBundle = kCoreDir + "/bundle";             // the committed small bundle
+inline const std::string kCoreDir = NANOFORGE_CORE_TEST_DIR;  // tests/train/core
+inline const std::string kCoreBundle = kCoreDir + "/bundle";  // the committed small bundle
 inline const std::string kCoreGolden = kCoreDir + "/golden/core_golden.json";
 inline const std::string kCoreCheckpoint = kCoreDir + "/golden/checkpoint";  // the model the golden scored
 inline const std::string kCoreTokenizer = NANOFORGE_TOKENIZER_GOLDEN_DIR;

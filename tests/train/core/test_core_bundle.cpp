@@ -30,8 +30,8 @@ TEST(CoreBundle, ReadsTheCommittedBundle) {
   EXPECT_EQ(bundle->tasks[6].type, CoreTaskType::kLanguageModeling);
   EXPECT_EQ(bundle->tasks[6].examples.size(), 90u);
   EXPECT_EQ(bundle->example_count(), 148);
-  EXPECT_EQ(bundle->tasks[2].examples[6].choices[2], "\u00a03");
-  EXPECT_EQ(bundle->tasks[2].examples[6].line, 7);
+  EXPECT_EQ(bundle->tasks[2].examples[7].choices[2], " \u2014 the city");
+  EXPECT_EQ(bundle->tasks[2].examples[7].line, 8);
 }
 
 TEST(CorePrompts, PythonStripRemovesUnicodeSpaces) {
@@ -51,8 +51,9 @@ TEST(CorePrompts, RenderNanochatsTemplates) {
   item.query = "Q2";
   item.choices = {"p", "q"};
   const std::vector<const CoreExample*> shots = {&shot, &shot};
-  EXPECT_EQ(render_core_prompts(task, item, shots),
-            (std::vector<std::string>{"Q1\nA: y\n\nQ1\nA: y\n\nQ2\nA: p", "Q1\nA: y\n\nQ1\nA: y\n\nQ2\nA: q"}));
+  EXPECT_EQ(
+      render_core_prompts(task, item, shots),
+      (std::vector<std::string>{"Q1\nA: y\n\nQ1\nA: y\n\nQ2\nA: p", "Q1\nA: y\n\nQ1\nA: y\n\nQ2\nA: q"}));
 
   task.type = CoreTaskType::kSchema;
   task.continuation_delimiter = " ";
@@ -83,11 +84,14 @@ TEST(CoreBundle, MissingFilesNameWhatIsMissing) {
   std::filesystem::remove(dir + "/eval_data/world_knowledge/mc_tenshot.jsonl");
   absl::Status status = read_status(dir);
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
-  EXPECT_PRED2(contains, std::string(status.message()), "mc_tenshot.jsonl: cannot read task mc_tenshot's examples");
+  EXPECT_PRED2(contains, std::string(status.message()),
+               "mc_tenshot.jsonl: cannot read task mc_tenshot's examples");
   std::filesystem::remove(dir + "/eval_meta_data.csv");
-  EXPECT_PRED2(contains, std::string(read_status(dir).message()), "eval_meta_data.csv: cannot read the random baselines");
+  EXPECT_PRED2(contains, std::string(read_status(dir).message()),
+               "eval_meta_data.csv: cannot read the random baselines");
   std::filesystem::remove(dir + "/core.yaml");
-  EXPECT_PRED2(contains, std::string(read_status(dir).message()), "core.yaml: cannot read the CORE task list");
+  EXPECT_PRED2(contains, std::string(read_status(dir).message()),
+               "core.yaml: cannot read the CORE task list");
 }
 
 TEST(CoreBundle, MalformedExamplesNameTheTaskAndLine) {
@@ -99,7 +103,8 @@ TEST(CoreBundle, MalformedExamplesNameTheTaskAndLine) {
     write_text(file, good.substr(0, second_end + 1) + third_line + "\n" + good.substr(second_end + 1));
     const absl::Status status = read_status(dir);
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << third_line;
-    EXPECT_PRED2(contains, std::string(status.message()), "schema_zeroshot.jsonl:3: task schema_zeroshot, example on line 3");
+    EXPECT_PRED2(contains, std::string(status.message()),
+                 "schema_zeroshot.jsonl:3: task schema_zeroshot, example on line 3");
     EXPECT_PRED2(contains, std::string(status.message()), message);
   };
   expect_error("{\"context_options\": [\"a\", \"b\"], \"continuation\": \"c\"", "not valid JSON");
@@ -107,7 +112,8 @@ TEST(CoreBundle, MalformedExamplesNameTheTaskAndLine) {
   expect_error("[1, 2]", "expected a JSON object");
   expect_error("{\"context_options\": [\"a\", \"b\"], \"continuation\": \"c\", \"gold\": 2}",
                "\"gold\" must be the index of one of the 2 options (0..1)");
-  expect_error("{\"context_options\": [\"a\", \"b\"], \"gold\": 0}", "no \"continuation\" field (a schema example)");
+  expect_error("{\"context_options\": [\"a\", \"b\"], \"gold\": 0}",
+               "no \"continuation\" field (a schema example)");
   expect_error("{\"context_options\": \"a\", \"continuation\": \"c\", \"gold\": 0}",
                "\"context_options\" must be a list of strings");
   expect_error("{\"context_options\": [\"a\", 7], \"continuation\": \"c\", \"gold\": 0}",
@@ -123,11 +129,17 @@ TEST(CoreBundle, BadTaskListAndBaselinesAreNamed) {
     write_text(dir + "/core.yaml", text);
     return read_status(dir);
   };
-  EXPECT_PRED2(contains, std::string(with_yaml("num_fewshot: [10]", "num_fewshot: 10").message()), "icl_tasks entry 2: task mc_tenshot: num_fewshot must be a list");
-  EXPECT_PRED2(contains, std::string(with_yaml("icl_task_type: schema", "icl_task_type: generation_task").message()), "task schema_zeroshot: icl_task_type 'generation_task' is not one nanochat evaluates");
-  EXPECT_PRED2(contains, std::string(with_yaml("icl_tasks:", "tasks:").message()), "needs a non-empty list icl_tasks");
-  EXPECT_PRED2(contains, std::string(with_yaml("  label: lm_zeroshot", "  label: lm_unknown").message()), "eval_meta_data.csv: no row for task lm_unknown");
-  EXPECT_PRED2(contains, std::string(with_yaml("icl_tasks:", "icl_tasks: [").message()), "core.yaml: not valid YAML");
+  EXPECT_PRED2(contains, std::string(with_yaml("num_fewshot: [10]", "num_fewshot: 10").message()),
+               "icl_tasks entry 2: task mc_tenshot: num_fewshot must be a list");
+  EXPECT_PRED2(contains,
+               std::string(with_yaml("icl_task_type: schema", "icl_task_type: generation_task").message()),
+               "task schema_zeroshot: icl_task_type 'generation_task' is not one nanochat evaluates");
+  EXPECT_PRED2(contains, std::string(with_yaml("icl_tasks:", "tasks:").message()),
+               "needs a non-empty list icl_tasks");
+  EXPECT_PRED2(contains, std::string(with_yaml("  label: lm_zeroshot", "  label: lm_unknown").message()),
+               "eval_meta_data.csv: no row for task lm_unknown");
+  EXPECT_PRED2(contains, std::string(with_yaml("icl_tasks:", "icl_tasks: [").message()),
+               "core.yaml: not valid YAML");
   write_text(dir + "/core.yaml", yaml);
   const std::string csv = read_text(dir + "/eval_meta_data.csv");
   write_text(dir + "/eval_meta_data.csv", csv.substr(0, csv.find('\n')) + "\nlm_zeroshot,x,y,0,10,zero,,\n");
@@ -135,9 +147,11 @@ TEST(CoreBundle, BadTaskListAndBaselinesAreNamed) {
   std::string bad_baseline = csv;
   bad_baseline.replace(bad_baseline.find("10,0,,Last"), 10, "10,none,,Last");
   write_text(dir + "/eval_meta_data.csv", bad_baseline);
-  EXPECT_PRED2(contains, std::string(read_status(dir).message()), "task lm_zeroshot's 'Random baseline' is 'none'");
+  EXPECT_PRED2(contains, std::string(read_status(dir).message()),
+               "task lm_zeroshot's 'Random baseline' is 'none'");
   write_text(dir + "/eval_meta_data.csv", "Task,Baseline\nmc_zeroshot,25\n");
-  EXPECT_PRED2(contains, std::string(read_status(dir).message()), "needs the columns 'Eval Task' and 'Random baseline'");
+  EXPECT_PRED2(contains, std::string(read_status(dir).message()),
+               "needs the columns 'Eval Task' and 'Random baseline'");
 }
 
 }  // namespace

@@ -2,8 +2,8 @@
 // and its results file equal nanochat's golden run for run; 2 ranks under mpirun give one rank's results;
 // and a prompt longer than the model, a continuation that is not a token prefix, or too few examples for the
 // shots stop every rank with a message naming the task and the example.
-#include <gtest/gtest.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <simdjson.h>
 
 #include <cstdlib>
@@ -31,8 +31,9 @@ ProgramRun eval_core(const std::string& bundle, const std::string& out, const st
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   const std::string launcher =
       ranks > 1 ? fmt::format("{} -n {} --oversubscribe ", NANOFORGE_MPIEXEC, ranks) : std::string();
-  return run_command(fmt::format("{}{} eval --core {} --checkpoint {} --tokenizer {} --out {} --threads 1 {} 2>&1",
-                                 launcher, NANOFORGE_BINARY, bundle, kCoreCheckpoint, kCoreTokenizer, out, extra));
+  return run_command(
+      fmt::format("{}{} eval --core {} --checkpoint {} --tokenizer {} --out {} --threads 1 {} 2>&1", launcher,
+                  NANOFORGE_BINARY, bundle, kCoreCheckpoint, kCoreTokenizer, out, extra));
 }
 
 // The golden run for a --max-per-task value.
@@ -50,12 +51,15 @@ simdjson::dom::element golden_run(simdjson::dom::parser& parser, int64_t max_per
 void expect_nanochat_results(const std::string& record_json, int64_t max_per_task, bool file) {
   simdjson::dom::parser golden_parser, parser;
   const simdjson::dom::element golden = golden_run(golden_parser, max_per_task);
+  // The closing line is nanochat's record as Python's json.dumps writes it, character for character.
+  if (!file) EXPECT_EQ(record_json, std::string_view(golden["record"].get_string()));
   simdjson::dom::element record;
   ASSERT_FALSE(parser.parse(record_json).get(record)) << record_json;
   for (const char* key : {"results", "centered_results"}) {
     size_t tasks = 0;
     for (auto [label, value] : golden[key].get_object()) {
-      EXPECT_DOUBLE_EQ(double(record[key][label].get_double()), double(value.get_double())) << key << " " << label;
+      EXPECT_DOUBLE_EQ(double(record[key][label].get_double()), double(value.get_double()))
+          << key << " " << label;
       ++tasks;
     }
     EXPECT_EQ(simdjson::dom::object(record[key]).size(), tasks);
@@ -78,7 +82,8 @@ TEST(CoreCli, OneRankGivesNanochatsResults) {
   const ProgramRun run = eval_core(kCoreBundle, out);
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_PRED2(contains, std::string(run.output), "lm_tenshot (10-shot, type: language_modeling): accuracy:");
-  EXPECT_PRED2(contains, std::string(run.output), "Task                               , Accuracy  , Centered");
+  EXPECT_PRED2(contains, std::string(run.output),
+               "Task                               , Accuracy  , Centered");
   expect_nanochat_results(last_line(run.output), -1, /*file=*/false);
   expect_nanochat_results(read_text(out), -1, /*file=*/true);
 }
@@ -106,8 +111,8 @@ std::string bundle_with_lm_example(const std::string& name, const std::string& c
                                    const std::string& continuation) {
   const std::string dir = bundle_copy(name);
   const std::string file = dir + "/eval_data/language_understanding/lm_zeroshot.jsonl";
-  write_text(file, read_text(file) + fmt::format("{{\"context\": \"{}\", \"continuation\": \"{}\"}}\n", context,
-                                                 continuation));
+  write_text(file, read_text(file) + fmt::format("{{\"context\": \"{}\", \"continuation\": \"{}\"}}\n",
+                                                 context, continuation));
   return dir;
 }
 
@@ -119,30 +124,39 @@ TEST(CoreCli, PromptLongerThanTheModelNamesTheExampleOnEveryRank) {
   for (const int ranks : {1, 2}) {
     const ProgramRun run = eval_core(dir, scratch("long.json"), "", ranks);
     EXPECT_NE(run.exit_code, 0) << run.output;
-    EXPECT_PRED2(contains, std::string(run.output), "task lm_zeroshot, example on line 11 of language_understanding/"
-                                      "lm_zeroshot.jsonl: its 0-shot prompt is");
+    EXPECT_PRED2(contains, std::string(run.output),
+                 "task lm_zeroshot, example on line 11 of language_understanding/"
+                 "lm_zeroshot.jsonl: its 0-shot prompt is");
     EXPECT_PRED2(contains, std::string(run.output), "more than the 640 positions the model can read");
   }
 }
 
 TEST(CoreCli, ContinuationThatIsNotATokenPrefixIsAnError) {
-  // "and the" + "re" with an empty delimiter: " the" and " there" are different tokens.
-  const std::string dir = bundle_with_lm_example("prefix", "and the", "re");
-  std::string yaml = read_text(dir + "/core.yaml");
-  const std::string task = "  label: lm_zeroshot\n";
-  yaml.insert(yaml.find(task) + task.size(), "  continuation_delimiter: \"\"\n");
-  write_text(dir + "/core.yaml", yaml);
+  // A task with an empty delimiter: "And God said" + ", Let there be light" keeps its token prefix; "and the"
+  // + "re" does not (" the" and " there" are different tokens).
+  const std::string dir = bundle_copy("prefix");
+  write_text(dir + "/core.yaml",
+             read_text(dir + "/core.yaml") +
+                 "-\n  label: lm_joined\n  dataset_uri: lm_joined.jsonl\n  num_fewshot: [0]\n"
+                 "  icl_task_type: language_modeling\n  continuation_delimiter: \"\"\n");
+  write_text(dir + "/eval_meta_data.csv",
+             read_text(dir + "/eval_meta_data.csv") + "lm_joined,x,y,0,2,0,,z\n");
+  write_text(dir + "/eval_data/lm_joined.jsonl",
+             "{\"context\": \"And God said\", \"continuation\": \", Let there be light\"}\n"
+             "{\"context\": \"and the\", \"continuation\": \"re\"}\n");
   const ProgramRun run = eval_core(dir, scratch("prefix.json"));
   EXPECT_NE(run.exit_code, 0) << run.output;
-  EXPECT_PRED2(contains, std::string(run.output), "task lm_zeroshot, example on line 11");
-  EXPECT_PRED2(contains, std::string(run.output), "does not tokenize to a proper prefix");
+  EXPECT_PRED2(contains, run.output,
+               "task lm_joined, example on line 2 of lm_joined.jsonl: the prompt without the "
+               "continuation does not tokenize to a proper prefix");
 }
 
 TEST(CoreCli, TooFewExamplesForTheShotsIsAnError) {
   const ProgramRun run = eval_core(kCoreBundle, scratch("few.json"), "--max-per-task 10");
   EXPECT_NE(run.exit_code, 0) << run.output;
-  EXPECT_PRED2(contains, std::string(run.output), "task mc_tenshot: 10 shots need at least 11 examples, it has 10 (raise "
-                                    "--max-per-task)");
+  EXPECT_PRED2(contains, std::string(run.output),
+               "task mc_tenshot: 10 shots need at least 11 examples, it has 10 (raise "
+               "--max-per-task)");
 }
 
 TEST(CoreCli, MissingBundleIsNamed) {

@@ -20,8 +20,8 @@ TEST(CoreTraining, CoreEveryLogsAndMatchesEvalOfTheFinalCheckpoint) {
   recipe.checkpoint.every = -1;
   recipe.train.core = {.every = 15, .bundle = kCoreBundle, .max_per_task = 12};
   const std::string dir = temp_dir("core_every");
-  const ProgramRun run = run_command(fmt::format("{} train --recipe {} --run-dir {}/run 2>&1", NANOFORGE_BINARY,
-                                                 recipe_file(recipe, dir), dir));
+  const ProgramRun run = run_command(fmt::format("{} train --recipe {} --run-dir {}/run 2>&1",
+                                                 NANOFORGE_BINARY, recipe_file(recipe, dir), dir));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_PRED2(contains, run.output, "step 00015 | CORE ");
   EXPECT_PRED2(contains, run.output, "step 00020 | CORE ");

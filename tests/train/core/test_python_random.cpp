@@ -60,7 +60,8 @@ TEST(PythonRandom, SampleTakesCPythonsPoolListBranchForSmallPopulations) {
 }
 
 TEST(PythonRandom, SampleTakesCPythonsSetBranchForLargePopulations) {
-  // random.Random(1234).sample(list(range(22)), 5): 22 > 21, a selected-set; differs from the list in the last
+  // random.Random(1234).sample(list(range(22)), 5): 22 > 21, a selected-set; differs from the list in the
+  // last
   EXPECT_EQ(PythonRandom(1234).sample(range_without(22, -1), 5), (std::vector<int64_t>{14, 3, 0, 2, 18}));
   // random.Random(1234 + 0).sample([i for i in range(90) if i != 0], 10): 89 > 85
   EXPECT_EQ(PythonRandom(1234).sample(range_without(90, 0), 10),
