@@ -83,9 +83,10 @@ absl::StatusOr<CoreResults> evaluate_core(GPT& model, const Tokenizer& tokenizer
     const std::vector<const CoreExample*> data = core_task_examples(task, options.max_per_task);
     const int64_t count = static_cast<int64_t>(data.size());
     if (task.num_fewshot >= count && task.num_fewshot > 0) {
-      return absl::InvalidArgumentError(fmt::format(
-          "task {}: {} shots need at least {} examples, it has {}{}", task.label, task.num_fewshot,
-          task.num_fewshot + 1, count, options.max_per_task > 0 ? " (raise --max-per-task)" : ""));
+      return absl::InvalidArgumentError(
+          fmt::format("task {}: {} shots need at least {} examples, it has {}{}", task.label,
+                      task.num_fewshot, task.num_fewshot + 1, count,
+                      options.max_per_task > 0 ? " after the cut to max_per_task (raise it)" : ""));
     }
     // Per example 1 if correct, then this rank's error count, summed over ranks.
     std::vector<double> sums(static_cast<size_t>(count) + 1, 0.0);
