@@ -1,8 +1,9 @@
 # nanoforge's two everyday commands. `make test` is what CI runs (.ci/run) on a clean clone: install the
 # missing Debian packages, configure, build with every core, run the tests (output shown on failure).
 # `make demo` trains a small model from scratch on this machine: tokenizer and shards from the demo corpus,
-# recipes/tiny.toml, evaluation, a sample, and a plot of the run. It builds only the program, in a tree of
-# its own: for the CPU, or for this machine's GPU alone when it has one (not every architecture).
+# recipes/tiny.toml, evaluation (bits per byte, and CORE on the small test bundle), a sample, and a plot of
+# the run. It builds only the program, in a tree of its own: for the CPU, or for this machine's GPU alone when
+# it has one (not every architecture).
 
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
@@ -51,9 +52,10 @@ demo: demo-data
 	rm -rf $(DEMO_RUN)
 	$(NANOFORGE) train --recipe recipes/tiny.toml --run-dir $(DEMO_RUN)
 	$(NANOFORGE) eval --checkpoint $(DEMO_RUN) --data $(DEMO_DIR)/shards --eval-tokens 40960
+	$(NANOFORGE) eval --core tests/train/core/bundle --checkpoint $(DEMO_RUN) --out $(DEMO_RUN)/core.json
 	$(NANOFORGE) sample --checkpoint $(DEMO_RUN) --prompt "And God said" --max-tokens 40 --temperature 0.8
 	$(PYTHON) tools/plot_run.py $(DEMO_RUN)
-	@echo "demo run: $(DEMO_RUN) (config.toml, metrics.jsonl, checkpoints/, run.png)"
+	@echo "demo run: $(DEMO_RUN) (config.toml, metrics.jsonl, checkpoints/, core.json, run.png)"
 
 format:
 	git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' | xargs clang-format -i

@@ -50,10 +50,10 @@ DType parameter_dtype(Device device, DType dtype) {
   return device == Device::kCuda ? DType::kF32 : dtype;
 }
 
-// cos and sin (sequence_len, D/2), in the statistics dtype (f32 on the GPU).
+// cos and sin (max_positions, D/2), in the statistics dtype (f32 on the GPU).
 std::pair<TensorView, TensorView> take_rotary_tables(const GPTConfig& config, ArenaAllocator& arena) {
-  const TensorView cos = arena.take({config.sequence_len, config.head_dim() / 2});
-  return {cos, arena.take({config.sequence_len, config.head_dim() / 2})};
+  const TensorView cos = arena.take({config.max_positions(), config.head_dim() / 2});
+  return {cos, arena.take({config.max_positions(), config.head_dim() / 2})};
 }
 
 }  // namespace
@@ -102,7 +102,7 @@ GPT::GPT(const GPTConfig& config, Device device, DType dtype)
                                            : layout_.at("resid_lambdas").offset);
   }
   weight_grads_ = model_weights(config, layout_, grads_.data(), param_dtype_, device);
-  const RotaryTables tables = rotary_tables(config.sequence_len, config.head_dim(), kRotaryBase);
+  const RotaryTables tables = rotary_tables(config.max_positions(), config.head_dim(), kRotaryBase);
   ArenaAllocator measure(device, statistics_dtype(dtype));
   take_rotary_tables(config, measure);
   rotary_buffer_ = DeviceBuffer(device, measure.used_bytes());
@@ -132,9 +132,9 @@ TensorView GPT::param_view(const DeviceBuffer& buffer, const ParamInfo& info) co
 }
 
 void GPT::plan(int64_t batch, int64_t seq) {
-  NANOFORGE_CHECK(batch >= 1 && seq >= 2 && seq <= config_.sequence_len,
-                  "GPT::plan: need batch >= 1 and 2 <= seq <= sequence_len {}, got ({}, {})",
-                  config_.sequence_len, batch, seq);
+  NANOFORGE_CHECK(batch >= 1 && seq >= 2 && seq <= config_.max_positions(),
+                  "GPT::plan: need batch >= 1 and 2 <= seq <= max_positions {}, got ({}, {})",
+                  config_.max_positions(), batch, seq);
   if (activations_.batch == batch && activations_.seq == seq) return;
   ArenaAllocator measure(device_, dtype_);
   plan_activations(config_, batch, seq, measure, activations_);

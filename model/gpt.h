@@ -62,7 +62,9 @@ class GPT {
   // What forward and backward read: weights(), with the GEMM matrices' bf16 copies on the GPU.
   const ModelWeights& compute_weights() const { return compute_weights_; }
 
-  // Plans (and allocates) the activations for batches of (batch, seq), seq <= config.sequence_len.
+  // Plans (and allocates) the activations for batches of (batch, seq), seq <= config.max_positions():
+  // training rows are sequence_len; evaluation prompts may be longer, as in nanochat, where the long layers'
+  // window (sequence_len) then cuts.
   void plan(int64_t batch, int64_t seq);
   int64_t activation_bytes() const { return activation_buffer_.bytes(); }
 
@@ -111,7 +113,7 @@ class GPT {
   int64_t weights_version_ = 1;  // the parameters start at zero: no copy has been made of them yet
   int64_t compute_version_ = 0;
   DeviceBuffer rotary_buffer_;
-  TensorView rotary_cos_, rotary_sin_;  // (sequence_len, D/2)
+  TensorView rotary_cos_, rotary_sin_;  // (max_positions, D/2)
   DeviceBuffer activation_buffer_;
   Activations activations_;
   int64_t valid_targets_ = -1;  // from the last forward; -1 before any

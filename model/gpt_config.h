@@ -21,6 +21,9 @@ struct ModelSizing {
   std::string window_pattern = "SSSL";  // S short, L long; tiled over the layers
 };
 
+// nanochat's rotary_seq_len = sequence_len * 10: the rotary tables' length, so the longest sequence.
+inline constexpr int64_t kRotaryLengthFactor = 10;
+
 // The model's dimensions; the defaults are those of nanochat's GPTConfig dataclass.
 struct GPTConfig {
   int64_t sequence_len = 2048;
@@ -50,6 +53,9 @@ struct GPTConfig {
   // is always long.
   int64_t window(int64_t layer) const;
   int64_t short_window() const;
+  // The longest sequence the model forwards: nanochat precomputes its rotary tables for 10 x sequence_len
+  // (rotary_seq_len) and evaluates prompts up to that length (CORE); training rows are sequence_len.
+  int64_t max_positions() const { return kRotaryLengthFactor * sequence_len; }
   // Layers with a value embedding: alternate layers ending with the last one (nanochat's has_ve).
   bool has_value_embed(int64_t layer) const { return layer % 2 == (n_layer - 1) % 2; }
   // The block whose output is subtracted (times backout_lambda) before the final norm.

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Plot a nanoforge run: training loss, validation bits per byte and throughput from RUN/metrics.jsonl.
+"""Plot a nanoforge run: training loss, validation bits per byte, throughput and CORE from RUN/metrics.jsonl.
 
     python3 tools/plot_run.py RUN_DIR [--out RUN_DIR/run.png] [--smooth 0.9]
 
 The training loss is drawn raw (faint) and smoothed with nanochat's debiased EMA; val bpb points come from the
-evaluation lines; tokens/s is per step. Several runs can be given to compare them on the same axes.
+evaluation lines; tokens/s is per step; the CORE metric (train.core_every) gets a fourth panel when a run has
+it. Several runs can be given to compare them on the same axes.
 """
 
 import argparse
@@ -21,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 def read_metrics(run_dir):
     path = os.path.join(run_dir, "metrics.jsonl")
-    steps, losses, rates, val_steps, val_bpb = [], [], [], [], []
+    steps, losses, rates, val_steps, val_bpb, core_steps, core = [], [], [], [], [], [], []
     with open(path) as f:
         for number, line in enumerate(f, 1):
             line = line.strip()
@@ -31,16 +32,19 @@ def read_metrics(run_dir):
                 record = json.loads(line)
             except json.JSONDecodeError as error:
                 sys.exit(f"{path}:{number}: not JSON ({error})")
-            if "val_bpb" in record and record["val_bpb"] is not None:
+            if "core_metric" in record:
+                core_steps.append(record["step"])
+                core.append(record["core_metric"])
+            elif "val_bpb" in record and record["val_bpb"] is not None:
                 val_steps.append(record["step"])
                 val_bpb.append(record["val_bpb"])
             elif "loss" in record:
                 steps.append(record["step"])
                 losses.append(record["loss"])
                 rates.append(record.get("tokens_per_s", math.nan))
-    if not steps and not val_steps:
+    if not steps and not val_steps and not core_steps:
         sys.exit(f"{path}: no training or evaluation records")
-    return steps, losses, rates, val_steps, val_bpb
+    return steps, losses, rates, (val_steps, val_bpb), (core_steps, core)
 
 
 def debiased_ema(values, beta):
@@ -58,9 +62,11 @@ def main():
     parser.add_argument("--smooth", type=float, default=0.9, help="EMA factor for the training loss")
     args = parser.parse_args()
 
-    figure, (loss_axis, bpb_axis, rate_axis) = plt.subplots(1, 3, figsize=(16, 4.5))
-    for run in args.runs:
-        steps, losses, rates, val_steps, val_bpb = read_metrics(run)
+    metrics = [read_metrics(run) for run in args.runs]
+    with_core = any(core_steps for *_, (core_steps, _) in metrics)
+    figure, axes = plt.subplots(1, 4 if with_core else 3, figsize=(21 if with_core else 16, 4.5))
+    loss_axis, bpb_axis, rate_axis = axes[:3]
+    for run, (steps, losses, rates, (val_steps, val_bpb), (core_steps, core)) in zip(args.runs, metrics):
         label = os.path.basename(os.path.normpath(run))
         if steps:
             line, = loss_axis.plot(steps, losses, alpha=0.25)
@@ -68,10 +74,14 @@ def main():
             rate_axis.plot(steps, rates, color=line.get_color(), label=label)
         if val_steps:
             bpb_axis.plot(val_steps, val_bpb, marker="o", label=label)
+        if core_steps:
+            axes[3].plot(core_steps, core, marker="o", label=label)
     loss_axis.set(title="training loss (nats/token)", xlabel="step")
     bpb_axis.set(title="validation bits per byte", xlabel="step")
     rate_axis.set(title="throughput (tokens/s)", xlabel="step")
-    for axis in (loss_axis, bpb_axis, rate_axis):
+    if with_core:
+        axes[3].set(title="CORE (mean centred accuracy)", xlabel="step")
+    for axis in axes:
         axis.grid(alpha=0.3)
         axis.legend()
     figure.tight_layout()

@@ -14,6 +14,7 @@
 #include "optim/param_groups.h"
 #include "optim/schedules.h"
 #include "optim/training_horizon.h"
+#include "train/core/core_schedule.h"
 
 namespace nanoforge {
 
@@ -39,6 +40,7 @@ struct Recipe {
     int64_t eval_tokens = 80 * 524288;
     int64_t sample_every = 2000;
     int64_t sample_tokens = 16;
+    CoreSchedule core;            // train.core_every, core_bundle, core_max_per_task
     std::string device = "auto";  // auto, cpu, cuda
     int64_t threads = 0;          // CPU threads (0: all)
     bool deterministic = false;   // GPU kernels reduce in a fixed order (kernels/ops.h set_deterministic)

@@ -28,6 +28,7 @@
 #include "train/checkpoint/model_file.h"
 #include "train/checkpoint/resume.h"
 #include "train/checkpoint/writer.h"
+#include "train/core/core_eval.h"
 #include "train/evaluate.h"
 #include "train/generate.h"
 #include "train/memory_plan.h"
@@ -83,8 +84,10 @@ constexpr size_t kMaxSummedScalars = 3;
 // Everything a run holds, and the steps of the loop.
 class Trainer {
  public:
-  Trainer(RunSetup setup, const TrainRunOptions& options, Communicator& communicator)
+  Trainer(RunSetup setup, std::optional<CoreBundle> core_bundle, const TrainRunOptions& options,
+          Communicator& communicator)
       : setup_(std::move(setup)),
+        core_bundle_(std::move(core_bundle)),
         recipe_(setup_.recipe),
         options_(options),
         communicator_(communicator),
@@ -106,6 +109,7 @@ class Trainer {
  private:
   absl::Status resume(const std::string& checkpoint);
   absl::Status evaluate(int64_t step);
+  absl::Status evaluate_core_metric(int64_t step);
   void sample();
   absl::Status save(int64_t step, bool wait);
   absl::Status train_step(int64_t step);
@@ -115,7 +119,8 @@ class Trainer {
   std::array<double, kCount> sum_over_ranks(std::array<double, kCount> values);
 
   RunSetup setup_;
-  const Recipe& recipe_;  // setup_.recipe
+  std::optional<CoreBundle> core_bundle_;  // read before the run when train.core_bundle is set
+  const Recipe& recipe_;                   // setup_.recipe
   const TrainRunOptions& options_;
   Communicator& communicator_;
   bool chief_;                         // rank 0: prints, writes metrics and checkpoints, samples
@@ -239,6 +244,22 @@ absl::Status Trainer::evaluate(int64_t step) {
   return metrics_->write({{"step", step}, {"val_bpb", sums.bits_per_byte()}});
 }
 
+// nanochat's CORE metric on every rank's share of the examples (train.core_*), then back to training shapes.
+absl::Status Trainer::evaluate_core_metric(int64_t step) {
+  CoreEvalOptions options;
+  options.max_per_task = recipe_.train.core.max_per_task;
+  NANOFORGE_ASSIGN_OR_RETURN(const CoreResults results,
+                             evaluate_core(model_, setup_.tokenizer, *core_bundle_, options, communicator_));
+  model_.plan(batch_, seq_);
+  if (!chief_) return absl::OkStatus();
+  fmt::print("step {:05d} | CORE {:.4f} ({} tasks, {} examples, {:.1f}s)\n", step, results.core_metric,
+             results.tasks.size(), results.examples, results.seconds);
+  MetricRecord record = {{"step", step}, {"core_metric", results.core_metric}};
+  for (const CoreTaskResult& task : results.tasks)
+    record.push_back({"core/" + task.label, task.centered});  // centred accuracy, as nanochat logs
+  return metrics_->write(record);
+}
+
 void Trainer::sample() {
   if (!chief_) return;  // generation is one process's work; the others go on to the next step's collectives
   for (const char* prompt : sample_prompts()) {
@@ -360,6 +381,9 @@ absl::Status Trainer::run() {
     if (recipe_.train.eval_every > 0 && (step % recipe_.train.eval_every == 0 || final_step)) {
       NANOFORGE_RETURN_IF_ERROR(evaluate(step));
     }
+    // A resumed run logged the resumed step's CORE before its checkpoint.
+    if (core_bundle_ && recipe_.train.core.due(step, final_step) && !(step == start_step_ && step > 0))
+      NANOFORGE_RETURN_IF_ERROR(evaluate_core_metric(step));
     const bool sample_due =
         recipe_.train.sample_every > 0 && (step % recipe_.train.sample_every == 0 || final_step);
     if (sample_due && step > 0 && step != start_step_) sample();
@@ -436,6 +460,16 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
   }
   set_cpu_threads(static_cast<int>(recipe.train.threads));
   NANOFORGE_RETURN_IF_ERROR(validate_recipe(recipe));  // before any rank starts talking to the others
+  NANOFORGE_RETURN_IF_ERROR(recipe.train.core.validate());
+  std::optional<CoreBundle> core_bundle;
+  if (recipe.train.core.enabled()) {
+    absl::StatusOr<CoreBundle> read = CoreBundle::read(recipe.train.core.bundle);
+    if (!read.ok()) {
+      return absl::Status(read.status().code(),
+                          fmt::format("train.core_bundle: {}", std::string(read.status().message())));
+    }
+    core_bundle = std::move(*read);
+  }
   NANOFORGE_ASSIGN_OR_RETURN(const Device device, resolve_train_device(recipe));
   ops::set_deterministic(recipe.train.deterministic);
   // NCCL reads its environment when the communicator is created: doctor's settings for this machine first.
@@ -459,7 +493,7 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
   NANOFORGE_RETURN_IF_ERROR(communicator->barrier());
   NANOFORGE_RETURN_IF_ERROR(check_run_fits(setup, *communicator));
   install_shutdown_handlers();
-  Trainer trainer(std::move(setup), options, *communicator);
+  Trainer trainer(std::move(setup), std::move(core_bundle), options, *communicator);
   NANOFORGE_RETURN_IF_ERROR(trainer.start());
   return trainer.run();
 }

@@ -1,23 +1,70 @@
 // `nanoforge eval --checkpoint PATH --data SHARDS [--eval-tokens N]`: validation bits per byte of a
 // checkpoint on any shards made with the run's tokenizer.
+// `nanoforge eval --core BUNDLE --checkpoint PATH [--max-per-task N]`: nanochat's CORE metric (train/core/),
+// on one process or data-parallel under mpirun.
 #include <absl/flags/flag.h>
 #include <fmt/format.h>
 
 #include "cli/command.h"
 #include "cli/common_flags.h"
 #include "data/shards/shard_set.h"
+#include "dist/create_communicator.h"
 #include "kernels/backend_info.h"
 #include "support/status.h"
 #include "train/checkpoint/model_file.h"
+#include "train/core/core_eval.h"
+#include "train/core/core_report.h"
 #include "train/evaluate.h"
 
 ABSL_FLAG(int64_t, eval_tokens, 1 << 20, "tokens to evaluate (rounded down to whole batches, at least one)");
 ABSL_FLAG(int64_t, eval_batch, 8, "rows per forward pass");
+ABSL_FLAG(std::string, core, "",
+          "evaluate CORE on this eval bundle (core.yaml, eval_meta_data.csv, eval_data/)");
+ABSL_FLAG(int64_t, max_per_task, -1, "CORE: examples per task after nanochat's shuffle (-1: all)");
 
 namespace nanoforge {
 namespace {
 
+// CORE: rank 0 prints a line per task, the table and nanochat's JSON record last, and writes the results
+// file (--out, else core.json in the checkpoint directory).
+absl::Status run_core_eval() {
+  if (absl::GetFlag(FLAGS_checkpoint).empty()) return absl::InvalidArgumentError("--checkpoint is required");
+  set_cpu_threads(absl::GetFlag(FLAGS_threads));
+  NANOFORGE_ASSIGN_OR_RETURN(const Device device, device_from_flag());
+  NANOFORGE_ASSIGN_OR_RETURN(const CoreBundle bundle, CoreBundle::read(absl::GetFlag(FLAGS_core)));
+  // Before the model: the NCCL engine binds this rank's GPU first.
+  NANOFORGE_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> communicator, create_communicator(device, {}));
+  NANOFORGE_ASSIGN_OR_RETURN(
+      CheckpointModel loaded,
+      load_checkpoint_model(absl::GetFlag(FLAGS_checkpoint), absl::GetFlag(FLAGS_tokenizer), device));
+  const bool chief = communicator->rank() == 0;
+  CoreEvalOptions options;
+  options.max_per_task = absl::GetFlag(FLAGS_max_per_task);
+  options.on_task = [&](const CoreTaskResult& task) {
+    if (chief) fmt::print("{}\n", core_task_line(task));
+    std::fflush(stdout);
+  };
+  if (chief) {
+    fmt::print("CORE of {} (step {}) on {} tasks, {} examples, {} rank{} on {}\n", loaded.checkpoint_dir,
+               loaded.trainer.step, bundle.tasks.size(), bundle.example_count(), communicator->world_size(),
+               communicator->world_size() > 1 ? "s" : "", device_name(device));
+  }
+  NANOFORGE_ASSIGN_OR_RETURN(const CoreResults results,
+                             evaluate_core(*loaded.model, loaded.tokenizer, bundle, options, *communicator));
+  if (!chief) return absl::OkStatus();
+  const std::string out =
+      absl::GetFlag(FLAGS_out).empty() ? loaded.checkpoint_dir + "/core.json" : absl::GetFlag(FLAGS_out);
+  NANOFORGE_RETURN_IF_ERROR(
+      write_core_file(out, results,
+                      {loaded.checkpoint_dir, bundle.dir, device_name(device), loaded.trainer.step,
+                       options.max_per_task, communicator->world_size()}));
+  fmt::print("{}CORE metric: {:.4f} ({} examples in {:.1f}s; results in {})\n{}\n", core_table(results),
+             results.core_metric, results.examples, results.seconds, out, core_json(results));
+  return absl::OkStatus();
+}
+
 absl::Status run_eval(const std::vector<std::string>&) {
+  if (!absl::GetFlag(FLAGS_core).empty()) return run_core_eval();
   if (absl::GetFlag(FLAGS_checkpoint).empty() || absl::GetFlag(FLAGS_data).empty()) {
     return absl::InvalidArgumentError("--checkpoint and --data are both required");
   }
@@ -53,9 +100,12 @@ absl::Status run_eval(const std::vector<std::string>&) {
 
 Command eval_command() {
   return {"eval",
-          "validation bits per byte of a checkpoint",
-          "--checkpoint PATH --data SHARDS [--eval-tokens N] [--eval-batch B] [--device cpu|cuda]",
-          {"checkpoint", "tokenizer", "data", "eval_tokens", "eval_batch", "device", "threads"},
+          "validation bits per byte, or nanochat's CORE metric, of a checkpoint",
+          "--checkpoint PATH --data SHARDS [--eval-tokens N] [--eval-batch B] [--device cpu|cuda]\n"
+          "       nanoforge eval --core BUNDLE --checkpoint PATH [--max-per-task N] [--out FILE] "
+          "[--device cpu|cuda]   (mpirun: data-parallel)",
+          {"checkpoint", "tokenizer", "data", "eval_tokens", "eval_batch", "core", "max_per_task", "out",
+           "device", "threads"},
           run_eval};
 }
 

@@ -1,0 +1,139 @@
+// evaluate_core: the task loop, the shot draws, the split over ranks and the sums.
+#include "train/core/core_eval.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <numeric>
+
+#include "kernels/device_buffer.h"
+#include "kernels/host_transfer.h"
+#include "support/status.h"
+#include "train/core/core_prompts.h"
+#include "train/core/core_scoring.h"
+#include "train/core/core_sequences.h"
+#include "train/core/python_random.h"
+
+namespace nanoforge {
+namespace {
+
+constexpr uint64_t kShuffleSeed = 1337;      // base_eval.py: random.Random(1337).shuffle(data)
+constexpr uint64_t kFewshotSeedBase = 1234;  // core_eval.py: random.Random(1234 + idx)
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// One example end to end; the error names the task and the example's line in its file.
+absl::StatusOr<bool> evaluate_example(const CoreTask& task, const std::vector<const CoreExample*>& data,
+                                      int64_t idx, const Tokenizer& tokenizer, CoreScorer& scorer,
+                                      int64_t max_positions, int64_t sequence_len) {
+  const CoreExample& example = *data[static_cast<size_t>(idx)];
+  std::vector<const CoreExample*> shots;
+  for (const int64_t shot : core_fewshot_indices(idx, static_cast<int64_t>(data.size()), task.num_fewshot))
+    shots.push_back(data[static_cast<size_t>(shot)]);
+  const std::vector<std::string> prompts = render_core_prompts(task, example, shots);
+  auto in_example = [&](const std::string& why) {
+    return absl::InvalidArgumentError(fmt::format("task {}, example on line {} of {}: {}", task.label,
+                                                  example.line, task.dataset_uri, why));
+  };
+  absl::StatusOr<CoreSequences> sequences = core_sequences(task.type, tokenizer, prompts);
+  if (!sequences.ok()) return in_example(std::string(sequences.status().message()));
+  for (const std::vector<int32_t>& row : sequences->tokens) {
+    if (static_cast<int64_t>(row.size()) > max_positions) {
+      return in_example(fmt::format(
+          "its {}-shot prompt is {} tokens, more than the {} positions the model can read (10 x its "
+          "sequence_len {}, nanochat's rotary limit); lower num_fewshot or use a model with a longer context",
+          task.num_fewshot, row.size(), max_positions, sequence_len));
+    }
+  }
+  return scorer.score(task.type, *sequences, example.gold).correct;
+}
+
+}  // namespace
+
+std::vector<const CoreExample*> core_task_examples(const CoreTask& task, int64_t max_per_task) {
+  std::vector<const CoreExample*> data;
+  for (const CoreExample& example : task.examples)
+    data.push_back(&example);
+  PythonRandom(kShuffleSeed).shuffle(data);
+  if (max_per_task > 0 && static_cast<size_t>(max_per_task) < data.size())
+    data.resize(static_cast<size_t>(max_per_task));
+  return data;
+}
+
+std::vector<int64_t> core_fewshot_indices(int64_t idx, int64_t count, int64_t num_fewshot) {
+  if (num_fewshot <= 0) return {};
+  std::vector<int64_t> available;
+  for (int64_t i = 0; i < count; ++i) {
+    if (i != idx) available.push_back(i);
+  }
+  return PythonRandom(kFewshotSeedBase + static_cast<uint64_t>(idx))
+      .sample(available, static_cast<size_t>(num_fewshot));
+}
+
+absl::StatusOr<CoreResults> evaluate_core(GPT& model, const Tokenizer& tokenizer, const CoreBundle& bundle,
+                                          const CoreEvalOptions& options, Communicator& communicator) {
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t rank = communicator.rank(), world_size = communicator.world_size();
+  CoreScorer scorer(model);
+  CoreResults results;
+  for (const CoreTask& task : bundle.tasks) {
+    const auto task_start = std::chrono::steady_clock::now();
+    const std::vector<const CoreExample*> data = core_task_examples(task, options.max_per_task);
+    const int64_t count = static_cast<int64_t>(data.size());
+    if (task.num_fewshot >= count && task.num_fewshot > 0) {
+      return absl::InvalidArgumentError(
+          fmt::format("task {}: {} shots need at least {} examples, it has {}{}", task.label,
+                      task.num_fewshot, task.num_fewshot + 1, count,
+                      options.max_per_task > 0 ? " after the cut to max_per_task (raise it)" : ""));
+    }
+    // Per example 1 if correct, then this rank's error count, summed over ranks.
+    std::vector<double> sums(static_cast<size_t>(count) + 1, 0.0);
+    absl::Status error;
+    for (int64_t idx = rank; idx < count && error.ok(); idx += world_size) {
+      absl::StatusOr<bool> correct = evaluate_example(
+          task, data, idx, tokenizer, scorer, model.config().max_positions(), model.config().sequence_len);
+      if (correct.ok()) {
+        sums[static_cast<size_t>(idx)] = *correct ? 1.0 : 0.0;
+      } else {
+        error = correct.status();
+        sums.back() = 1.0;
+      }
+    }
+    if (world_size > 1) {
+      DeviceBuffer buffer(model.device(), static_cast<int64_t>(sums.size() * sizeof(double)));
+      const TensorView view(buffer.data(), {static_cast<int64_t>(sums.size())}, DType::kF64, model.device());
+      upload<double>(view, sums.data());
+      NANOFORGE_RETURN_IF_ERROR(communicator.all_reduce(view, ReduceOp::kSum).wait());
+      sums = download<double>(view);
+    }
+    if (!error.ok()) return error;
+    if (sums.back() > 0) {
+      return absl::InvalidArgumentError(
+          fmt::format("task {}: another rank failed on an example (its message names it)", task.label));
+    }
+    CoreTaskResult result{task.label, task.type, task.num_fewshot};
+    float correct_count = 0;
+    for (int64_t i = 0; i < count; ++i) {
+      result.correct.push_back(sums[static_cast<size_t>(i)] > 0.5 ? 1 : 0);
+      correct_count += static_cast<float>(result.correct.back());
+    }
+    // torch's float32 mean of the 0/1 tensor, then Python's float arithmetic.
+    result.accuracy = static_cast<double>(correct_count / static_cast<float>(count));
+    const double baseline = 0.01 * task.random_baseline_percent;
+    result.centered = (result.accuracy - baseline) / (1.0 - baseline);
+    result.seconds = seconds_since(task_start);
+    results.examples += count;
+    if (options.on_task) options.on_task(result);
+    results.tasks.push_back(std::move(result));
+  }
+  double centered_sum = 0;
+  for (const CoreTaskResult& task : results.tasks)
+    centered_sum += task.centered;
+  results.core_metric = centered_sum / static_cast<double>(results.tasks.size());
+  results.seconds = seconds_since(start);
+  return results;
+}
+
+}  // namespace nanoforge
