@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ pkg-config
-  libfmt-dev libabsl-dev libhdf5-dev libgtest-dev
+  libfmt-dev libabsl-dev libhdf5-dev zlib1g-dev libgtest-dev
   libopenblas-openmp-dev libopenblas0-openmp
   libopenmpi-dev openmpi-bin libibverbs-dev rdma-core libpcre2-dev libtomlplusplus-dev libsimdjson-dev
   python3-h5py python3-numpy python3-matplotlib

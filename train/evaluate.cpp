@@ -1,6 +1,8 @@
 // Bits per byte over the validation loader.
 #include "train/evaluate.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -42,6 +44,14 @@ absl::StatusOr<BitsPerByteSums> evaluate_bits_per_byte(GPT& model, Loader& val_l
     add_bits_per_byte(losses, tensors.target_values(), token_bytes, sums);
   }
   return sums;
+}
+
+absl::Status BitsPerByteSums::check_defined() const {
+  if (bytes > 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(fmt::format(
+      "the {} validation tokens evaluated hold no text bytes (every target is a special token: documents "
+      "holding only BOS?), so bits per byte is undefined; check the validation shards",
+      tokens));
 }
 
 }  // namespace nanoforge

@@ -19,6 +19,8 @@ struct BitsPerByteSums {
   int64_t bytes = 0;             // their bytes
   int64_t tokens = 0;            // targets seen
   double bits_per_byte() const;  // +inf when no bytes were seen, as nanochat
+  // An error when no bytes were seen (the validation data holds no text): bits per byte would be +inf.
+  absl::Status check_defined() const;
 };
 
 // Adds one forward pass's targets to `sums`: per-token losses and targets (N) with the tokenizer's bytes per

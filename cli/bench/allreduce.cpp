@@ -17,6 +17,7 @@
 
 #include "cli/command.h"
 #include "cli/common_flags.h"
+#include "cli/flag_limits.h"
 #include "dist/bus_bandwidth.h"
 #include "dist/create_communicator.h"
 #include "doctor/nccl_env_apply.h"
@@ -33,8 +34,10 @@ ABSL_FLAG(
 ABSL_FLAG(std::string, op, "allreduce", "the collective: allreduce, reduce_scatter or all_gather");
 ABSL_FLAG(int32_t, iterations, 20,
           "timed collectives per size (fewer when one takes over 0.1 s: ~2 s per size)");
+NANOFORGE_FLAG_LIMIT(iterations, 1, 1e6);
 ABSL_FLAG(std::string, dtype, "f32", "element type: f32 (cpu, cuda) or bf16 (cuda)");
 ABSL_FLAG(double, dist_timeout, 300, "seconds a collective may make no progress before it fails");
+NANOFORGE_FLAG_LIMIT(dist_timeout, 1e-3, 1e6);
 
 namespace nanoforge {
 namespace {
