@@ -41,15 +41,17 @@ def read_model(checkpoint):
 
 def read_trainer(checkpoint):
     with h5py.File(os.path.join(checkpoint, "trainer.h5"), "r") as f:
-        attrs = dict(f.attrs)
-    recipe_text = attrs["recipe"]
+        if "recipe" in f:  # checkpoint format 2: every value a dataset
+            step, recipe_text = int(f["step"][0]), bytes(f["recipe"][:]).decode("utf-8")
+        else:  # format 1: attributes
+            step, recipe_text = int(f.attrs["step"]), f.attrs["recipe"]
     recipe_text = recipe_text.decode() if isinstance(recipe_text, bytes) else recipe_text
     try:
         import tomllib  # Python 3.11+
         recipe = tomllib.loads(recipe_text)
     except ImportError:
         recipe = {}
-    return int(attrs["step"]), recipe
+    return step, recipe
 
 
 def export_nanochat(checkpoint, out_dir, fp32_embeddings):

@@ -31,7 +31,8 @@ void add_bits_per_byte(std::span<const float> token_losses, std::span<const int3
 }
 
 absl::StatusOr<BitsPerByteSums> evaluate_bits_per_byte(GPT& model, Loader& val_loader, int64_t steps,
-                                                       std::span<const int32_t> token_bytes) {
+                                                       std::span<const int32_t> token_bytes,
+                                                       const std::function<void(int64_t done)>& progress) {
   NANOFORGE_RETURN_IF_ERROR(val_loader.rewind());
   BitsPerByteSums sums;
   TokenBatchTensors tensors(val_loader.options().batch_rows, val_loader.options().sequence_length,
@@ -42,6 +43,7 @@ absl::StatusOr<BitsPerByteSums> evaluate_bits_per_byte(GPT& model, Loader& val_l
     model.forward(tensors.ids(), tensors.targets());
     const std::vector<float> losses = download<float>(model.token_losses());
     add_bits_per_byte(losses, tensors.target_values(), token_bytes, sums);
+    if (progress) progress(step + 1);
   }
   return sums;
 }

@@ -6,6 +6,7 @@
 #include <absl/status/statusor.h>
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -28,8 +29,10 @@ struct BitsPerByteSums {
 void add_bits_per_byte(std::span<const float> token_losses, std::span<const int32_t> targets,
                        std::span<const int32_t> token_bytes, BitsPerByteSums& sums);
 
-// Runs `steps` batches of the (rewound) validation loader through the model's forward pass.
-absl::StatusOr<BitsPerByteSums> evaluate_bits_per_byte(GPT& model, Loader& val_loader, int64_t steps,
-                                                       std::span<const int32_t> token_bytes);
+// Runs `steps` batches of the (rewound) validation loader through the model's forward pass; `progress`, when
+// given, is called after each with the batches done.
+absl::StatusOr<BitsPerByteSums> evaluate_bits_per_byte(
+    GPT& model, Loader& val_loader, int64_t steps, std::span<const int32_t> token_bytes,
+    const std::function<void(int64_t done)>& progress = {});
 
 }  // namespace nanoforge

@@ -103,7 +103,7 @@ absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size, De
                     "or train.target_param_data_ratio, or set train.num_iterations",
                     setup.horizon.num_iterations, kMaxSteps));
   }
-  if (recipe.train.eval_tokens > setup.val_data->token_count()) {
+  if (recipe.train.eval_every > 0 && recipe.train.eval_tokens > setup.val_data->token_count()) {
     return invalid(
         fmt::format("train.eval_tokens {} exceeds the {} tokens of the validation shards (data.val): "
                     "an evaluation would read the same rows again; give at most {}",

@@ -25,6 +25,7 @@
 #include "kernels/host_transfer.h"
 #include "kernels/ops.h"
 #include "support/status.h"
+#include "train/memory_plan.h"
 
 ABSL_DECLARE_FLAG(int32_t, warmup);
 ABSL_FLAG(
@@ -245,6 +246,16 @@ absl::Status run_bench_allreduce(const std::vector<std::string>& /*arguments*/) 
   const int iterations = absl::GetFlag(FLAGS_iterations);
   if (iterations < 1) return absl::InvalidArgumentError("--iterations must be at least 1");
   const int warmup = std::max(1, absl::GetFlag(FLAGS_warmup));
+  // The buffers of the largest size (the collective's input and output, and a host copy to check the
+  // result) must fit before any is allocated.
+  const int64_t largest = *std::max_element(sizes.begin(), sizes.end());
+  NANOFORGE_ASSIGN_OR_RETURN(const AvailableMemory available, available_memory(device));
+  if (3 * largest > available.bytes) {
+    return absl::ResourceExhaustedError(fmt::format(
+        "--sizes: the largest, {}, needs about {:.2f} GB of buffers, but {} has {:.2f} GB available",
+        human_bytes(largest), 3.0 * static_cast<double>(largest) / 1e9, available.source,
+        static_cast<double>(available.bytes) / 1e9));
+  }
   if (device == Device::kCuda) apply_advised_nccl_environment_for_run();  // before NCCL initialises
   NANOFORGE_ASSIGN_OR_RETURN(
       std::unique_ptr<Communicator> comm,

@@ -3,9 +3,12 @@
 #include <absl/flags/flag.h>
 #include <fmt/format.h>
 
+#include <chrono>
+
 #include "cli/command.h"
 #include "cli/common_flags.h"
 #include "cli/flag_limits.h"
+#include "cli/progress_line.h"
 #include "data/shards/shard_set.h"
 #include "kernels/backend_info.h"
 #include "support/status.h"
@@ -48,8 +51,22 @@ absl::Status run_eval(const std::vector<std::string>&) {
   loaded.model->plan(batch, seq);
   const int64_t steps = std::max<int64_t>(1, eval_tokens / (batch * seq));
   const std::vector<int32_t> token_bytes = loaded.tokenizer.token_byte_lengths();
+  // A long evaluation shows where it is, about once a second.
+  const auto start = std::chrono::steady_clock::now();
+  auto last = start;
+  const auto progress = [&](int64_t done) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last < std::chrono::seconds(1) && done < steps) return;
+    last = now;
+    const double seconds = std::chrono::duration<double>(now - start).count();
+    print_progress(
+        fmt::format("eval: {}/{} batches, ETA {}", done, steps,
+                    format_seconds(seconds * static_cast<double>(steps - done) / static_cast<double>(done))),
+        false);
+  };
   NANOFORGE_ASSIGN_OR_RETURN(const BitsPerByteSums sums,
-                             evaluate_bits_per_byte(*loaded.model, *loader, steps, token_bytes));
+                             evaluate_bits_per_byte(*loaded.model, *loader, steps, token_bytes, progress));
+  print_progress("", true);
   NANOFORGE_RETURN_IF_ERROR(sums.check_defined());
   fmt::print("checkpoint {} (step {}) on {}: val bpb {:.6f} over {} tokens, {} bytes\n",
              loaded.checkpoint_dir, loaded.trainer.step, data->describe(), sums.bits_per_byte(), sums.tokens,

@@ -202,6 +202,42 @@ TEST(H5File, DatasetClaimingMoreThanTheFileHoldsIsRefusedBeforeAllocating) {
   std::filesystem::remove(path);
 }
 
+// The probe's mutated trainer.h5 threw std::length_error out of members(): libhdf5 counted the group's
+// members but could not name one (H5Lget_name_by_idx returned -1, taken as a length). Reproduced here by
+// overwriting the root group's symbol-table addresses (bytes 128..135 of this file as libhdf5 1.10 lays it
+// out).
+TEST(H5File, AGroupWhoseMembersCannotBeNamedIsAnErrorNotAnException) {
+  const std::string path = temp_path("unnamed_members.h5");
+  {
+    hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hsize_t dims[1] = {4};
+    const float values[4] = {1, 2, 3, 4};
+    hid_t space = H5Screate_simple(1, dims, nullptr);
+    for (const char* name : {"alpha", "beta", "gamma"}) {
+      hid_t dataset = H5Dcreate2(file, name, H5T_NATIVE_FLOAT, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+      H5Dwrite(dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values);
+      H5Dclose(dataset);
+    }
+    H5Sclose(space);
+    H5Fclose(file);
+  }
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  bytes[128] = '\xff';
+  std::ofstream(path, std::ios::binary) << bytes;
+  auto file = H5File::open_read(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  absl::StatusOr<std::vector<std::string>> members;
+  EXPECT_NO_THROW(members = file->members("/"));
+  EXPECT_EQ(members.status().code(), absl::StatusCode::kDataLoss) << members.status();
+  EXPECT_NE(members.status().message().find("cannot read the name of member 0 of group /"), std::string::npos)
+      << members.status();
+  std::filesystem::remove(path);
+}
+
 // The superblock is checked before libhdf5 parses anything: short files, a wrong signature, an unknown
 // version, other address sizes, a user block, and an end-of-file address past the end are each named.
 TEST(H5File, DamagedSuperblocksAreRefusedBeforeLibhdf5ReadsThem) {

@@ -5,6 +5,7 @@
 // training data; an evaluation larger than the validation shards is refused.
 #include <fmt/format.h>
 
+#include "data/shards/shard_writer.h"
 #include "tests/train/training_fixture.h"
 #include "train/checkpoint/checkpoint.h"
 
@@ -106,6 +107,24 @@ TEST(RunDirectory, AnEvaluationLargerThanTheValidationShardsIsRefused) {
   const absl::Status status = run_training(recipe, stop_at(temp_dir("eval_too_large"), -1));
   EXPECT_NE(status.message().find("train.eval_tokens 1099511627776 exceeds the"), std::string::npos)
       << status;
+}
+
+// The probe's validation shard of one-token documents (BOS alone) gave val bpb inf: no target had a byte.
+TEST(RunDirectory, ValidationRowsWithoutTextAreAnError) {
+  const std::string data = temp_dir("bos_only");
+  const absl::StatusOr<Tokenizer> tokenizer = Tokenizer::load(kGolden);
+  ASSERT_TRUE(tokenizer.ok());
+  auto writer = ShardWriter::create(data + "/val_00000.h5",
+                                    {tokenizer->vocab_size(), tokenizer->bos_id(), tokenizer->hash()});
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  for (int doc = 0; doc < 2000; ++doc)
+    ASSERT_TRUE(writer->append_document({}).ok());
+  ASSERT_TRUE(writer->finish().ok());
+  Recipe recipe = short_recipe();
+  recipe.data.val = data;
+  recipe.train.eval_every = 5;
+  const absl::Status status = run_training(recipe, stop_at(temp_dir("bos_only_run"), -1));
+  EXPECT_NE(status.message().find("hold no text bytes"), std::string::npos) << status;
 }
 
 }  // namespace
