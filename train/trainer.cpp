@@ -282,7 +282,7 @@ void Trainer::sample() {
   for (const char* prompt : sample_prompts()) {
     std::vector<int32_t> ids = {setup_.tokenizer.bos_id()};
     setup_.tokenizer.encode(prompt, ids);
-    const std::vector<int32_t> out = generate(model_, ids, {recipe_.train.sample_tokens, 0.0, 0, 0});
+    const std::vector<int32_t> out = generate(model_, ids, {recipe_.train.sample_tokens, 0.0, 0, 0, {}});
     fmt::print("sample: {}{}\n", prompt, setup_.tokenizer.decode(out));
   }
   model_.plan(batch_, seq_);
@@ -495,8 +495,8 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
     return absl::InvalidArgumentError(fmt::format(
         "--stop-at-step {}: give a step >= 1 to stop after (or leave it unset)", options.stop_at_step));
   }
-  set_cpu_threads(static_cast<int>(recipe.train.threads));
   NANOFORGE_RETURN_IF_ERROR(validate_recipe(recipe));  // before any rank starts talking to the others
+  set_cpu_threads(static_cast<int>(recipe.train.threads));
   NANOFORGE_ASSIGN_OR_RETURN(const Device device, resolve_train_device(recipe));
   ops::set_deterministic(recipe.train.deterministic);
   // NCCL reads its environment when the communicator is created: doctor's settings for this machine first.

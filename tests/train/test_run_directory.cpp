@@ -103,9 +103,20 @@ TEST(RunDirectory, ValidationShardsAreNotTrainingData) {
 
 TEST(RunDirectory, AnEvaluationLargerThanTheValidationShardsIsRefused) {
   Recipe recipe = short_recipe();
+  recipe.train.eval_every = 5;
   recipe.train.eval_tokens = int64_t{1} << 40;
   const absl::Status status = run_training(recipe, stop_at(temp_dir("eval_too_large"), -1));
   EXPECT_NE(status.message().find("train.eval_tokens 1099511627776 exceeds the"), std::string::npos)
+      << status;
+}
+
+// The probe's train.threads = 100000 crashed (SIGSEGV) once the threads were started: refused first.
+TEST(RunDirectory, TooManyThreadsAreRefusedBeforeAnyIsStarted) {
+  Recipe recipe = short_recipe();
+  recipe.train.threads = 100000;
+  const absl::Status status = run_training(recipe, stop_at(temp_dir("threads"), -1));
+  EXPECT_NE(status.message().find("train.threads must be in [0, 1024] (0: all cores), got 100000"),
+            std::string::npos)
       << status;
 }
 

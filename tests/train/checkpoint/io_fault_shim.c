@@ -13,6 +13,7 @@
 //                                              began)
 //   NANOFORGE_FAULT_HOLD=print                 the same for the first fwrite (fmt::print) whose text contains
 //                                              NANOFORGE_FAULT_HOLD_TEXT, whatever the file
+//   NANOFORGE_FAULT_HOLD_SIGNALS=N             a hold ends after N handled signals (default 1)
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -68,7 +69,7 @@ static void (*program_handlers[NSIG])(int);
 
 static void wrapped_handler(int number) {
   program_handlers[number](number);  // a handler that exits ends the process here
-  atomic_store(&signal_handled, 1);
+  atomic_fetch_add(&signal_handled, 1);
 }
 
 int sigaction(int number, const struct sigaction* action, struct sigaction* old) {
@@ -88,8 +89,10 @@ static void hold(const char* kind) {
   const char* marker = getenv("NANOFORGE_FAULT_HOLD_MARKER");
   if (marker != NULL)
     close(((int (*)(const char*, int, ...))dlsym(RTLD_NEXT, "open"))(marker, O_WRONLY | O_CREAT, 0644));
+  const char* signals = getenv("NANOFORGE_FAULT_HOLD_SIGNALS");
+  const int needed = signals != NULL ? atoi(signals) : 1;
   const struct timespec millisecond = {0, 1000000};
-  while (!atomic_load(&signal_handled))
+  while (atomic_load(&signal_handled) < needed)
     nanosleep(&millisecond, NULL);
 }
 

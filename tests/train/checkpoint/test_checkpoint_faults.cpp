@@ -215,6 +215,32 @@ TEST(CheckpointFaults, SignalBeforeTheFirstStepSaysNothingWasSaved) {
   EXPECT_FALSE(latest_checkpoint(run).ok());
 }
 
+// Once the loop runs, a first SIGTERM asks for a stop after the step; when the process cannot get there (held
+// here, as a stalled disk or libhdf5 would hold it), a second one ends it at once.
+TEST(CheckpointFaults, SecondSignalEndsAStuckRunAtOnce) {
+  const std::string dir = temp_dir("second_signal"), run = dir + "/run";
+  Recipe recipe = fault_recipe();
+  recipe.train.eval_every = 10;
+  const std::string marker = dir + "/held";
+  const Child child =
+      spawn_training(dir, run,
+                     {"NANOFORGE_FAULT_HOLD=print", "NANOFORGE_FAULT_HOLD_TEXT=val bpb",
+                      "NANOFORGE_FAULT_HOLD_SIGNALS=2", "NANOFORGE_FAULT_HOLD_MARKER=" + marker},
+                     /*resume=*/false, recipe);
+  ASSERT_TRUE(wait_for_file(marker, child)) << read_bytes(child.log);
+  kill(child.pid, SIGTERM);
+  for (int attempt = 0;
+       attempt < 12000 && read_bytes(child.log).find("stopping after this step") == std::string::npos;
+       ++attempt)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  kill(child.pid, SIGTERM);
+  const int status = wait_for(child);
+  const std::string log = read_bytes(child.log);
+  ASSERT_TRUE(WIFEXITED(status)) << log;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << log;
+  EXPECT_NE(log.find("second signal: exiting now"), std::string::npos) << log;
+}
+
 // What saves interrupted by kill -9 leave (.step_N.partial-PID, .latest.partial-PID, step_N.replaced-PID, up
 // to a whole checkpoint each) is removed when the run starts again, when that PID no longer runs.
 TEST(CheckpointFaults, LeftoversOfInterruptedSavesAreRemovedOnResume) {
