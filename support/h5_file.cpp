@@ -20,13 +20,17 @@ namespace nanoforge {
 namespace {
 
 // Also keeps libhdf5 from closing what is still open when the process exits: nanoforge closes every file it
-// writes (H5File::close), and a file whose close failed (a full disk) made libhdf5's shutdown crash.
+// writes (H5File::close), and a file whose close failed (a full disk) made libhdf5's shutdown crash. libhdf5
+// keeps its error-printing setting per thread (Debian builds it thread-safe), so each thread that opens or
+// creates a file silences its own (checkpoints are written on a background thread).
 void silence_hdf5_errors() {
   static std::once_flag once;
-  std::call_once(once, [] {
-    H5dont_atexit();
+  std::call_once(once, [] { H5dont_atexit(); });
+  thread_local bool silenced = false;
+  if (!silenced) {
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  });
+    silenced = true;
+  }
 }
 
 // The innermost description on HDF5's error stack (e.g. "truncated file: eof = 1000, ..., stored_eof =

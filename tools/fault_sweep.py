@@ -31,11 +31,12 @@ def main():
     parser.add_argument("--nanoforge", default=os.path.join(kill_loop.REPO, "build", "bin", "nanoforge"))
     parser.add_argument("--shim", default=os.path.join(kill_loop.REPO, "build", "tests", "train",
                                                       "libnanoforge_io_fault_shim.so"))
-    parser.add_argument("--points", type=int, default=9, help="byte offsets per error, from 0 to the size")
+    parser.add_argument("--points", type=int, default=9, help="byte offsets per error, spread over the size")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--work", default="")
     args = parser.parse_args()
     work = args.work or tempfile.mkdtemp(prefix="nanoforge_fault_sweep_")
+    os.makedirs(work, exist_ok=True)
     nanoforge, shim = os.path.abspath(args.nanoforge), os.path.abspath(args.shim)
 
     kill_loop.write_sentences(os.path.join(work, "sentences.txt"))
@@ -55,7 +56,7 @@ def main():
     target = os.path.join(reference, "checkpoints", f"step_{STEP:06d}")
     size = sum(os.path.getsize(os.path.join(target, name)) for name in os.listdir(target))
 
-    faults = [(error, size * i // (args.points - 1)) for error in ("ENOSPC", "EIO", "EFBIG")
+    faults = [(error, size * i // args.points) for error in ("ENOSPC", "EIO", "EFBIG")
               for i in range(args.points)]
     faults.append(("fsync", None))
     figures = {"runs": 0, "stopped_with_the_error": 0, "latest_exact": 0, "no_leftovers": 0,

@@ -185,6 +185,8 @@ def main():
             if not exact:
                 figures["mismatches"] += 1
                 problems.append(f"attempt {attempt}: the finished {run_dir} differs from the reference")
+            else:
+                shutil.rmtree(run_dir)  # compared whole; 40 checkpoints a run add up over hundreds of runs
             run_dir = os.path.join(work, f"run_{attempt}")
             continue
         figures["kills"] += 1

@@ -117,6 +117,7 @@ void expect_stopped_cleanly_at_step_10(const Child& child, int status, const std
   EXPECT_NE(log.find("checkpoint step_000010 was not saved"), std::string::npos) << log;
   EXPECT_NE(log.find(cause), std::string::npos) << log;
   EXPECT_NE(log.find("checkpoints/latest still names step_000005"), std::string::npos) << log;
+  EXPECT_EQ(log.find("HDF5-DIAG"), std::string::npos) << "one error, not libhdf5's stack:\n" << log;
   auto latest = latest_checkpoint(run);
   ASSERT_TRUE(latest.ok()) << latest.status();
   EXPECT_EQ(fs::path(*latest).filename(), "step_000005");
