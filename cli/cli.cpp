@@ -13,6 +13,7 @@
 
 #include "cli/build_info.h"
 #include "cli/command.h"
+#include "cli/flag_limits.h"
 
 namespace nanoforge {
 namespace {
@@ -145,7 +146,8 @@ int run_cli(int argc, char** argv, const std::vector<Command>& commands) {
     pointers.push_back(arg.data());
   absl::ParseCommandLine(static_cast<int>(pointers.size()), pointers.data());
 
-  const absl::Status status = command->run(arguments);
+  absl::Status status = check_flag_limits(command->flags);
+  if (status.ok()) status = command->run(arguments);
   if (!status.ok()) {
     fmt::print(stderr, "nanoforge {}: error: {}\n", command->name, std::string(status.message()));
     return 1;

@@ -1,5 +1,6 @@
 // Flags shared by several commands (absl flags are process-wide, so each is defined once, here).
 #include "cli/common_flags.h"
+#include "cli/flag_limits.h"
 
 #include <absl/flags/flag.h>
 #include <fmt/format.h>
@@ -13,6 +14,7 @@
 
 ABSL_FLAG(int32_t, threads, 0,
           "CPU threads for the ops and BLAS (0: OpenMP's default, OMP_NUM_THREADS or all cores)");
+NANOFORGE_FLAG_LIMIT(threads, 0, 1024, "(0: all cores)");
 ABSL_FLAG(std::vector<std::string>, input, {},
           "input documents, comma-separated: *.jsonl/*.ndjson (\"text\" field), *.txt/*.text/*.md, any of "
           "them as .gz or .zst, *.parquet (--text-column), directories of them (sorted by name), glob "

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <tuple>
+
 namespace nanoforge {
 
 GPTConfig GPTConfig::from_sizing(const ModelSizing& sizing, int64_t vocab_size) {
@@ -24,6 +26,14 @@ GPTConfig GPTConfig::from_depth(int64_t depth, int64_t vocab_size, int64_t seque
 
 absl::Status GPTConfig::validate() const {
   auto invalid = [](std::string message) { return absl::InvalidArgumentError(std::move(message)); };
+  for (const auto& [name, value, limit] : {std::tuple{"n_layer", n_layer, kMaxLayers},
+                                           {"n_embd", n_embd, kMaxEmbd},
+                                           {"n_head", n_head, kMaxEmbd},
+                                           {"vocab_size", vocab_size, kMaxVocabSize},
+                                           {"sequence_len", sequence_len, kMaxSequenceLen}}) {
+    if (value > limit)
+      return invalid(fmt::format("{} {} exceeds nanoforge's limit of {}", name, value, limit));
+  }
   if (n_layer < 1) return invalid(fmt::format("n_layer must be at least 1, got {}", n_layer));
   if (n_head < 1 || n_kv_head < 1) {
     return invalid(fmt::format("n_head and n_kv_head must be at least 1, got {} and {}", n_head, n_kv_head));
@@ -50,8 +60,10 @@ absl::Status GPTConfig::validate() const {
     return invalid(fmt::format("sequence_len must be at least 2 (smear mixes neighbouring tokens), got {}",
                                sequence_len));
   }
-  if (window_pattern.empty() || window_pattern.find_first_not_of("SL") != std::string::npos) {
-    return invalid(fmt::format("window_pattern '{}' must be a non-empty string of S and L", window_pattern));
+  if (window_pattern.empty() || window_pattern.size() > static_cast<size_t>(kMaxLayers) ||
+      window_pattern.find_first_not_of("SL") != std::string::npos) {
+    return invalid(fmt::format("window_pattern '{}' must be a string of 1 to {} S and L",
+                               window_pattern.substr(0, 80), kMaxLayers));
   }
   return absl::OkStatus();
 }

@@ -64,6 +64,14 @@ struct GPTConfig {
   std::string describe() const;
 };
 
+// Upper limits on a config, far above any model nanoforge trains (nanochat's largest: 32 layers, 2048 wide,
+// 65,536 tokens, 2,048 positions) and low enough that every size computed from them fits in 64 bits: a file
+// or recipe claiming more is refused before anything is allocated for it.
+inline constexpr int64_t kMaxLayers = 1000;
+inline constexpr int64_t kMaxEmbd = 65536;
+inline constexpr int64_t kMaxVocabSize = int64_t{1} << 24;
+inline constexpr int64_t kMaxSequenceLen = int64_t{1} << 20;
+
 // nanochat's fixed architecture constants.
 inline constexpr int64_t kSmearGateChannels = 24;  // smear_gate reads x[..., :24]
 inline constexpr int64_t kValueGateChannels = 12;  // ve_gate reads x[..., :12]

@@ -35,9 +35,11 @@ TrainingHorizon training_horizon(const ModelSizing& sizing, int64_t vocab_size, 
   if (options.num_iterations > 0) {
     horizon.num_iterations = options.num_iterations;
   } else if (options.target_flops > 0) {
-    horizon.num_iterations = static_cast<int64_t>(
+    const double iterations =
         std::nearbyint(options.target_flops / (static_cast<double>(flops_per_token(config)) *
-                                               static_cast<double>(horizon.total_batch_size))));
+                                               static_cast<double>(horizon.total_batch_size)));
+    // A budget beyond what an int64 counts saturates (the run's set-up refuses it by name).
+    horizon.num_iterations = iterations < 0x1p62 ? static_cast<int64_t>(iterations) : int64_t{1} << 62;
   } else {
     horizon.num_iterations = horizon.target_tokens / horizon.total_batch_size;
   }

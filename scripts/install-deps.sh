@@ -14,7 +14,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ pkg-config
-  libfmt-dev libabsl-dev libhdf5-dev libgtest-dev
+  libfmt-dev libabsl-dev libhdf5-dev zlib1g-dev libgtest-dev
   libopenblas-openmp-dev libopenblas0-openmp
   libopenmpi-dev openmpi-bin libibverbs-dev rdma-core libpcre2-dev libtomlplusplus-dev libsimdjson-dev
   libzstd-dev zlib1g-dev libyaml-cpp-dev libcsv-dev

@@ -1,5 +1,6 @@
 // HDF5 C API behind H5File. HDF5's own error stack printing is switched off: each failure is turned into one
-// absl::Status naming the file and object instead.
+// absl::Status naming the file and object instead. Before an object is read its class, size and extent are
+// checked against what the caller expects and what the file can hold.
 #include "support/h5_file.h"
 
 #include <fmt/format.h>
@@ -7,16 +8,29 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <mutex>
 #include <type_traits>
 #include <utility>
 
+#include "support/h5_preflight.h"
+#include "support/status.h"
+
 namespace nanoforge {
 namespace {
 
+// Also keeps libhdf5 from closing what is still open when the process exits: nanoforge closes every file it
+// writes (H5File::close), and a file whose close failed (a full disk) made libhdf5's shutdown crash. libhdf5
+// keeps its error-printing setting per thread (Debian builds it thread-safe), so each thread that opens or
+// creates a file silences its own (checkpoints are written on a background thread).
 void silence_hdf5_errors() {
   static std::once_flag once;
-  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+  std::call_once(once, [] { H5dont_atexit(); });
+  thread_local bool silenced = false;
+  if (!silenced) {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    silenced = true;
+  }
 }
 
 // The innermost description on HDF5's error stack (e.g. "truncated file: eof = 1000, ..., stored_eof =
@@ -33,10 +47,32 @@ std::string innermost_hdf5_error() {
   return description;
 }
 
+// The cause of the last failure for a message: ": CAUSE", the system's error message when HDF5 recorded one
+// (a write that failed: "No space left on device"), else its innermost description; "" when there is none.
+std::string hdf5_cause() {
+  const std::string description = innermost_hdf5_error();
+  const std::string marker = "error message = '";
+  const size_t at = description.find(marker);
+  if (at != std::string::npos) {
+    const size_t end = description.find('\'', at + marker.size());
+    return ": " +
+           description.substr(at + marker.size(), end == std::string::npos ? end : end - at - marker.size());
+  }
+  return description.empty() ? "" : ": HDF5 says " + description;
+}
+
 // Closes an HDF5 handle of any kind when it goes out of scope.
 class Handle {
  public:
   explicit Handle(hid_t id) : id_(id) {}
+  Handle(Handle&& other) noexcept : id_(other.release()) {}
+  Handle& operator=(Handle&& other) noexcept {
+    if (this != &other) {
+      if (id_ >= 0) H5Idec_ref(id_);
+      id_ = other.release();
+    }
+    return *this;
+  }
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
   ~Handle() {
@@ -79,12 +115,89 @@ const char* class_name(H5T_class_t type_class) {
   }
 }
 
+// deflate, the compression filter h5py and most writers use, cannot shrink data more than 1032 times; a
+// compressed dataset claiming more elements than that many times the file's size is refused unread.
+constexpr int64_t kMaxCompressionRatio = 1032;
+// The widest integer or floating-point type nanoforge converts from (HDF5 allows custom widths).
+constexpr int64_t kMaxNumberBytes = 16;
+
+// The shape of a dataset's or attribute's dataspace and its element count, refused when the dataspace is
+// unreadable, null, of a rank above HDF5's 32, or its count overflows.
+struct Extent {
+  std::vector<int64_t> shape;  // empty for a scalar
+  int64_t count = 0;
+};
+
+absl::StatusOr<Extent> extent_of(hid_t space, const std::string& what) {
+  if (space < 0)
+    return absl::DataLossError(fmt::format("{}: cannot read its dataspace (corrupt file?)", what));
+  Extent extent;
+  switch (H5Sget_simple_extent_type(space)) {
+    case H5S_SCALAR:
+      extent.count = 1;
+      return extent;
+    case H5S_SIMPLE:
+      break;
+    default:
+      return absl::InvalidArgumentError(fmt::format("{}: holds no data (a null dataspace)", what));
+  }
+  const int rank = H5Sget_simple_extent_ndims(space);
+  if (rank < 1 || rank > H5S_MAX_RANK) {
+    return absl::DataLossError(fmt::format("{}: dataspace of rank {} (corrupt file?)", what, rank));
+  }
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  if (H5Sget_simple_extent_dims(space, dims.data(), nullptr) < 0)
+    return absl::DataLossError(fmt::format("{}: cannot read its dimensions (corrupt file?)", what));
+  extent.count = 1;
+  for (const hsize_t dim : dims) {
+    const auto limit = static_cast<hsize_t>(std::numeric_limits<int64_t>::max());
+    if (dim > limit || (dim > 0 && static_cast<hsize_t>(extent.count) > limit / dim)) {
+      return absl::DataLossError(fmt::format(
+          "{}: dimensions ({}) overflow a 64-bit element count (corrupt file)", what, fmt::join(dims, ", ")));
+    }
+    extent.count *= static_cast<int64_t>(dim);
+    extent.shape.push_back(static_cast<int64_t>(dim));
+  }
+  return extent;
+}
+
+// Whether a dataset's filters include one that compresses (anything but the Fletcher-32 checksum and the
+// byte shuffle), so that it may hold more bytes than the file.
+bool compresses(hid_t dataset) {
+  Handle properties(H5Dget_create_plist(dataset));
+  if (!properties.valid()) return false;
+  const int filters = H5Pget_nfilters(properties.get());
+  for (int i = 0; i < filters; ++i) {
+    unsigned flags = 0, config = 0;
+    size_t values = 0;
+    const H5Z_filter_t filter = H5Pget_filter2(properties.get(), static_cast<unsigned>(i), &flags, &values,
+                                               nullptr, 0, nullptr, &config);
+    if (filter != H5Z_FILTER_FLETCHER32 && filter != H5Z_FILTER_SHUFFLE) return true;
+  }
+  return false;
+}
+
+// Refuses `count` elements of `element_bytes` each when they cannot lie in a file of `file_bytes`
+// (`ratio` > 1 for compressed data), before anything is allocated for them.
+absl::Status check_fits_file(int64_t count, int64_t element_bytes, int64_t file_bytes, int64_t ratio,
+                             const std::string& what) {
+  if (element_bytes < 1)
+    return absl::DataLossError(fmt::format("{}: elements of {} bytes (corrupt file)", what, element_bytes));
+  const int64_t capacity = file_bytes / element_bytes * ratio;
+  if (count > capacity) {
+    return absl::DataLossError(fmt::format(
+        "{}: claims {} elements of {} bytes, more than the file's {} bytes can hold{} (corrupt or truncated "
+        "file)",
+        what, count, element_bytes, file_bytes, ratio > 1 ? fmt::format(" compressed {} times", ratio) : ""));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<H5File> H5File::open_read(const std::string& path) {
   silence_hdf5_errors();
-  if (!std::filesystem::is_regular_file(path))
-    return absl::NotFoundError(fmt::format("{}: no such file", path));
+  NANOFORGE_ASSIGN_OR_RETURN(const int64_t file_bytes, preflight_hdf5_file(path));
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     return absl::InvalidArgumentError(fmt::format("{}: not an HDF5 file (truncated or wrong file?)", path));
   }
@@ -94,7 +207,7 @@ absl::StatusOr<H5File> H5File::open_read(const std::string& path) {
     return absl::DataLossError(fmt::format("{}: cannot open as HDF5 (truncated or corrupt?){}", path,
                                            cause.empty() ? "" : ": HDF5 says " + cause));
   }
-  return H5File(path, handle);
+  return H5File(path, handle, file_bytes);
 }
 
 absl::StatusOr<H5File> H5File::create(const std::string& path) {
@@ -113,28 +226,40 @@ absl::StatusOr<H5File> H5File::create(const std::string& path, int64_t alignment
   H5Pset_obj_track_times(creation_properties.get(), 0);
   hid_t handle = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, creation_properties.get(), access_properties.get());
   if (handle < 0) {
-    return absl::PermissionDeniedError(
-        fmt::format("{}: cannot create HDF5 file (does the directory exist and is it writable?)", path));
+    return absl::PermissionDeniedError(fmt::format(
+        "{}: cannot create HDF5 file (does the directory exist and is it writable?){}", path, hdf5_cause()));
   }
-  return H5File(path, handle);
+  return H5File(path, handle, 0);
 }
 
-H5File::H5File(H5File&& other) noexcept : path_(std::move(other.path_)), handle_(other.handle_) {
+H5File::H5File(H5File&& other) noexcept
+    : path_(std::move(other.path_)), handle_(other.handle_), file_bytes_(other.file_bytes_) {
   other.handle_ = -1;
 }
 
 H5File& H5File::operator=(H5File&& other) noexcept {
   if (this != &other) {
-    if (handle_ >= 0) H5Fclose(handle_);
+    close().IgnoreError();
     path_ = std::move(other.path_);
     handle_ = other.handle_;
+    file_bytes_ = other.file_bytes_;
     other.handle_ = -1;
   }
   return *this;
 }
 
 H5File::~H5File() {
-  if (handle_ >= 0) H5Fclose(handle_);
+  close().IgnoreError();
+}
+
+absl::Status H5File::close() {
+  if (handle_ < 0) return absl::OkStatus();
+  const hid_t handle = std::exchange(handle_, -1);
+  if (H5Fclose(handle) >= 0) return absl::OkStatus();
+  // A failed close leaves the file open inside libhdf5; the library's shutdown at exit, which would retry it
+  // and can crash doing so, is switched off (silence_hdf5_errors).
+  return absl::DataLossError(fmt::format(
+      "{}: writing the file failed when it was closed (disk full or failing?){}", path_, hdf5_cause()));
 }
 
 bool H5File::has(const std::string& object_path) const {
@@ -155,14 +280,30 @@ absl::StatusOr<std::vector<std::string>> H5File::members(const std::string& grou
   if (!group.valid())
     return absl::InvalidArgumentError(fmt::format("{}: {} is not a group", path_, group_path));
   H5G_info_t info;
-  H5Gget_info(group.get(), &info);
+  if (H5Gget_info(group.get(), &info) < 0) {
+    return absl::DataLossError(fmt::format("{}: cannot list group {} (corrupt file?)", path_, group_path));
+  }
+  // Every link takes a few bytes of the file at least: a count beyond its size is damage, not a group.
+  if (info.nlinks > static_cast<hsize_t>(std::max<int64_t>(file_bytes_, 1))) {
+    return absl::DataLossError(
+        fmt::format("{}: group {} claims {} members, more than the file's {} bytes hold "
+                    "(corrupt file)",
+                    path_, group_path, info.nlinks, file_bytes_));
+  }
   std::vector<std::string> names;
   for (hsize_t i = 0; i < info.nlinks; ++i) {
-    ssize_t length =
+    const ssize_t length =
         H5Lget_name_by_idx(group.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    if (length < 1 || length > file_bytes_) {
+      return absl::DataLossError(fmt::format(
+          "{}: cannot read the name of member {} of group {} (corrupt file?)", path_, i, group_path));
+    }
     std::string name(static_cast<size_t>(length), '\0');
-    H5Lget_name_by_idx(group.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size() + 1,
-                       H5P_DEFAULT);
+    if (H5Lget_name_by_idx(group.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size() + 1,
+                           H5P_DEFAULT) != length) {
+      return absl::DataLossError(fmt::format(
+          "{}: cannot read the name of member {} of group {} (corrupt file?)", path_, i, group_path));
+    }
     names.push_back(std::move(name));
   }
   return names;
@@ -174,17 +315,14 @@ absl::StatusOr<H5File::DatasetLayout> H5File::dataset_layout(const std::string& 
   Handle dataset(H5Dopen2(handle_, dataset_path.c_str(), H5P_DEFAULT));
   if (!dataset.valid())
     return absl::InvalidArgumentError(fmt::format("{}: {} is not a dataset", path_, dataset_path));
+  const std::string what = fmt::format("{}: dataset {}", path_, dataset_path);
   DatasetLayout layout;
   Handle space(H5Dget_space(dataset.get()));
-  const int rank = H5Sget_simple_extent_ndims(space.get());
-  if (rank < 0) {
-    return absl::DataLossError(
-        fmt::format("{}: cannot read the shape of dataset {} (corrupt file?)", path_, dataset_path));
-  }
-  std::vector<hsize_t> dims(static_cast<size_t>(rank));
-  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
-  layout.shape.assign(dims.begin(), dims.end());
+  NANOFORGE_ASSIGN_OR_RETURN(const Extent extent, extent_of(space.get(), what));
+  layout.shape = extent.shape;
   Handle type(H5Dget_type(dataset.get()));
+  if (!type.valid())
+    return absl::DataLossError(fmt::format("{}: cannot read its type (corrupt file?)", what));
   switch (H5Tget_class(type.get())) {
     case H5T_INTEGER:
       layout.value_class = DatasetLayout::ValueClass::kInteger;
@@ -204,6 +342,8 @@ absl::StatusOr<H5File::DatasetLayout> H5File::dataset_layout(const std::string& 
       layout.value_class == DatasetLayout::ValueClass::kFloat) {
     layout.is_little_endian = H5Tget_order(type.get()) == H5T_ORDER_LE;
   }
+  NANOFORGE_RETURN_IF_ERROR(check_fits_file(extent.count, layout.element_bytes, file_bytes_,
+                                            compresses(dataset.get()) ? kMaxCompressionRatio : 1, what));
   Handle create_properties(H5Dget_create_plist(dataset.get()));
   layout.contiguous = H5Pget_layout(create_properties.get()) == H5D_CONTIGUOUS;
   if (layout.contiguous) {
@@ -221,55 +361,134 @@ absl::StatusOr<HostArray<T>> H5File::read(const std::string& dataset_path) const
   if (!dataset.valid()) {
     return absl::InvalidArgumentError(fmt::format("{}: {} is not a dataset", path_, dataset_path));
   }
+  const std::string what = fmt::format("{}: dataset {}", path_, dataset_path);
   Handle file_type(H5Dget_type(dataset.get()));
-  H5T_class_t stored_class = H5Tget_class(file_type.get());
+  const H5T_class_t stored_class = H5Tget_class(file_type.get());
   if (stored_class != expected_class<T>()) {
-    return absl::InvalidArgumentError(fmt::format("{}: dataset {} holds {} values, expected {}", path_,
-                                                  dataset_path, class_name(stored_class),
-                                                  class_name(expected_class<T>())));
+    return absl::InvalidArgumentError(fmt::format("{} holds {} values, expected {}", what,
+                                                  class_name(stored_class), class_name(expected_class<T>())));
+  }
+  const auto element_bytes = static_cast<int64_t>(H5Tget_size(file_type.get()));
+  if (element_bytes < 1 || element_bytes > kMaxNumberBytes) {
+    return absl::DataLossError(
+        fmt::format("{} holds numbers of {} bytes (corrupt file?)", what, element_bytes));
   }
   Handle space(H5Dget_space(dataset.get()));
-  int rank = H5Sget_simple_extent_ndims(space.get());
-  std::vector<hsize_t> dims(static_cast<size_t>(std::max(rank, 0)));
-  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  NANOFORGE_ASSIGN_OR_RETURN(const Extent extent, extent_of(space.get(), what));
+  NANOFORGE_RETURN_IF_ERROR(check_fits_file(extent.count, element_bytes, file_bytes_,
+                                            compresses(dataset.get()) ? kMaxCompressionRatio : 1, what));
   HostArray<T> array;
-  array.shape.assign(dims.begin(), dims.end());
-  array.values.resize(static_cast<size_t>(array.numel()));
-  if (H5Dread(dataset.get(), memory_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, array.values.data()) < 0) {
-    return absl::DataLossError(
-        fmt::format("{}: cannot read dataset {} (truncated or corrupt file?)", path_, dataset_path));
+  array.shape = extent.shape;
+  array.values.resize(static_cast<size_t>(extent.count));
+  if (extent.count > 0 &&
+      H5Dread(dataset.get(), memory_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, array.values.data()) < 0) {
+    const std::string cause = innermost_hdf5_error();
+    return absl::DataLossError(fmt::format("{}: cannot read (truncated or corrupt file?){}", what,
+                                           cause.empty() ? "" : ": HDF5 says " + cause));
   }
   return array;
 }
 
+template <class T>
+absl::StatusOr<std::vector<T>> H5File::read_vector(const std::string& dataset_path, int64_t max_count) const {
+  NANOFORGE_ASSIGN_OR_RETURN(HostArray<T> array, read<T>(dataset_path));
+  if (array.shape.size() != 1 || array.shape[0] < 1 || array.shape[0] > max_count) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: dataset {} has shape ({}); expected 1 to {} values in one dimension", path_,
+                    dataset_path, fmt::join(array.shape, ", "), max_count));
+  }
+  return std::move(array.values);
+}
+
 namespace {
 
-absl::StatusOr<hid_t> open_attribute(hid_t file, const std::string& file_path, const std::string& object_path,
-                                     const std::string& name) {
+// An attribute of `object_path`, opened with its type and extent checked: `type_class`, elements of at most
+// `max_element_bytes` bytes, a count that fits the file.
+struct OpenedAttribute {
+  Handle attribute{-1};
+  Handle type{-1};
+  Extent extent;
+};
+
+absl::Status open_attribute(hid_t file, const std::string& file_path, int64_t file_bytes,
+                            const std::string& object_path, const std::string& name, H5T_class_t type_class,
+                            const char* expected, OpenedAttribute& opened) {
   if (H5Aexists_by_name(file, object_path.c_str(), name.c_str(), H5P_DEFAULT) <= 0) {
     return absl::NotFoundError(fmt::format("{}: missing attribute {} on {}", file_path, name, object_path));
   }
-  return H5Aopen_by_name(file, object_path.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT);
+  const std::string what = fmt::format("{}: attribute {} on {}", file_path, name, object_path);
+  opened.attribute =
+      Handle(H5Aopen_by_name(file, object_path.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT));
+  if (!opened.attribute.valid())
+    return absl::DataLossError(fmt::format("{}: cannot open (corrupt file?)", what));
+  opened.type = Handle(H5Aget_type(opened.attribute.get()));
+  if (!opened.type.valid() || H5Tget_class(opened.type.get()) != type_class)
+    return absl::InvalidArgumentError(fmt::format("{} must be {}", what, expected));
+  if (type_class == H5T_STRING && H5Tis_variable_str(opened.type.get()) != 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{} is a variable-length string: nanoforge reads only fixed-length strings from HDF5 files, as "
+        "libhdf5 can hang or crash reading variable-length data from a damaged file "
+        "(docs/untrusted-input.md); "
+        "rewrite its strings with python3 tools/upgrade_h5.py strings FILE",
+        what));
+  }
+  const auto element_bytes = static_cast<int64_t>(H5Tget_size(opened.type.get()));
+  const int64_t max_element_bytes = type_class == H5T_STRING ? file_bytes : kMaxNumberBytes;
+  if (element_bytes < 1 || element_bytes > max_element_bytes)
+    return absl::DataLossError(fmt::format("{}: elements of {} bytes (corrupt file?)", what, element_bytes));
+  Handle space(H5Aget_space(opened.attribute.get()));
+  NANOFORGE_ASSIGN_OR_RETURN(opened.extent, extent_of(space.get(), what));
+  return check_fits_file(opened.extent.count, element_bytes, file_bytes, 1, what);
 }
 
 template <class T>
-absl::StatusOr<T> read_numeric_attribute(hid_t file, const std::string& file_path,
-                                         const std::string& object_path, const std::string& name) {
-  auto attribute_id = open_attribute(file, file_path, object_path, name);
-  if (!attribute_id.ok()) return attribute_id.status();
-  Handle attribute(*attribute_id);
-  Handle type(H5Aget_type(attribute.get()));
-  Handle space(H5Aget_space(attribute.get()));
-  if (H5Tget_class(type.get()) != expected_class<T>() || H5Sget_simple_extent_npoints(space.get()) != 1) {
+absl::StatusOr<std::vector<T>> read_numeric_attribute(hid_t file, const std::string& file_path,
+                                                      int64_t file_bytes, const std::string& object_path,
+                                                      const std::string& name, bool single) {
+  OpenedAttribute opened;
+  const char* value_class = class_name(expected_class<T>());
+  const std::string expected =
+      single ? fmt::format("one {} value", value_class) : fmt::format("{} values", value_class);
+  NANOFORGE_RETURN_IF_ERROR(open_attribute(file, file_path, file_bytes, object_path, name,
+                                           expected_class<T>(), expected.c_str(), opened));
+  if (single && opened.extent.count != 1) {
     return absl::InvalidArgumentError(fmt::format("{}: attribute {} on {} must be one {} value", file_path,
                                                   name, object_path, class_name(expected_class<T>())));
   }
-  T value{};
-  if (H5Aread(attribute.get(), memory_type<T>(), &value) < 0) {
+  std::vector<T> values(static_cast<size_t>(opened.extent.count));
+  if (!values.empty() && H5Aread(opened.attribute.get(), memory_type<T>(), values.data()) < 0) {
     return absl::DataLossError(
         fmt::format("{}: cannot read attribute {} on {}", file_path, name, object_path));
   }
-  return value;
+  return values;
+}
+
+absl::StatusOr<std::vector<std::string>> read_fixed_strings(hid_t file, const std::string& file_path,
+                                                            int64_t file_bytes,
+                                                            const std::string& object_path,
+                                                            const std::string& name, bool single) {
+  OpenedAttribute opened;
+  NANOFORGE_RETURN_IF_ERROR(open_attribute(file, file_path, file_bytes, object_path, name, H5T_STRING,
+                                           single ? "a string" : "strings", opened));
+  if (single && opened.extent.count != 1) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: attribute {} on {} must be one string", file_path, name, object_path));
+  }
+  const auto size = static_cast<size_t>(H5Tget_size(opened.type.get()));
+  std::string bytes(size * static_cast<size_t>(opened.extent.count), '\0');
+  Handle memory(H5Tcopy(opened.type.get()));
+  if (!bytes.empty() && H5Aread(opened.attribute.get(), memory.get(), bytes.data()) < 0) {
+    return absl::DataLossError(
+        fmt::format("{}: cannot read attribute {} on {}", file_path, name, object_path));
+  }
+  std::vector<std::string> values;
+  for (size_t i = 0; i < static_cast<size_t>(opened.extent.count); ++i) {
+    std::string value = bytes.substr(i * size, size);
+    value.resize(std::min(value.find('\0'), value.size()));  // NUL-terminated or NUL-padded
+    if (H5Tget_strpad(opened.type.get()) == H5T_STR_SPACEPAD) value.erase(value.find_last_not_of(' ') + 1);
+    values.push_back(std::move(value));
+  }
+  return values;
 }
 
 }  // namespace
@@ -277,47 +496,45 @@ absl::StatusOr<T> read_numeric_attribute(hid_t file, const std::string& file_pat
 absl::StatusOr<int64_t> H5File::read_int_attribute(const std::string& object_path,
                                                    const std::string& name) const {
   if (!has(object_path)) return absl::NotFoundError(fmt::format("{}: missing group {}", path_, object_path));
-  return read_numeric_attribute<int64_t>(handle_, path_, object_path, name);
+  NANOFORGE_ASSIGN_OR_RETURN(
+      const std::vector<int64_t> values,
+      read_numeric_attribute<int64_t>(handle_, path_, file_bytes_, object_path, name, true));
+  return values[0];
 }
 
 absl::StatusOr<double> H5File::read_float_attribute(const std::string& object_path,
                                                     const std::string& name) const {
   if (!has(object_path)) return absl::NotFoundError(fmt::format("{}: missing group {}", path_, object_path));
-  return read_numeric_attribute<double>(handle_, path_, object_path, name);
+  NANOFORGE_ASSIGN_OR_RETURN(
+      const std::vector<double> values,
+      read_numeric_attribute<double>(handle_, path_, file_bytes_, object_path, name, true));
+  return values[0];
 }
 
 absl::StatusOr<std::string> H5File::read_string_attribute(const std::string& object_path,
                                                           const std::string& name) const {
   if (!has(object_path)) return absl::NotFoundError(fmt::format("{}: missing group {}", path_, object_path));
-  auto attribute_id = open_attribute(handle_, path_, object_path, name);
-  if (!attribute_id.ok()) return attribute_id.status();
-  Handle attribute(*attribute_id);
-  Handle type(H5Aget_type(attribute.get()));
-  if (H5Tget_class(type.get()) != H5T_STRING) {
-    return absl::InvalidArgumentError(
-        fmt::format("{}: attribute {} on {} must be a string", path_, name, object_path));
-  }
-  if (H5Tis_variable_str(type.get()) > 0) {
-    // h5py writes str attributes as variable-length strings.
-    Handle memory(H5Tcopy(H5T_C_S1));
-    H5Tset_size(memory.get(), H5T_VARIABLE);
-    H5Tset_cset(memory.get(), H5Tget_cset(type.get()));
-    char* text = nullptr;
-    if (H5Aread(attribute.get(), memory.get(), &text) < 0 || text == nullptr) {
-      return absl::DataLossError(fmt::format("{}: cannot read attribute {} on {}", path_, name, object_path));
-    }
-    std::string value(text);
-    H5free_memory(text);
-    return value;
-  }
-  size_t size = H5Tget_size(type.get());
-  std::string value(size, '\0');
-  Handle memory(H5Tcopy(type.get()));
-  if (H5Aread(attribute.get(), memory.get(), value.data()) < 0) {
-    return absl::DataLossError(fmt::format("{}: cannot read attribute {} on {}", path_, name, object_path));
-  }
-  value.resize(value.find('\0') == std::string::npos ? size : value.find('\0'));
-  return value;
+  NANOFORGE_ASSIGN_OR_RETURN(std::vector<std::string> values,
+                             read_fixed_strings(handle_, path_, file_bytes_, object_path, name, true));
+  return std::move(values[0]);
+}
+
+absl::StatusOr<std::vector<double>> H5File::read_float_array_attribute(const std::string& object_path,
+                                                                       const std::string& name) const {
+  if (!has(object_path)) return absl::NotFoundError(fmt::format("{}: missing group {}", path_, object_path));
+  return read_numeric_attribute<double>(handle_, path_, file_bytes_, object_path, name, false);
+}
+
+absl::StatusOr<std::vector<int64_t>> H5File::read_int_array_attribute(const std::string& object_path,
+                                                                      const std::string& name) const {
+  if (!has(object_path)) return absl::NotFoundError(fmt::format("{}: missing group {}", path_, object_path));
+  return read_numeric_attribute<int64_t>(handle_, path_, file_bytes_, object_path, name, false);
+}
+
+absl::StatusOr<std::vector<std::string>> H5File::read_string_array_attribute(const std::string& object_path,
+                                                                             const std::string& name) const {
+  if (!has(object_path)) return absl::NotFoundError(fmt::format("{}: missing group {}", path_, object_path));
+  return read_fixed_strings(handle_, path_, file_bytes_, object_path, name, false);
 }
 
 absl::Status H5File::create_group(const std::string& group_path) {
@@ -347,7 +564,7 @@ absl::Status write_attribute(hid_t file, const std::string& file_path, const std
   Handle attribute(H5Acreate2(object.get(), name.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT));
   if (!attribute.valid() || H5Awrite(attribute.get(), type, value) < 0) {
     return absl::InternalError(
-        fmt::format("{}: cannot write attribute {} on {}", file_path, name, object_path));
+        fmt::format("{}: cannot write attribute {} on {}{}", file_path, name, object_path, hdf5_cause()));
   }
   return absl::OkStatus();
 }
@@ -361,77 +578,15 @@ absl::Status H5File::write_int_attribute(const std::string& object_path, const s
 
 absl::Status H5File::write_string_attribute(const std::string& object_path, const std::string& name,
                                             const std::string& value) {
-  // Variable-length UTF-8, as h5py writes Python strings.
+  // Fixed-length UTF-8, NUL-padded (an empty string takes one byte): stored in the attribute itself, so a
+  // reader never goes through libhdf5's global heap.
   Handle type(H5Tcopy(H5T_C_S1));
-  H5Tset_size(type.get(), H5T_VARIABLE);
+  H5Tset_size(type.get(), std::max<size_t>(value.size(), 1));
+  H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
   H5Tset_cset(type.get(), H5T_CSET_UTF8);
-  const char* text = value.c_str();
-  return write_attribute(handle_, path_, object_path, name, type.get(), &text);
-}
-
-namespace {
-
-template <class T>
-absl::StatusOr<std::vector<T>> read_numeric_array_attribute(hid_t file, const std::string& file_path,
-                                                            const std::string& object_path,
-                                                            const std::string& name) {
-  auto attribute_id = open_attribute(file, file_path, object_path, name);
-  if (!attribute_id.ok()) return attribute_id.status();
-  Handle attribute(*attribute_id);
-  Handle type(H5Aget_type(attribute.get()));
-  Handle space(H5Aget_space(attribute.get()));
-  if (H5Tget_class(type.get()) != expected_class<T>()) {
-    return absl::InvalidArgumentError(fmt::format("{}: attribute {} on {} must hold {} values", file_path,
-                                                  name, object_path, class_name(expected_class<T>())));
-  }
-  std::vector<T> values(static_cast<size_t>(H5Sget_simple_extent_npoints(space.get())));
-  if (H5Aread(attribute.get(), memory_type<T>(), values.data()) < 0) {
-    return absl::DataLossError(
-        fmt::format("{}: cannot read attribute {} on {}", file_path, name, object_path));
-  }
-  return values;
-}
-
-}  // namespace
-
-absl::StatusOr<std::vector<double>> H5File::read_float_array_attribute(const std::string& object_path,
-                                                                       const std::string& name) const {
-  if (!has(object_path)) return absl::NotFoundError(fmt::format("{}: missing group {}", path_, object_path));
-  return read_numeric_array_attribute<double>(handle_, path_, object_path, name);
-}
-
-absl::StatusOr<std::vector<int64_t>> H5File::read_int_array_attribute(const std::string& object_path,
-                                                                      const std::string& name) const {
-  if (!has(object_path)) return absl::NotFoundError(fmt::format("{}: missing group {}", path_, object_path));
-  return read_numeric_array_attribute<int64_t>(handle_, path_, object_path, name);
-}
-
-absl::StatusOr<std::vector<std::string>> H5File::read_string_array_attribute(const std::string& object_path,
-                                                                             const std::string& name) const {
-  if (!has(object_path)) return absl::NotFoundError(fmt::format("{}: missing group {}", path_, object_path));
-  auto attribute_id = open_attribute(handle_, path_, object_path, name);
-  if (!attribute_id.ok()) return attribute_id.status();
-  Handle attribute(*attribute_id);
-  Handle type(H5Aget_type(attribute.get()));
-  Handle space(H5Aget_space(attribute.get()));
-  if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) <= 0) {
-    return absl::InvalidArgumentError(
-        fmt::format("{}: attribute {} on {} must be variable-length strings", path_, name, object_path));
-  }
-  const auto count = static_cast<size_t>(H5Sget_simple_extent_npoints(space.get()));
-  std::vector<char*> texts(count, nullptr);
-  Handle memory(H5Tcopy(H5T_C_S1));
-  H5Tset_size(memory.get(), H5T_VARIABLE);
-  H5Tset_cset(memory.get(), H5Tget_cset(type.get()));
-  if (H5Aread(attribute.get(), memory.get(), texts.data()) < 0) {
-    return absl::DataLossError(fmt::format("{}: cannot read attribute {} on {}", path_, name, object_path));
-  }
-  std::vector<std::string> values;
-  for (char* text : texts) {
-    values.emplace_back(text != nullptr ? text : "");
-    H5free_memory(text);
-  }
-  return values;
+  std::string padded = value;
+  padded.resize(std::max<size_t>(value.size(), 1), '\0');
+  return write_attribute(handle_, path_, object_path, name, type.get(), padded.data());
 }
 
 namespace {
@@ -471,11 +626,12 @@ absl::Status H5File::write(const std::string& dataset_path, const std::vector<in
   Handle dataset(H5Dcreate2(handle_, dataset_path.c_str(), memory_type<T>(), space.get(),
                             link_properties.get(), creation.get(), H5P_DEFAULT));
   if (!dataset.valid()) {
-    return absl::InternalError(
-        fmt::format("{}: cannot create dataset {} (does it exist already?)", path_, dataset_path));
+    return absl::InternalError(fmt::format("{}: cannot create dataset {} (does it exist already?){}", path_,
+                                           dataset_path, hdf5_cause()));
   }
   if (H5Dwrite(dataset.get(), memory_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, values) < 0) {
-    return absl::DataLossError(fmt::format("{}: cannot write dataset {} (disk full?)", path_, dataset_path));
+    return absl::DataLossError(
+        fmt::format("{}: cannot write dataset {} (disk full?){}", path_, dataset_path, hdf5_cause()));
   }
   return absl::OkStatus();
 }
@@ -486,7 +642,11 @@ absl::Status write_h5_atomically(const std::string& path, const std::function<ab
   {
     absl::StatusOr<H5File> file = H5File::create(temporary);
     status = file.ok() ? fill(*file) : file.status();
-  }  // closed (flushed) before the rename
+    if (file.ok()) {
+      const absl::Status closed = file->close();  // flushed before the rename
+      if (status.ok()) status = closed;
+    }
+  }
   std::error_code error;
   if (status.ok()) {
     std::filesystem::rename(temporary, path, error);
@@ -498,9 +658,10 @@ absl::Status write_h5_atomically(const std::string& path, const std::function<ab
   return status;
 }
 
-#define NANOFORGE_H5_INSTANTIATE(T)                                                                 \
-  template absl::StatusOr<HostArray<T>> H5File::read<T>(const std::string&) const;                  \
-  template absl::Status H5File::write<T>(const std::string&, const std::vector<int64_t>&, const T*, \
+#define NANOFORGE_H5_INSTANTIATE(T)                                                                  \
+  template absl::StatusOr<HostArray<T>> H5File::read<T>(const std::string&) const;                   \
+  template absl::StatusOr<std::vector<T>> H5File::read_vector<T>(const std::string&, int64_t) const; \
+  template absl::Status H5File::write<T>(const std::string&, const std::vector<int64_t>&, const T*,  \
                                          const WriteOptions&);
 NANOFORGE_H5_INSTANTIATE(float)
 NANOFORGE_H5_INSTANTIATE(double)

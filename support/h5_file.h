@@ -1,6 +1,9 @@
 // A small RAII layer over the HDF5 C API for the files nanoforge reads and writes (parity cases and
-// results, later checkpoints and token shards). Every failure comes back as an absl::Status that names the
-// file and the dataset or attribute, so a user can tell which part of which file is wrong.
+// results, checkpoints and token shards). Every failure comes back as an absl::Status that names the file and
+// the dataset or attribute. Reading treats the file as untrusted: the superblock is checked before libhdf5
+// opens it, every object's type and extent before it is read, every allocation is bounded by the file's
+// size, and no variable-length data is read (libhdf5 can hang or crash on a damaged global heap); strings are
+// written with a fixed length. docs/untrusted-input.md says what this guarantees and what it does not.
 #pragma once
 
 #include <absl/status/statusor.h>
@@ -16,6 +19,7 @@ namespace nanoforge {
 
 class H5File {
  public:
+  // Opens for reading after preflight_hdf5_file (support/h5_preflight.h) has passed.
   static absl::StatusOr<H5File> open_read(const std::string& path);
   // Creates (truncating) a file for writing.
   static absl::StatusOr<H5File> create(const std::string& path);
@@ -31,6 +35,11 @@ class H5File {
   ~H5File();
 
   const std::string& path() const { return path_; }
+  // Size of the file when it was opened for reading (0 for a file being written).
+  int64_t file_bytes() const { return file_bytes_; }
+  // Flushes and closes the file; the error HDF5 reports then (a write that failed late, e.g. a full disk).
+  // The destructor closes without reporting: writers call close() before they trust what they wrote.
+  absl::Status close();
   bool has(const std::string& object_path) const;
   // Names of the direct members of a group, in HDF5's (alphabetical) order.
   absl::StatusOr<std::vector<std::string>> members(const std::string& group_path) const;
@@ -47,17 +56,24 @@ class H5File {
   };
   absl::StatusOr<DatasetLayout> dataset_layout(const std::string& dataset_path) const;
 
-  // Reads a dataset into T (float, double, int32_t, int64_t, uint16_t, uint32_t). The stored type must be of
-  // the same class (floating point for float/double, integer for the integer types); HDF5 converts the width.
+  // Reads a dataset into T (float, double, int32_t, int64_t, uint8_t, uint16_t, uint32_t). The stored type
+  // must be of the same class (floating point for float/double, integer for the integer types); HDF5 converts
+  // the width. Refused before any allocation: more elements than the file can hold (its size, or 1032 times
+  // it when a compression filter is set: deflate's largest ratio).
   template <class T>
   absl::StatusOr<HostArray<T>> read(const std::string& dataset_path) const;
+  // The same, for a 1-D dataset that must hold between 1 and `max_count` elements (e.g. a text or a scalar
+  // written as one element): an error naming the dataset otherwise.
+  template <class T>
+  absl::StatusOr<std::vector<T>> read_vector(const std::string& dataset_path, int64_t max_count) const;
 
   absl::StatusOr<int64_t> read_int_attribute(const std::string& object_path, const std::string& name) const;
   absl::StatusOr<double> read_float_attribute(const std::string& object_path, const std::string& name) const;
   absl::StatusOr<std::string> read_string_attribute(const std::string& object_path,
                                                     const std::string& name) const;
-  // One-dimensional attributes (a scalar reads as one element): numbers, or variable-length strings as h5py
-  // writes numpy object arrays of str.
+  // One-dimensional attributes (a scalar reads as one element): numbers, or fixed-length strings (h5py:
+  // numpy arrays of dtype "S"). Variable-length strings are refused with a message saying how to rewrite
+  // them.
   absl::StatusOr<std::vector<double>> read_float_array_attribute(const std::string& object_path,
                                                                  const std::string& name) const;
   absl::StatusOr<std::vector<int64_t>> read_int_array_attribute(const std::string& object_path,
@@ -65,7 +81,8 @@ class H5File {
   absl::StatusOr<std::vector<std::string>> read_string_array_attribute(const std::string& object_path,
                                                                        const std::string& name) const;
 
-  // Attach an attribute to an existing group or dataset ("/" is the file's root group).
+  // Attach an attribute to an existing group or dataset ("/" is the file's root group). Strings are stored
+  // as fixed-length UTF-8 (h5py reads them as bytes).
   absl::Status write_int_attribute(const std::string& object_path, const std::string& name, int64_t value);
   absl::Status write_string_attribute(const std::string& object_path, const std::string& name,
                                       const std::string& value);
@@ -89,13 +106,16 @@ class H5File {
   }
 
  private:
-  H5File(std::string path, int64_t handle) : path_(std::move(path)), handle_(handle) {}
+  H5File(std::string path, int64_t handle, int64_t file_bytes)
+      : path_(std::move(path)), handle_(handle), file_bytes_(file_bytes) {}
   std::string path_;
   int64_t handle_ = -1;  // hid_t
+  int64_t file_bytes_ = 0;
 };
 
 // Writes a new HDF5 file through `fill` under a temporary name (PATH.partial) and renames it into place only
-// when every write succeeded, so PATH is never a half-written file; on failure the temporary is removed.
+// when every write and the close succeeded, so PATH is never a half-written file; on failure the temporary is
+// removed.
 absl::Status write_h5_atomically(const std::string& path, const std::function<absl::Status(H5File&)>& fill);
 
 }  // namespace nanoforge

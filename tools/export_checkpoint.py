@@ -50,13 +50,19 @@ def read_model(checkpoint):
 
 def read_trainer(checkpoint):
     with h5py.File(os.path.join(checkpoint, "trainer.h5"), "r") as f:
-        attrs = {key: (value.decode() if isinstance(value, bytes) else value) for key, value in f.attrs.items()}
+        if "recipe" in f:  # checkpoint format 2: every value a dataset
+            step, recipe_text = int(f["step"][0]), bytes(f["recipe"][:]).decode("utf-8")
+            tokenizer_hash = bytes(f["tokenizer_hash"][:]).decode("utf-8")
+        else:  # format 1: attributes
+            step, recipe_text, tokenizer_hash = int(f.attrs["step"]), f.attrs["recipe"], f.attrs["tokenizer_hash"]
+    recipe_text = recipe_text.decode() if isinstance(recipe_text, bytes) else recipe_text
+    tokenizer_hash = tokenizer_hash.decode() if isinstance(tokenizer_hash, bytes) else str(tokenizer_hash)
     try:
         import tomllib  # Python 3.11+
-        recipe = tomllib.loads(attrs["recipe"])
+        recipe = tomllib.loads(recipe_text)
     except ImportError:
         recipe = {}
-    return int(attrs["step"]), recipe, str(attrs["tokenizer_hash"])
+    return step, recipe, tokenizer_hash
 
 
 def run_tokenizer(tokenizer_dir, recipe, tokenizer_hash, config):

@@ -68,6 +68,7 @@ os.environ["TORCH_COMPILE_DISABLE"] = "1"
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from upgrade_h5 import text_of, upgrade_string_attributes  # noqa: E402  (tools/, next to this script)
 
 PINNED_COMMIT = "92d63d4e8bb4df75c3b71618f31ddde2378b2bcd"
 
@@ -307,7 +308,7 @@ def config_attrs(group, config):
 def config_from_file(nc, f):
     attrs = f["config"].attrs
     values = {k: int(attrs[k]) for k in ("sequence_len", "vocab_size", "n_layer", "n_head", "n_kv_head", "n_embd")}
-    return nc.gpt.GPTConfig(window_pattern=str(attrs["window_pattern"]), **values)
+    return nc.gpt.GPTConfig(window_pattern=text_of(attrs["window_pattern"]), **values)
 
 
 def f32(t):
@@ -328,6 +329,7 @@ def write_atomically(path, fill):
     partial = path + ".partial"
     with h5py.File(partial, "w", libver=("v108", "v110")) as f:
         fill(f)
+        upgrade_string_attributes(f)  # fixed-length: nanoforge reads no variable-length data
     os.replace(partial, path)
 
 
@@ -598,7 +600,7 @@ def verify_optim_golden(nc, f):
     names = [name for name, _ in model.named_parameters()]
     model.load_state_dict({name: torch.from_numpy(f["weights_before/" + name][()]) for name in names})
     optimizer = nc.setup_optimizer(ns, model)
-    ortho = str(oc.get("ortho_dtype", f["meta"].attrs.get("ortho_dtype", "float32")))
+    ortho = text_of(oc.get("ortho_dtype", f["meta"].attrs.get("ortho_dtype", "float32")))
     params = dict(model.named_parameters())
     steps = sorted(f["steps"], key=int)
 

@@ -1,6 +1,8 @@
 // Bits per byte over the validation loader.
 #include "train/evaluate.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -29,7 +31,8 @@ void add_bits_per_byte(std::span<const float> token_losses, std::span<const int3
 }
 
 absl::StatusOr<BitsPerByteSums> evaluate_bits_per_byte(GPT& model, Loader& val_loader, int64_t steps,
-                                                       std::span<const int32_t> token_bytes) {
+                                                       std::span<const int32_t> token_bytes,
+                                                       const std::function<void(int64_t done)>& progress) {
   NANOFORGE_RETURN_IF_ERROR(val_loader.rewind());
   BitsPerByteSums sums;
   TokenBatchTensors tensors(val_loader.options().batch_rows, val_loader.options().sequence_length,
@@ -40,8 +43,17 @@ absl::StatusOr<BitsPerByteSums> evaluate_bits_per_byte(GPT& model, Loader& val_l
     model.forward(tensors.ids(), tensors.targets());
     const std::vector<float> losses = download<float>(model.token_losses());
     add_bits_per_byte(losses, tensors.target_values(), token_bytes, sums);
+    if (progress) progress(step + 1);
   }
   return sums;
+}
+
+absl::Status BitsPerByteSums::check_defined() const {
+  if (bytes > 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(fmt::format(
+      "the {} validation tokens evaluated hold no text bytes (every target is a special token: documents "
+      "holding only BOS?), so bits per byte is undefined; check the validation shards",
+      tokens));
 }
 
 }  // namespace nanoforge

@@ -69,6 +69,7 @@ std::vector<int32_t> generate(GPT& model, std::span<const int32_t> prompt, const
     const int32_t next = pick_token(row, options, rng.uniform(static_cast<uint64_t>(step)));
     tokens.push_back(next);
     generated.push_back(next);
+    if (options.on_token) options.on_token(next);
   }
   return generated;
 }

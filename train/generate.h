@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -18,6 +19,7 @@ struct SampleOptions {
   double temperature = 0;  // 0: greedy
   int64_t top_k = 0;       // 0: the whole vocabulary
   uint64_t seed = 0;
+  std::function<void(int32_t)> on_token;  // called with each token as it is drawn
 };
 
 // The generated ids (not including the prompt). The prompt must hold at least one token.

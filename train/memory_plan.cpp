@@ -13,6 +13,7 @@
 #include "model/gpt.h"
 #include "model/param_layout.h"
 #include "optim/data_parallel_optimizer.h"
+#include "support/status.h"
 
 namespace nanoforge {
 namespace {
@@ -177,6 +178,37 @@ absl::Status check_memory_plan(const MemoryPlan& plan, const AvailableMemory& av
       fmt::format("the run needs {:.2f} GB per rank{} but {} has {:.2f} GB available; {}\n{}",
                   gigabytes(needed), snapshot > 0 ? " (checkpoint snapshot included)" : "", available.source,
                   gigabytes(available.bytes), advice, plan.table()));
+}
+
+absl::Status check_model_fits(const GPTConfig& config, Device device, int64_t batch, int64_t seq,
+                              const std::string& batch_setting) {
+  // Activations grow with batch x seq x vocab: beyond 2^31 tokens at once the sizes would not even be
+  // computable (and no machine holds them).
+  constexpr int64_t kMaxTokensAtOnce = int64_t{1} << 31;
+  if (batch > kMaxTokensAtOnce / std::max<int64_t>(seq, 1)) {
+    return absl::InvalidArgumentError(
+        fmt::format("{} {}: {} rows of {} tokens exceed the {} tokens a forward "
+                    "pass may hold",
+                    batch_setting, batch, batch, seq, kMaxTokensAtOnce));
+  }
+  const DType dtype = training_dtype(device);
+  const GPT::MemoryBytes model = GPT::memory_bytes(config, device, dtype);
+  const int64_t fixed = model.params + model.grads + model.compute_weights + model.rotary_tables +
+                        (device == Device::kCuda ? kGpuRuntimeReserveBytes : 0);
+  const int64_t per_row = activation_bytes(config, device, dtype, 1, seq);
+  const int64_t needed = fixed + activation_bytes(config, device, dtype, batch, seq);
+  NANOFORGE_ASSIGN_OR_RETURN(const AvailableMemory available, available_memory(device));
+  if (needed <= available.bytes) return absl::OkStatus();
+  const int64_t fitting =
+      available.bytes > fixed ? (available.bytes - fixed) / std::max<int64_t>(per_row, 1) : 0;
+  return absl::ResourceExhaustedError(fmt::format(
+      "{} {}: the model ({:.2f} GB) with activations for {} x {} tokens needs {:.2f} GB, but {} has {:.2f} "
+      "GB "
+      "available; {}",
+      batch_setting, batch, gigabytes(fixed), batch, seq, gigabytes(needed), available.source,
+      gigabytes(available.bytes),
+      fitting >= 1 ? fmt::format("give {} {} or less", batch_setting, std::min(fitting, batch - 1))
+                   : std::string("even one row does not fit")));
 }
 
 }  // namespace nanoforge

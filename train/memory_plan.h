@@ -63,4 +63,10 @@ absl::StatusOr<AvailableMemory> available_memory(Device device);
 // and the largest train.device_batch_size that would fit.
 absl::Status check_memory_plan(const MemoryPlan& plan, const AvailableMemory& available);
 
+// What a GPT of `config` with activations planned for (batch, seq) allocates on `device` — `nanoforge eval`,
+// `sample` and `bench step` — checked before it is created against what the device has free; the error
+// names `batch_setting` (the flag that sets the batch) and the largest batch that fits.
+absl::Status check_model_fits(const GPTConfig& config, Device device, int64_t batch, int64_t seq,
+                              const std::string& batch_setting);
+
 }  // namespace nanoforge

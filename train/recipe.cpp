@@ -7,9 +7,13 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <variant>
+
+#include "support/status.h"
 
 namespace nanoforge {
 namespace {
@@ -167,6 +171,10 @@ absl::Status assign(const Field& field, const toml::node& node, const std::strin
             *p = static_cast<double>(node.as_integer()->get());
           } else if (node.is_floating_point()) {
             *p = node.as_floating_point()->get();
+            if (!std::isfinite(*p)) {
+              return absl::InvalidArgumentError(
+                  fmt::format("{}: {} must be a finite number, got {}", where, name, *p));
+            }
           } else {
             return wrong(found);
           }
@@ -226,8 +234,24 @@ absl::StatusOr<Recipe> parse_recipe(const std::string& toml_text, const std::str
 }
 
 absl::StatusOr<Recipe> read_recipe(const std::string& path) {
+  // A recipe is a short text; a directory or a device would read as an empty one (or never end).
+  constexpr uintmax_t kMaxRecipeBytes = 1 << 20;
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  if (!std::filesystem::exists(status))
+    return absl::NotFoundError(fmt::format("{}: cannot read the recipe: no such file", path));
+  if (!std::filesystem::is_regular_file(status))
+    return absl::InvalidArgumentError(
+        fmt::format("{}: the recipe must be a TOML file, not a directory or "
+                    "device (see recipes/)",
+                    path));
+  if (std::filesystem::file_size(path, error) > kMaxRecipeBytes) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: {} bytes; a recipe is a short TOML file (at most 1 MiB)", path,
+                    std::filesystem::file_size(path, error)));
+  }
   std::ifstream file(path);
-  if (!file) return absl::NotFoundError(fmt::format("{}: cannot read the recipe (no such file?)", path));
+  if (!file) return absl::PermissionDeniedError(fmt::format("{}: cannot read the recipe", path));
   std::stringstream text;
   text << file.rdbuf();
   return parse_recipe(text.str(), path);
@@ -292,6 +316,120 @@ std::string recipe_to_toml(const Recipe& recipe) {
     text += fmt::format("{} = {}\n", field.key, toml_value(field.ref));
   }
   return text;
+}
+
+}  // namespace nanoforge
+
+namespace nanoforge {
+namespace {
+
+// Limits on what a recipe may ask for. Far above any real run, and low enough that nothing computed from
+// them overflows or allocates before the memory plan (train/memory_plan.h) has checked the run fits.
+constexpr int64_t kMaxBatchRows = int64_t{1} << 20;            // train.device_batch_size
+constexpr int64_t kMaxTokensPerMicroBatch = int64_t{1} << 31;  // device_batch_size x max_seq_len
+constexpr int64_t kMaxTotalBatchTokens = int64_t{1} << 40;
+constexpr int64_t kMaxSteps = 1'000'000'000'000;  // num_iterations, warmup_steps
+constexpr double kMaxDataRatio = 1e4;             // tokens per parameter (nanochat: 12, Chinchilla: 20)
+constexpr double kMaxTargetFlops = 1e30;
+constexpr int64_t kMaxEvalTokens = int64_t{1} << 50;
+constexpr int64_t kMaxSampleTokens = 4096;  // tokens per sample prompt, printed only when all are drawn
+constexpr int64_t kMaxThreads = 1024;
+constexpr double kMaxLearningRate = 1e6;
+constexpr double kMaxTimeoutSeconds = 1e6;
+
+absl::Status invalid(std::string message) {
+  return absl::InvalidArgumentError(std::move(message));
+}
+
+// "KEY must be in [LOW, HIGH], got VALUE" unless low <= value <= high (NaN fails).
+template <class T>
+absl::Status in_range(const char* key, T value, T low, T high, const char* hint = "") {
+  if (value >= low && value <= high) return absl::OkStatus();
+  return invalid(fmt::format("{} must be in [{}, {}]{}, got {}", key, low, high, hint, value));
+}
+
+// -1 (the automatic value or "never") or in [low, high].
+absl::Status minus_one_or_in_range(const char* key, int64_t value, int64_t low, int64_t high,
+                                   const char* meaning) {
+  if (value == -1) return absl::OkStatus();
+  return in_range<int64_t>(key, value, low, high, fmt::format(" or -1 ({})", meaning).c_str());
+}
+
+}  // namespace
+
+absl::Status validate_recipe(const Recipe& r) {
+  NANOFORGE_RETURN_IF_ERROR(in_range<int64_t>("model.depth", r.model.depth, 1, kMaxLayers));
+  NANOFORGE_RETURN_IF_ERROR(in_range<int64_t>("model.aspect_ratio", r.model.aspect_ratio, 1, kMaxEmbd));
+  NANOFORGE_RETURN_IF_ERROR(in_range<int64_t>("model.head_dim", r.model.head_dim, 2, kMaxEmbd));
+  if (r.model.depth * r.model.aspect_ratio > kMaxEmbd) {
+    return invalid(
+        fmt::format("model.depth x model.aspect_ratio = {} (the model's width) exceeds the limit of {}",
+                    r.model.depth * r.model.aspect_ratio, kMaxEmbd));
+  }
+  NANOFORGE_RETURN_IF_ERROR(in_range<int64_t>("model.max_seq_len", r.model.max_seq_len, 2, kMaxSequenceLen));
+  if (r.data.train.empty() || r.data.val.empty() || r.data.tokenizer.empty()) {
+    return invalid(
+        "data.train, data.val and data.tokenizer must all be set (nanoforge prep writes all three; "
+        "see docs/data.md)");
+  }
+  NANOFORGE_RETURN_IF_ERROR(
+      in_range<int64_t>("train.device_batch_size", r.train.device_batch_size, 1, kMaxBatchRows));
+  if (r.train.device_batch_size * r.model.max_seq_len > kMaxTokensPerMicroBatch) {
+    return invalid(fmt::format(
+        "train.device_batch_size x model.max_seq_len = {} tokens per micro-batch exceeds the limit of {}",
+        r.train.device_batch_size * r.model.max_seq_len, kMaxTokensPerMicroBatch));
+  }
+  NANOFORGE_RETURN_IF_ERROR(minus_one_or_in_range("train.total_batch_size", r.train.horizon.total_batch_size,
+                                                  1, kMaxTotalBatchTokens, "automatic"));
+  NANOFORGE_RETURN_IF_ERROR(minus_one_or_in_range("train.num_iterations", r.train.horizon.num_iterations, 1,
+                                                  kMaxSteps, "from the horizon"));
+  if (r.train.horizon.target_flops != -1) {
+    NANOFORGE_RETURN_IF_ERROR(in_range<double>("train.target_flops", r.train.horizon.target_flops, 1,
+                                               kMaxTargetFlops, " or -1 (unused)"));
+  }
+  if (!(r.train.horizon.target_param_data_ratio > 0 &&
+        r.train.horizon.target_param_data_ratio <= kMaxDataRatio)) {
+    return invalid(fmt::format("train.target_param_data_ratio must be in (0, {}], got {}", kMaxDataRatio,
+                               r.train.horizon.target_param_data_ratio));
+  }
+  NANOFORGE_RETURN_IF_ERROR(
+      in_range<int64_t>("train.warmup_steps", r.train.schedule.warmup_steps, 0, kMaxSteps));
+  NANOFORGE_RETURN_IF_ERROR(in_range<double>("train.warmdown_ratio", r.train.schedule.warmdown_ratio, 0, 1));
+  NANOFORGE_RETURN_IF_ERROR(in_range<double>("train.final_lr_frac", r.train.schedule.final_lr_frac, 0, 1));
+  NANOFORGE_RETURN_IF_ERROR(
+      minus_one_or_in_range("train.eval_every", r.train.eval_every, 1, kMaxSteps, "never"));
+  NANOFORGE_RETURN_IF_ERROR(
+      minus_one_or_in_range("train.sample_every", r.train.sample_every, 1, kMaxSteps, "never"));
+  NANOFORGE_RETURN_IF_ERROR(in_range<int64_t>("train.eval_tokens", r.train.eval_tokens, 1, kMaxEvalTokens));
+  NANOFORGE_RETURN_IF_ERROR(
+      in_range<int64_t>("train.sample_tokens", r.train.sample_tokens, 1, kMaxSampleTokens));
+  if (r.train.device != "auto" && r.train.device != "cpu" && r.train.device != "cuda") {
+    return invalid(fmt::format("train.device must be auto, cpu or cuda, got '{}'", r.train.device));
+  }
+  NANOFORGE_RETURN_IF_ERROR(
+      in_range<int64_t>("train.threads", r.train.threads, 0, kMaxThreads, " (0: all cores)"));
+  for (const auto& [name, lr] : {std::pair{"optim.unembedding_lr", r.optim.unembedding_lr},
+                                 {"optim.embedding_lr", r.optim.embedding_lr},
+                                 {"optim.scalar_lr", r.optim.scalar_lr},
+                                 {"optim.matrix_lr", r.optim.matrix_lr},
+                                 {"optim.weight_decay", r.optim.weight_decay}}) {
+    NANOFORGE_RETURN_IF_ERROR(in_range<double>(name, lr, 0, kMaxLearningRate));
+  }
+  NANOFORGE_RETURN_IF_ERROR(
+      minus_one_or_in_range("checkpoint.every", r.checkpoint.every, 1, kMaxSteps, "at the end"));
+  NANOFORGE_RETURN_IF_ERROR(
+      minus_one_or_in_range("checkpoint.keep_last", r.checkpoint.keep_last, 1, kMaxSteps, "keep all"));
+  NANOFORGE_RETURN_IF_ERROR(
+      minus_one_or_in_range("checkpoint.keep_every", r.checkpoint.keep_every, 1, kMaxSteps, "none"));
+  if (!(r.dist.timeout_seconds > 0 && r.dist.timeout_seconds <= kMaxTimeoutSeconds)) {
+    return invalid(fmt::format("dist.timeout_seconds must be in (0, {}], got {}", kMaxTimeoutSeconds,
+                               r.dist.timeout_seconds));
+  }
+  if (!(r.dist.bucket_mb > 0 && r.dist.bucket_mb <= 4096)) {
+    return invalid(fmt::format("dist.bucket_mb must be in (0, 4096] MB (PyTorch DDP uses 25), got {}",
+                               r.dist.bucket_mb));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace nanoforge

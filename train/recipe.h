@@ -70,6 +70,10 @@ absl::StatusOr<Recipe> read_recipe(const std::string& path);
 absl::StatusOr<Recipe> parse_recipe(const std::string& toml_text, const std::string& source_name);
 // Applies `section.key=value` overrides (value in TOML syntax; a bare word is taken as a string).
 absl::Status apply_overrides(Recipe& recipe, const std::vector<std::string>& overrides);
+// Checks the recipe's values on their own, before anything is allocated from them: every size within
+// nanoforge's limits (named in the message), every number finite, fractions in range, keys that need each
+// other.
+absl::Status validate_recipe(const Recipe& recipe);
 // The keys with their current values (schema order).
 std::vector<RecipeKey> recipe_keys(const Recipe& recipe);
 // The recipe as a TOML document (the resolved config.toml of a run).

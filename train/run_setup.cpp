@@ -1,4 +1,4 @@
-// set_up_run and validate_recipe.
+// set_up_run, and the device a recipe asks for.
 #include "train/run_setup.h"
 
 #include <fmt/format.h>
@@ -14,67 +14,6 @@ absl::Status invalid(std::string message) {
 }
 
 }  // namespace
-
-absl::Status validate_recipe(const Recipe& r) {
-  if (r.model.depth < 1) return invalid(fmt::format("model.depth must be >= 1, got {}", r.model.depth));
-  if (r.model.max_seq_len < 2)
-    return invalid(fmt::format("model.max_seq_len must be >= 2, got {}", r.model.max_seq_len));
-  if (r.model.head_dim < 2 || r.model.aspect_ratio < 1) {
-    return invalid("model.head_dim must be >= 2 and model.aspect_ratio >= 1");
-  }
-  if (r.data.train.empty() || r.data.val.empty() || r.data.tokenizer.empty()) {
-    return invalid(
-        "data.train, data.val and data.tokenizer must all be set (nanoforge prep writes all three; "
-        "see docs/data.md)");
-  }
-  if (r.train.device_batch_size < 1) {
-    return invalid(fmt::format("train.device_batch_size must be >= 1, got {}", r.train.device_batch_size));
-  }
-  if (r.train.horizon.total_batch_size == 0 || r.train.horizon.total_batch_size < -1) {
-    return invalid(fmt::format("train.total_batch_size must be > 0 or -1 (automatic), got {}",
-                               r.train.horizon.total_batch_size));
-  }
-  if (r.train.horizon.num_iterations == 0 || r.train.horizon.num_iterations < -1) {
-    return invalid(fmt::format("train.num_iterations must be > 0 or -1 (from the horizon), got {}",
-                               r.train.horizon.num_iterations));
-  }
-  if (r.train.horizon.target_param_data_ratio <= 0)
-    return invalid("train.target_param_data_ratio must be positive");
-  if (r.train.schedule.warmup_steps < 0) return invalid("train.warmup_steps must be >= 0");
-  if (r.train.schedule.warmdown_ratio < 0 || r.train.schedule.warmdown_ratio > 1)
-    return invalid("train.warmdown_ratio must be in [0, 1]");
-  if (r.train.schedule.final_lr_frac < 0 || r.train.schedule.final_lr_frac > 1)
-    return invalid("train.final_lr_frac must be in [0, 1]");
-  if (r.train.eval_every == 0 || r.train.eval_every < -1)
-    return invalid("train.eval_every must be > 0 or -1 (never)");
-  if (r.train.sample_every == 0 || r.train.sample_every < -1)
-    return invalid("train.sample_every must be > 0 or -1 (never)");
-  if (r.train.eval_tokens < 1) return invalid("train.eval_tokens must be >= 1");
-  if (r.train.device != "auto" && r.train.device != "cpu" && r.train.device != "cuda") {
-    return invalid(fmt::format("train.device must be auto, cpu or cuda, got '{}'", r.train.device));
-  }
-  if (r.train.threads < 0) return invalid("train.threads must be >= 0 (0: all cores)");
-  for (const auto& [name, lr] : {std::pair{"optim.unembedding_lr", r.optim.unembedding_lr},
-                                 {"optim.embedding_lr", r.optim.embedding_lr},
-                                 {"optim.scalar_lr", r.optim.scalar_lr},
-                                 {"optim.matrix_lr", r.optim.matrix_lr}}) {
-    if (lr < 0) return invalid(fmt::format("{} must be >= 0, got {}", name, lr));
-  }
-  if (r.optim.weight_decay < 0) return invalid("optim.weight_decay must be >= 0");
-  if (r.checkpoint.every == 0 || r.checkpoint.every < -1)
-    return invalid("checkpoint.every must be > 0 or -1 (at the end)");
-  if (r.checkpoint.keep_last == 0 || r.checkpoint.keep_last < -1) {
-    return invalid("checkpoint.keep_last must be >= 1 or -1 (keep all)");
-  }
-  if (r.checkpoint.keep_every == 0 || r.checkpoint.keep_every < -1) {
-    return invalid("checkpoint.keep_every must be >= 1 or -1 (none)");
-  }
-  if (r.dist.timeout_seconds <= 0) return invalid("dist.timeout_seconds must be positive");
-  if (!(r.dist.bucket_mb > 0 && r.dist.bucket_mb <= 4096)) {
-    return invalid("dist.bucket_mb must be in (0, 4096] MB (PyTorch DDP uses 25)");
-  }
-  return absl::OkStatus();
-}
 
 absl::StatusOr<Device> resolve_train_device(const Recipe& recipe) {
   if (recipe.train.device == "cpu") return Device::kCpu;
@@ -122,10 +61,10 @@ absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size, De
   for (auto [key, location, split, target] :
        {std::tuple{"data.train", &recipe.data.train, "train", &setup.train_data},
         std::tuple{"data.val", &recipe.data.val, "val", &setup.val_data}}) {
-    absl::StatusOr<std::vector<std::string>> files = list_shard_files(*location, split);
-    if (!files.ok()) files = list_shard_files(*location, "");  // a location holding only this split
+    absl::StatusOr<std::vector<std::string>> files = list_split_shard_files(*location, split);
     if (!files.ok()) {
-      return absl::NotFoundError(fmt::format("{}: {}", key, std::string(files.status().message())));
+      return absl::Status(files.status().code(),
+                          fmt::format("{}: {}", key, std::string(files.status().message())));
     }
     absl::StatusOr<std::shared_ptr<const ShardSet>> shards = ShardSet::open(*files, open);
     if (!shards.ok()) {
@@ -156,6 +95,19 @@ absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size, De
                     "change one of them",
                     setup.horizon.total_batch_size, recipe.train.device_batch_size, recipe.model.max_seq_len,
                     world_size, tokens_per_micro_step));
+  }
+  constexpr int64_t kMaxSteps = 1'000'000'000'000;
+  if (setup.horizon.num_iterations > kMaxSteps) {
+    return invalid(
+        fmt::format("the horizon is {} steps, beyond nanoforge's limit of {}: lower train.target_flops "
+                    "or train.target_param_data_ratio, or set train.num_iterations",
+                    setup.horizon.num_iterations, kMaxSteps));
+  }
+  if (recipe.train.eval_every > 0 && recipe.train.eval_tokens > setup.val_data->token_count()) {
+    return invalid(
+        fmt::format("train.eval_tokens {} exceeds the {} tokens of the validation shards (data.val): "
+                    "an evaluation would read the same rows again; give at most {}",
+                    recipe.train.eval_tokens, setup.val_data->token_count(), setup.val_data->token_count()));
   }
   setup.grad_accum_steps = setup.horizon.total_batch_size / tokens_per_micro_step;
   setup.eval_steps = std::max<int64_t>(1, recipe.train.eval_tokens / tokens_per_micro_step);

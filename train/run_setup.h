@@ -48,9 +48,6 @@ absl::StatusOr<Device> resolve_train_device(const Recipe& recipe);
 // The device's name for tables and MFU: "cpu", or the GPU's name (an error saying why when it is unusable).
 absl::StatusOr<std::string> device_display_name(Device device);
 
-// Checks the recipe's values on their own (sizes positive, fractions in range, keys that need each other).
-absl::Status validate_recipe(const Recipe& recipe);
-
 absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size, Device device);
 
 }  // namespace nanoforge

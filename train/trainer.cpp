@@ -1,7 +1,8 @@
 // run_training: set-up (every check first), optional resume, then the loop of nanochat's base_train —
 // evaluate / sample / checkpoint when due, then one optimizer step over grad_accum micro-batches — with one
-// console line and one metrics record per step. Checkpoints are written in the background; SIGTERM/SIGINT
-// stop the run after the current step with a checkpoint.
+// console line and one metrics record per step. Checkpoints are written in the background (a failed save
+// stops the run at the next step); SIGTERM/SIGINT end start-up at once and stop the loop after the current
+// step with a checkpoint.
 #include "train/trainer.h"
 
 #include <fmt/format.h>
@@ -114,7 +115,7 @@ class Trainer {
   absl::Status save(int64_t step, bool wait);
   absl::Status train_step(int64_t step);
   void print_setup() const;
-  int agreed_shutdown_signal();
+  int agreed_stop(absl::Status& failure);
   template <size_t kCount>
   std::array<double, kCount> sum_over_ranks(std::array<double, kCount> values);
 
@@ -166,11 +167,28 @@ absl::Status Trainer::start() {
   NANOFORGE_ASSIGN_OR_RETURN(val_loader_, Loader::create(setup_.val_data, val_options));
 
   std::string checkpoint = options_.resume_from;
-  if (options_.resume && checkpoint.empty()) {
+  if (!checkpoint.empty()) {
+    // The checkpoint the user named: verified, and never silently replaced by another.
+    if (absl::Status valid = verify_checkpoint(checkpoint); !valid.ok()) {
+      return absl::Status(valid.code(),
+                          fmt::format("--resume-from {}: {}", checkpoint, std::string(valid.message())));
+    }
+  } else if (options_.resume) {
+    if (chief_) fmt::print("resume: verifying the newest checkpoint of {}\n", options_.run_dir);
+    std::fflush(stdout);
     std::vector<std::string> skipped;
-    NANOFORGE_ASSIGN_OR_RETURN(checkpoint, newest_valid_checkpoint(options_.run_dir, &skipped));
+    absl::StatusOr<std::string> chosen = newest_valid_checkpoint(options_.run_dir, &skipped);
     for (const std::string& problem : skipped) {
       if (chief_) fmt::print("resume: skipping damaged checkpoint {}\n", problem);
+    }
+    if (chosen.ok()) {
+      checkpoint = *chosen;
+    } else if (absl::IsNotFound(chosen.status())) {
+      // Killed before its first checkpoint (a requeued job resumes blindly): the run starts over.
+      if (chief_) fmt::print("resume: {} has no checkpoint yet; starting from step 0\n", options_.run_dir);
+      if (chief_) NANOFORGE_RETURN_IF_ERROR(trim_metrics_after(options_.run_dir + "/metrics.jsonl", 0));
+    } else {
+      return chosen.status();
     }
   }
   if (!checkpoint.empty()) {
@@ -187,8 +205,8 @@ absl::Status Trainer::start() {
   return absl::OkStatus();
 }
 
+// `checkpoint` has passed verify_checkpoint: what is checked here is whether this run may continue it.
 absl::Status Trainer::resume(const std::string& checkpoint) {
-  NANOFORGE_RETURN_IF_ERROR(verify_checkpoint(checkpoint));
   NANOFORGE_ASSIGN_OR_RETURN(const TrainerState state, read_trainer_state(checkpoint));
   NANOFORGE_ASSIGN_OR_RETURN(const Recipe saved,
                              parse_recipe(state.recipe_toml, checkpoint + "/trainer.h5 recipe"));
@@ -197,6 +215,24 @@ absl::Status Trainer::resume(const std::string& checkpoint) {
     return absl::FailedPreconditionError(fmt::format("{} was trained with tokenizer {}, data.tokenizer is {}",
                                                      checkpoint, state.tokenizer_hash,
                                                      setup_.tokenizer.hash()));
+  }
+  NANOFORGE_ASSIGN_OR_RETURN(const GPTConfig stored, read_checkpoint_config(checkpoint));
+  if (stored.describe() != setup_.model.describe()) {
+    return absl::FailedPreconditionError(fmt::format("{}/model.h5 holds a model with {}, this run builds {}",
+                                                     checkpoint, stored.describe(), setup_.model.describe()));
+  }
+  const int64_t num_iterations = setup_.horizon.num_iterations;
+  if (state.step > num_iterations) {
+    return absl::FailedPreconditionError(fmt::format(
+        "{} is at step {}, beyond the run's {} steps (train.num_iterations): raise train.num_iterations to "
+        "train on from it (an allowed change), or resume an earlier checkpoint with --resume-from",
+        checkpoint, state.step, num_iterations));
+  }
+  if (options_.stop_at_step > 0 && options_.stop_at_step <= state.step) {
+    return absl::InvalidArgumentError(
+        fmt::format("--stop-at-step {} is not after the step {} of {}; give a later "
+                    "step",
+                    options_.stop_at_step, state.step, checkpoint));
   }
   // Every rank reads the checkpoint (a multi-node run keeps its run directory where all nodes see it) and
   // keeps its own share of the optimizer state, whatever the world size that wrote it.
@@ -222,7 +258,8 @@ absl::Status Trainer::resume(const std::string& checkpoint) {
   writer_.protect_step(start_step_);  // never pruned: the run may need to resume from it again
   if (!chief_) return absl::OkStatus();
   NANOFORGE_RETURN_IF_ERROR(trim_metrics_after(options_.run_dir + "/metrics.jsonl", start_step_));
-  fmt::print("resume: {} at step {}\n", checkpoint, start_step_);
+  fmt::print("resume: {} at step {}{}\n", checkpoint, start_step_,
+             start_step_ == num_iterations ? " (the run is complete: nothing left to train)" : "");
   for (const std::string& change : changes)
     fmt::print("resume: recipe changed: {}\n", change);
   return absl::OkStatus();
@@ -238,6 +275,7 @@ absl::Status Trainer::evaluate(int64_t step) {
   sums.nats = nats;
   sums.bytes = static_cast<int64_t>(bytes);
   sums.tokens = static_cast<int64_t>(tokens);
+  NANOFORGE_RETURN_IF_ERROR(sums.check_defined());  // the same sums on every rank: all stop together
   if (!chief_) return absl::OkStatus();
   fmt::print("step {:05d} | val bpb {:.6f} ({} tokens, {:.1f}s)\n", step, sums.bits_per_byte(),
              with_thousands(sums.tokens), seconds_since(start));
@@ -265,7 +303,7 @@ void Trainer::sample() {
   for (const char* prompt : sample_prompts()) {
     std::vector<int32_t> ids = {setup_.tokenizer.bos_id()};
     setup_.tokenizer.encode(prompt, ids);
-    const std::vector<int32_t> out = generate(model_, ids, {recipe_.train.sample_tokens, 0.0, 0, 0});
+    const std::vector<int32_t> out = generate(model_, ids, {recipe_.train.sample_tokens, 0.0, 0, 0, {}});
     fmt::print("sample: {}{}\n", prompt, setup_.tokenizer.decode(out));
   }
   model_.plan(batch_, seq_);
@@ -358,21 +396,27 @@ absl::Status Trainer::train_step(int64_t step) {
   return metrics_->write(record);
 }
 
-// A signal may reach some ranks and not others (a scheduler signals one node first); every rank must stop
-// after the same step, so the stop is agreed on. Returns this rank's signal, or kSignalElsewhere when only
-// others saw one.
+// A signal may reach some ranks and not others (a scheduler signals one node first), and only rank 0 learns
+// that its background save failed; every rank must stop after the same step, so the stop is agreed on.
+// Returns this rank's signal, or kSignalElsewhere when only others saw one; `failure` is set when the save
+// failed (on rank 0, to its error).
 constexpr int kSignalElsewhere = -1;
 
-int Trainer::agreed_shutdown_signal() {
+int Trainer::agreed_stop(absl::Status& failure) {
   const int local = shutdown_requested();
+  failure = writer_.failed_write();
   if (communicator_.world_size() == 1) return local;
-  const double ranks_signalled = sum_over_ranks(std::array<double, 1>{local != 0 ? 1.0 : 0.0})[0];
+  const auto [ranks_signalled, ranks_failed] =
+      sum_over_ranks(std::array<double, 2>{local != 0 ? 1.0 : 0.0, failure.ok() ? 0.0 : 1.0});
+  if (failure.ok() && ranks_failed > 0)
+    failure = absl::AbortedError("rank 0 could not save a checkpoint (its error says why)");
   if (local != 0) return local;
   return ranks_signalled > 0 ? kSignalElsewhere : 0;
 }
 
 absl::Status Trainer::run() {
   if (chief_) print_setup();
+  begin_graceful_shutdown();
   const int64_t num_iterations = setup_.horizon.num_iterations;
   const int64_t last_step =
       options_.stop_at_step > 0 ? std::min(options_.stop_at_step, num_iterations) : num_iterations;
@@ -388,17 +432,29 @@ absl::Status Trainer::run() {
         recipe_.train.sample_every > 0 && (step % recipe_.train.sample_every == 0 || final_step);
     if (sample_due && step > 0 && step != start_step_) sample();
     const bool stop_here = step >= last_step;
-    const int signal = agreed_shutdown_signal();
+    absl::Status save_failure;
+    const int signal = agreed_stop(save_failure);
+    NANOFORGE_RETURN_IF_ERROR(save_failure);
     const bool checkpoint_due = recipe_.checkpoint.every > 0 && step % recipe_.checkpoint.every == 0;
     if (options_.checkpoints && step != start_step_ && (stop_here || checkpoint_due || signal != 0)) {
       NANOFORGE_RETURN_IF_ERROR(save(step, /*wait=*/stop_here || signal != 0));
     }
     if (signal != 0) {
       if (chief_) {
-        fmt::print("stopped by {} after step {}; resume with --resume\n",
-                   signal == kSignalElsewhere ? std::string("a signal to another rank")
-                                              : fmt::format("signal {}", signal),
-                   step);
+        const std::string by = signal == kSignalElsewhere ? std::string("a signal to another rank")
+                                                          : fmt::format("signal {}", signal);
+        if (step != start_step_ && options_.checkpoints) {
+          fmt::print("stopped by {} after step {} (checkpoint {} saved); continue with --resume\n", by, step,
+                     checkpoint_name(step));
+        } else if (start_step_ > 0) {
+          fmt::print(
+              "stopped by {} before training a step; the checkpoint of step {} it resumed from is still "
+              "the latest; continue with --resume\n",
+              by, start_step_);
+        } else {
+          fmt::print("stopped by {} before the first step: nothing was trained and no checkpoint written\n",
+                     by);
+        }
       }
       return absl::OkStatus();
     }
@@ -455,11 +511,16 @@ absl::Status check_run_fits(const RunSetup& setup, const Communicator& communica
 }  // namespace
 
 absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) {
+  install_shutdown_handlers();  // start-up mode: a signal ends the process at once
   if (options.resume && !options.resume_from.empty()) {
     return absl::InvalidArgumentError("give --resume or --resume-from, not both");
   }
-  set_cpu_threads(static_cast<int>(recipe.train.threads));
+  if (options.stop_at_step == 0 || options.stop_at_step < -1) {
+    return absl::InvalidArgumentError(fmt::format(
+        "--stop-at-step {}: give a step >= 1 to stop after (or leave it unset)", options.stop_at_step));
+  }
   NANOFORGE_RETURN_IF_ERROR(validate_recipe(recipe));  // before any rank starts talking to the others
+  set_cpu_threads(static_cast<int>(recipe.train.threads));
   NANOFORGE_RETURN_IF_ERROR(recipe.train.core.validate());
   std::optional<CoreBundle> core_bundle;
   if (recipe.train.core.enabled()) {
@@ -477,14 +538,21 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
   // The NCCL engine binds this rank's GPU (local rank) before anything else touches CUDA.
   NANOFORGE_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> communicator,
                              create_communicator(device, {recipe.dist.timeout_seconds}));
+  install_shutdown_handlers();  // again: an MPI runtime may have installed its own
   NANOFORGE_ASSIGN_OR_RETURN(RunSetup setup, set_up_run(recipe, communicator->world_size(), device));
   if (communicator->rank() == 0) {
+    if (!options.resume && options.resume_from.empty())
+      NANOFORGE_RETURN_IF_ERROR(check_new_run_directory(options.run_dir));
     std::error_code error;
     std::filesystem::create_directories(options.run_dir, error);
     if (error) {
       return absl::PermissionDeniedError(
           fmt::format("{}: cannot create the run directory: {}", options.run_dir, error.message()));
     }
+    NANOFORGE_ASSIGN_OR_RETURN(const std::vector<std::string> stale,
+                               remove_stale_partial_checkpoints(options.run_dir));
+    for (const std::string& name : stale)
+      fmt::print("checkpoints: removed {}, left by a save that was interrupted\n", name);
     NANOFORGE_RETURN_IF_ERROR(write_text_file(options.run_dir + "/config.toml", recipe_to_toml(recipe)));
     fmt::print("dist: {} rank{} ({})\n", communicator->world_size(),
                communicator->world_size() > 1 ? "s" : "", communicator->engine_name());
@@ -492,7 +560,6 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
   // Rank 0 made the run directory; the others read from it (resume) only after this.
   NANOFORGE_RETURN_IF_ERROR(communicator->barrier());
   NANOFORGE_RETURN_IF_ERROR(check_run_fits(setup, *communicator));
-  install_shutdown_handlers();
   Trainer trainer(std::move(setup), std::move(core_bundle), options, *communicator);
   NANOFORGE_RETURN_IF_ERROR(trainer.start());
   return trainer.run();

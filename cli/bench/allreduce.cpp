@@ -17,6 +17,7 @@
 
 #include "cli/command.h"
 #include "cli/common_flags.h"
+#include "cli/flag_limits.h"
 #include "dist/bus_bandwidth.h"
 #include "dist/create_communicator.h"
 #include "doctor/nccl_env_apply.h"
@@ -24,6 +25,7 @@
 #include "kernels/host_transfer.h"
 #include "kernels/ops.h"
 #include "support/status.h"
+#include "train/memory_plan.h"
 
 ABSL_DECLARE_FLAG(int32_t, warmup);
 ABSL_FLAG(
@@ -33,8 +35,10 @@ ABSL_FLAG(
 ABSL_FLAG(std::string, op, "allreduce", "the collective: allreduce, reduce_scatter or all_gather");
 ABSL_FLAG(int32_t, iterations, 20,
           "timed collectives per size (fewer when one takes over 0.1 s: ~2 s per size)");
+NANOFORGE_FLAG_LIMIT(iterations, 1, 1e6);
 ABSL_FLAG(std::string, dtype, "f32", "element type: f32 (cpu, cuda) or bf16 (cuda)");
 ABSL_FLAG(double, dist_timeout, 300, "seconds a collective may make no progress before it fails");
+NANOFORGE_FLAG_LIMIT(dist_timeout, 1e-3, 1e6);
 
 namespace nanoforge {
 namespace {
@@ -242,6 +246,16 @@ absl::Status run_bench_allreduce(const std::vector<std::string>& /*arguments*/) 
   const int iterations = absl::GetFlag(FLAGS_iterations);
   if (iterations < 1) return absl::InvalidArgumentError("--iterations must be at least 1");
   const int warmup = std::max(1, absl::GetFlag(FLAGS_warmup));
+  // The buffers of the largest size (the collective's input and output, and a host copy to check the
+  // result) must fit before any is allocated.
+  const int64_t largest = *std::max_element(sizes.begin(), sizes.end());
+  NANOFORGE_ASSIGN_OR_RETURN(const AvailableMemory available, available_memory(device));
+  if (3 * largest > available.bytes) {
+    return absl::ResourceExhaustedError(fmt::format(
+        "--sizes: the largest, {}, needs about {:.2f} GB of buffers, but {} has {:.2f} GB available",
+        human_bytes(largest), 3.0 * static_cast<double>(largest) / 1e9, available.source,
+        static_cast<double>(available.bytes) / 1e9));
+  }
   if (device == Device::kCuda) apply_advised_nccl_environment_for_run();  // before NCCL initialises
   NANOFORGE_ASSIGN_OR_RETURN(
       std::unique_ptr<Communicator> comm,

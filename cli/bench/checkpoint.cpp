@@ -12,10 +12,12 @@
 #include "dist/create_communicator.h"
 #include "kernels/backend_info.h"
 #include "model/gpt.h"
+#include "model/param_layout.h"
 #include "optim/data_parallel_optimizer.h"
 #include "optim/param_groups.h"
 #include "support/status.h"
 #include "train/checkpoint/checkpoint.h"
+#include "train/memory_plan.h"
 
 ABSL_DECLARE_FLAG(int64_t, depth);
 ABSL_DECLARE_FLAG(int64_t, vocab);
@@ -33,9 +35,16 @@ double seconds_of(const std::function<void()>& work) {
 
 absl::Status run_bench_checkpoint(const std::vector<std::string>& /*arguments*/) {
   set_cpu_threads(absl::GetFlag(FLAGS_threads));
-  const GPTConfig config =
-      GPTConfig::from_depth(absl::GetFlag(FLAGS_depth), absl::GetFlag(FLAGS_vocab), 2048);
+  Recipe recipe;  // what the checkpoint records: nanochat's sizing of --depth, as from_depth builds it
+  recipe.model.depth = absl::GetFlag(FLAGS_depth);
+  recipe.model.max_seq_len = 2048;
+  const GPTConfig config = GPTConfig::from_sizing(recipe.model, absl::GetFlag(FLAGS_vocab));
   if (absl::Status valid = config.validate(); !valid.ok()) return valid;
+  const ParamLayout layout(config);
+  const std::vector<ParamGroup> groups = nanochat_param_groups(config, layout, {}, 1.0, 0.28);
+  NANOFORGE_ASSIGN_OR_RETURN(const AvailableMemory available, available_memory(Device::kCpu));
+  NANOFORGE_RETURN_IF_ERROR(check_memory_plan(
+      plan_training_memory(config, groups, Device::kCpu, 1, 2, 0, 1, int64_t{25} << 20), available));
   const bool temporary = absl::GetFlag(FLAGS_dir).empty();
   const std::string dir = temporary ? (std::filesystem::temp_directory_path() /
                                        fmt::format("nanoforge_bench_checkpoint_{}", ::getpid()))
@@ -50,8 +59,10 @@ absl::Status run_bench_checkpoint(const std::vector<std::string>& /*arguments*/)
                                   int64_t{25} << 20);
   fmt::print("checkpoint of {} ({} parameters) in {}\n", config.describe(), model.layout().total_numel(),
              dir);
+  // A checkpoint that verifies: step 0 (the optimizer has taken no step), the recipe and a loader state.
   TrainerState trainer;
-  trainer.step = 1;
+  trainer.recipe_toml = recipe_to_toml(recipe);
+  trainer.loader_state = LoaderState{}.to_bytes();
   // The first snapshot allocates its buffers; every later one (what training sees) copies into them.
   CheckpointSnapshot snapshot;
   const auto take_snapshot = [&] {

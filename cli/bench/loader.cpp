@@ -22,6 +22,7 @@
 
 #include "cli/command.h"
 #include "cli/common_flags.h"
+#include "cli/flag_limits.h"
 #include "data/loader/loader.h"
 #include "data/shards/shard_set.h"
 #include "data/shards/shard_writer.h"
@@ -35,16 +36,25 @@ ABSL_DECLARE_FLAG(int32_t, steps);
 
 ABSL_FLAG(std::string, split, "train", "which shards of a directory: files named like train_00000.h5");
 ABSL_FLAG(int64_t, world_size, 1, "data-parallel ranks: global row g goes to rank g mod world_size");
+NANOFORGE_FLAG_LIMIT(world_size, 1, 65536);
 ABSL_FLAG(int64_t, rank, 0, "this rank, in [0, world_size)");
+NANOFORGE_FLAG_LIMIT(rank, 0, 65535, "(and below --world-size)");
 ABSL_FLAG(uint64_t, data_seed, 0, "shuffle seed of the document order");
 ABSL_FLAG(int64_t, doc_buffer, 1000, "documents the best-fit packer chooses from (nanochat: 1000)");
+NANOFORGE_FLAG_LIMIT(doc_buffer, 1, 1 << 20);
 ABSL_FLAG(bool, verify, true, "check every token of every shard on open (else lazily, as batches are made)");
 ABSL_FLAG(double, step_ms, 0, "paced phase: consumer time per batch (0: twice the measured batch time)");
+NANOFORGE_FLAG_LIMIT(step_ms, 0, 1e6, "(0: twice the measured batch time)");
 ABSL_FLAG(int64_t, bin_vocab, 50257, "vocabulary of llm.c .bin shards (they do not record it; GPT-2: 50257)");
+NANOFORGE_FLAG_LIMIT(bin_vocab, 1, 0x1p32);
 ABSL_FLAG(int32_t, bin_bos_id, 50256, "BOS of llm.c .bin shards, where documents start (GPT-2: 50256)");
+NANOFORGE_FLAG_LIMIT(bin_bos_id, 0, 0x1p31 - 1);
 ABSL_FLAG(int64_t, synthetic_tokens, 50'000'000, "synthetic data: tokens to write");
+NANOFORGE_FLAG_LIMIT(synthetic_tokens, 1, 0x1p32, "(written to a temporary directory)");
 ABSL_FLAG(double, doc_tokens_median, 450, "synthetic data: median document length in tokens (log-normal)");
+NANOFORGE_FLAG_LIMIT(doc_tokens_median, 1, 1 << 20);
 ABSL_FLAG(double, doc_tokens_sigma, 1.2, "synthetic data: sigma of the log of document lengths");
+NANOFORGE_FLAG_LIMIT(doc_tokens_sigma, 0, 10);
 ABSL_FLAG(
     std::string, doc_lengths, "",
     "synthetic data: a text file of document lengths in tokens, one per line, cycled (e.g. measured on a "

@@ -10,23 +10,34 @@
 #include "cli/bench/step_timing.h"
 #include "cli/command.h"
 #include "cli/common_flags.h"
+#include "cli/flag_limits.h"
 #include "kernels/backend_info.h"
+#include "model/gpt_config.h"
 #include "model/param_layout.h"
 #include "support/status.h"
 #include "support/version.h"
+#include "train/memory_plan.h"
 #include "train/peak_flops.h"
 #include "train/run_setup.h"
 
 ABSL_FLAG(int64_t, depth, 4, "model depth; dimensions derived as nanochat's base_train does");
+NANOFORGE_FLAG_LIMIT(depth, 1, nanoforge::kMaxLayers);
 ABSL_FLAG(int64_t, seq, 256, "sequence length T (the model's sequence_len)");
+NANOFORGE_FLAG_LIMIT(seq, 2, nanoforge::kMaxSequenceLen);
 ABSL_FLAG(int64_t, batch, 8, "rows per step B");
+NANOFORGE_FLAG_LIMIT(batch, 1, 1 << 20);
 ABSL_FLAG(int64_t, vocab, 32768, "vocabulary size");
+NANOFORGE_FLAG_LIMIT(vocab, 1, nanoforge::kMaxVocabSize);
 ABSL_FLAG(int32_t, steps, 10, "timed steps (the median is reported)");
+NANOFORGE_FLAG_LIMIT(steps, 1, 1e6);
 ABSL_FLAG(int32_t, warmup, 2, "untimed steps first");
+NANOFORGE_FLAG_LIMIT(warmup, 0, 1e6);
 ABSL_FLAG(std::string, window_pattern, "SSSL",
           "attention windows per layer, S(hort) / L(ong), tiled; last layer L");
 ABSL_FLAG(int64_t, aspect_ratio, 64, "model dim = depth * aspect_ratio, rounded up to the head dim");
+NANOFORGE_FLAG_LIMIT(aspect_ratio, 1, nanoforge::kMaxEmbd);
 ABSL_FLAG(int64_t, head_dim, 128, "attention head dimension");
+NANOFORGE_FLAG_LIMIT(head_dim, 2, nanoforge::kMaxEmbd);
 ABSL_FLAG(bool, profile, false, "run one more (untimed) step with per-op times and print them");
 
 namespace nanoforge {
@@ -62,8 +73,11 @@ absl::Status run_bench_step(const std::vector<std::string>& /*arguments*/) {
   BenchStepOptions options;
   NANOFORGE_ASSIGN_OR_RETURN(options.device, device_from_flag());
   NANOFORGE_ASSIGN_OR_RETURN(const std::string device_name, device_display_name(options.device));
-  if (absl::GetFlag(FLAGS_depth) < 1 || absl::GetFlag(FLAGS_head_dim) < 2) {
-    return absl::InvalidArgumentError("--depth must be >= 1 and --head-dim >= 2");
+  if (absl::GetFlag(FLAGS_depth) * absl::GetFlag(FLAGS_aspect_ratio) > kMaxEmbd) {
+    return absl::InvalidArgumentError(
+        fmt::format("--depth x --aspect-ratio = {} (the model's width) exceeds the "
+                    "limit of {}",
+                    absl::GetFlag(FLAGS_depth) * absl::GetFlag(FLAGS_aspect_ratio), kMaxEmbd));
   }
   options.config = GPTConfig::from_sizing({.depth = absl::GetFlag(FLAGS_depth),
                                            .aspect_ratio = absl::GetFlag(FLAGS_aspect_ratio),
@@ -78,9 +92,8 @@ absl::Status run_bench_step(const std::vector<std::string>& /*arguments*/) {
   if (absl::Status valid = options.config.validate(); !valid.ok()) {
     return absl::InvalidArgumentError(fmt::format("model from the flags: {}", std::string(valid.message())));
   }
-  if (options.batch < 1 || options.steps < 1 || options.warmup_steps < 0) {
-    return absl::InvalidArgumentError("--batch and --steps must be >= 1, --warmup >= 0");
-  }
+  NANOFORGE_RETURN_IF_ERROR(check_model_fits(options.config, options.device, options.batch,
+                                             options.config.sequence_len, "--batch"));
   set_cpu_threads(absl::GetFlag(FLAGS_threads));
   const BackendInfo backend = backend_info();
 

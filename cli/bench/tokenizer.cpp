@@ -14,13 +14,16 @@
 
 #include "cli/command.h"
 #include "cli/common_flags.h"
+#include "cli/flag_limits.h"
 #include "data/documents/documents.h"
 #include "data/tokenizer/tokenizer.h"
 #include "support/status.h"
 #include "support/version.h"
 
 ABSL_FLAG(int32_t, bench_mb, 16, "MB of input text to encode per pass (a smaller input is repeated)");
+NANOFORGE_FLAG_LIMIT(bench_mb, 1, 4096);
 ABSL_FLAG(int32_t, passes, 3, "timed passes over the text; the fastest is reported");
+NANOFORGE_FLAG_LIMIT(passes, 1, 1000);
 
 namespace nanoforge {
 namespace {

@@ -6,6 +6,7 @@
 
 #include "cli/command.h"
 #include "cli/common_flags.h"
+#include "cli/flag_limits.h"
 #include "cli/progress_line.h"
 #include "data/prep/prep.h"
 #include "kernels/backend_info.h"
@@ -13,7 +14,11 @@
 
 ABSL_FLAG(int64_t, shard_tokens, 100'000'000,
           "tokens per shard (a shard closes once it holds at least this many)");
+NANOFORGE_FLAG_LIMIT(shard_tokens, 1, 0x1p31, "(a shard is held in memory until written)");
 ABSL_FLAG(int64_t, val_docs, 1000, "the first N documents form the validation split");
+NANOFORGE_FLAG_LIMIT(val_docs, 0, 0x1p40);
+ABSL_FLAG(bool, overwrite, false,
+          "--out may hold the shards of an earlier prep: delete them first (train_*.h5, val_*.h5 only)");
 
 namespace nanoforge {
 namespace {
@@ -32,6 +37,7 @@ absl::Status run_prep(const std::vector<std::string>& /*arguments*/) {
   options.out_dir = absl::GetFlag(FLAGS_out);
   options.shard_tokens = absl::GetFlag(FLAGS_shard_tokens);
   options.val_docs = absl::GetFlag(FLAGS_val_docs);
+  options.overwrite = absl::GetFlag(FLAGS_overwrite);
   fmt::print("prep: tokenizer {} (vocab {}, hash {}), {} threads\n", absl::GetFlag(FLAGS_tokenizer),
              tokenizer.vocab_size(), tokenizer.hash(), backend_info().cpu_threads);
   std::fflush(stdout);
@@ -46,6 +52,9 @@ absl::Status run_prep(const std::vector<std::string>& /*arguments*/) {
   };
   NANOFORGE_ASSIGN_OR_RETURN(const PrepResult result, prep_shards(tokenizer, options, progress));
   print_progress("", true);
+  if (!result.removed_shards.empty())
+    fmt::print("prep: --overwrite deleted {} earlier shard files\n", result.removed_shards.size());
+  if (result.empty_docs > 0) fmt::print("prep: skipped {} empty documents\n", result.empty_docs);
   fmt::print(
       "prep: {} train documents ({} tokens) and {} val documents ({} tokens) in {} shards under {}, {}\n",
       result.train_docs, result.train_tokens, result.val_docs, result.val_tokens, result.shards.size(),
@@ -64,8 +73,9 @@ Command prep_command() {
   return {"prep",
           "tokenize documents into train and val token shards",
           "--input FILES|DIRS|GLOBS|- --tokenizer DIR --out DIR [--shard-tokens N] [--val-docs N] "
-          "[--text-split paragraphs|file] [--text-column text]",
-          {"input", "tokenizer", "out", "shard_tokens", "val_docs", "text_split", "text_column", "threads"},
+          "[--text-split paragraphs|file] [--text-column text] [--overwrite]",
+          {"input", "tokenizer", "out", "shard_tokens", "val_docs", "text_split", "text_column", "overwrite",
+           "threads"},
           run_prep};
 }
 

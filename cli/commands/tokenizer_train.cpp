@@ -11,18 +11,23 @@
 
 #include "cli/command.h"
 #include "cli/common_flags.h"
+#include "cli/flag_limits.h"
 #include "cli/progress_line.h"
 #include "data/documents/documents.h"
 #include "data/tokenizer/bpe_piece_counts.h"
 #include "data/tokenizer/bpe_trainer.h"
 #include "data/tokenizer/tokenizer.h"
+#include "model/gpt_config.h"
 #include "support/status.h"
 
 // nanochat's scripts/tok_train.py defaults: vocab 32768 (specials included), documents cut to 10,000
 // characters; it takes the first 2,000,000,000 characters, here 0 means "all of the input".
 ABSL_FLAG(int32_t, vocab_size, 32768, "vocabulary size, nanochat's 9 special tokens included");
+NANOFORGE_FLAG_LIMIT(vocab_size, 1, nanoforge::kMaxVocabSize);
 ABSL_FLAG(int64_t, max_chars, 0, "stop after the document that passes this many characters (0: all input)");
+NANOFORGE_FLAG_LIMIT(max_chars, 0, 0x1p62, "(0: all input)");
 ABSL_FLAG(int64_t, doc_max_chars, 10000, "cut each document to this many characters (0: no cut)");
+NANOFORGE_FLAG_LIMIT(doc_max_chars, 0, 0x1p40, "(0: no cut)");
 
 namespace nanoforge {
 namespace {
@@ -106,6 +111,12 @@ absl::Status run_tokenizer_train(const std::vector<std::string>& /*arguments*/) 
         "warning: the input ran out of pairs after {} of {} merges: the vocabulary has {} tokens, not {}\n",
         result.merges, train_options.num_merges, result.tokens_by_rank.size() + num_specials, vocab_size);
   }
+  if (result.skipped_long_pairs > 0) {
+    fmt::print("skipped {} pairs whose token would exceed {} bytes (text repeating itself at length)\n",
+               result.skipped_long_pairs, Tokenizer::kMaxTokenBytes);
+  }
+  fmt::print("building the tokenizer's merge tables ({} tokens)\n", result.tokens_by_rank.size());
+  std::fflush(stdout);
   NANOFORGE_ASSIGN_OR_RETURN(const Tokenizer tokenizer,
                              Tokenizer::from_ranks(std::move(result.tokens_by_rank)));
   NANOFORGE_RETURN_IF_ERROR(tokenizer.save(out));

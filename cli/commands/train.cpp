@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/flag_limits.h"
 #include "support/status.h"
 #include "train/recipe.h"
 #include "train/trainer.h"
@@ -12,6 +13,7 @@ ABSL_FLAG(std::string, recipe, "", "recipe file (TOML; see recipes/ and docs/tra
 ABSL_FLAG(std::string, run_dir, "", "run directory: config.toml, metrics.jsonl, checkpoints/");
 ABSL_FLAG(int64_t, stop_at_step, -1,
           "stop cleanly with a checkpoint after this step (the schedule is unchanged)");
+NANOFORGE_FLAG_LIMIT(stop_at_step, 1, 1e12, "(a step to stop after)", -1);
 ABSL_FLAG(bool, resume, false, "continue from the newest valid checkpoint of --run-dir");
 ABSL_FLAG(std::string, resume_from, "", "continue from this checkpoint directory");
 

@@ -19,6 +19,16 @@ absl::Status check_options(const LoaderOptions& options) {
     return absl::InvalidArgumentError(fmt::format("loader: batch rows {} and sequence length {} must be >= 1",
                                                   options.batch_rows, options.sequence_length));
   }
+  // The ring holds ring_batches x batch_rows x (sequence_length + 1) int32: refuse sizes no batch has
+  // before allocating them.
+  if (options.sequence_length >= kMaxRowTokens ||
+      options.batch_rows > kMaxBatchTokens / (options.sequence_length + 1)) {
+    return absl::InvalidArgumentError(
+        fmt::format("loader: batch of {} rows x {} tokens exceeds the limits (rows of at most {} tokens, "
+                    "batches of at most "
+                    "{} tokens)",
+                    options.batch_rows, options.sequence_length, kMaxRowTokens, kMaxBatchTokens));
+  }
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
     return absl::InvalidArgumentError(
         fmt::format("loader: rank {} is not in [0, world size {})", options.rank, options.world_size));

@@ -38,6 +38,11 @@
 
 namespace nanoforge {
 
+// Limits on a batch (far above any training batch: nanochat's is 32 x 2049 tokens), checked by
+// Loader::create before the ring is allocated.
+inline constexpr int64_t kMaxRowTokens = int64_t{1} << 24;
+inline constexpr int64_t kMaxBatchTokens = int64_t{1} << 28;
+
 struct LoaderOptions {
   int64_t batch_rows = 0;       // B: rows per rank per batch
   int64_t sequence_length = 0;  // T: a row holds T + 1 tokens

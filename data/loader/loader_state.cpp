@@ -84,11 +84,15 @@ absl::StatusOr<LoaderState> LoaderState::from_bytes(std::span<const uint8_t> byt
   state.stats.docs_cropped = get64(bytes, offset);
   get64(bytes, offset);  // reserved
   const int64_t buffered = get64(bytes, offset);
-  if (buffered < 0 || bytes.size() != offset + 8 * static_cast<size_t>(buffered)) {
-    return absl::DataLossError(fmt::format(
-        "loader state: {} bytes, but its header announces {} buffered documents "
-        "({} bytes); truncated or corrupt",
-        bytes.size(), buffered, offset + 8 * static_cast<size_t>(std::max<int64_t>(buffered, 0))));
+  // Compared as a count (not as bytes, which a huge count would overflow) before anything is allocated.
+  if (buffered < 0 || static_cast<uint64_t>(buffered) != (bytes.size() - offset) / 8 ||
+      (bytes.size() - offset) % 8 != 0) {
+    return absl::DataLossError(
+        fmt::format("loader state: {} bytes, but its header announces {} buffered documents "
+                    "({} bytes); truncated or corrupt",
+                    bytes.size(), buffered,
+                    buffered >= 0 && buffered < (int64_t{1} << 40) ? fmt::format("{}", offset + 8 * buffered)
+                                                                   : "too many"));
   }
   state.buffered_positions.resize(static_cast<size_t>(buffered));
   for (int64_t& position : state.buffered_positions)

@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <optional>
+#include <regex>
 
 #include "data/shards/shard_writer.h"
 #include "support/status.h"
@@ -53,6 +55,50 @@ class SplitWriter {
   int64_t index_ = 0;
 };
 
+// Shard files already in out_dir: refused, or with `overwrite` prep's own deleted (and returned).
+absl::StatusOr<std::vector<std::string>> clear_output_directory(const PrepOptions& options) {
+  namespace fs = std::filesystem;
+  static const std::regex kOwn(R"((train|val)_[0-9]{5,}\.h5(\.partial-[0-9]+)?)");
+  std::vector<fs::path> own, foreign;
+  std::error_code error;
+  for (fs::directory_iterator entry(options.out_dir, error), end; !error && entry != end;
+       entry.increment(error)) {
+    const std::string name = entry->path().filename().string();
+    const std::string extension = entry->path().extension().string();
+    if (std::regex_match(name, kOwn)) {
+      own.push_back(entry->path());
+    } else if (extension == ".h5" || extension == ".bin") {
+      foreign.push_back(entry->path());
+    }
+  }
+  if (!foreign.empty()) {
+    return absl::FailedPreconditionError(fmt::format(
+        "--out {} holds other shard files ({}{}) that a run would mix with prep's: use an empty or new "
+        "directory",
+        options.out_dir, foreign.front().filename().string(), foreign.size() > 1 ? ", ..." : ""));
+  }
+  if (own.empty()) return std::vector<std::string>{};
+  if (!options.overwrite) {
+    std::sort(own.begin(), own.end());
+    return absl::AlreadyExistsError(
+        fmt::format("--out {} already holds {} shard file{} ({}{}): give an empty or new directory, or add "
+                    "--overwrite to "
+                    "delete them first (a new prep may write fewer shards, and stale ones would be mixed in)",
+                    options.out_dir, own.size(), own.size() == 1 ? "" : "s", own.front().filename().string(),
+                    own.size() > 1 ? ", ..." : ""));
+  }
+  std::vector<std::string> removed;
+  for (const fs::path& path : own) {
+    fs::remove(path, error);
+    if (error) {
+      return absl::PermissionDeniedError(
+          fmt::format("--overwrite: cannot delete {}: {}", path.string(), error.message()));
+    }
+    removed.push_back(path.filename().string());
+  }
+  return removed;
+}
+
 }  // namespace
 
 absl::StatusOr<PrepResult> prep_shards(const Tokenizer& tokenizer, const PrepOptions& options,
@@ -61,13 +107,14 @@ absl::StatusOr<PrepResult> prep_shards(const Tokenizer& tokenizer, const PrepOpt
   if (options.val_docs < 0) return absl::InvalidArgumentError("--val-docs must be >= 0");
   NANOFORGE_ASSIGN_OR_RETURN(std::vector<std::string> paths, expand_document_paths(options.inputs));
   NANOFORGE_ASSIGN_OR_RETURN(DocumentReader reader, DocumentReader::open(paths, options.documents));
+  PrepResult result;
+  NANOFORGE_ASSIGN_OR_RETURN(result.removed_shards, clear_output_directory(options));
   std::error_code error;
   std::filesystem::create_directories(options.out_dir, error);
   if (error)
     return absl::PermissionDeniedError(
         fmt::format("{}: cannot create: {}", options.out_dir, error.message()));
 
-  PrepResult result;
   const ShardMetadata metadata{tokenizer.vocab_size(), tokenizer.bos_id(), tokenizer.hash()};
   SplitWriter val("val", options, metadata, result), train("train", options, metadata, result);
   const auto start = std::chrono::steady_clock::now();
@@ -90,8 +137,12 @@ absl::StatusOr<PrepResult> prep_shards(const Tokenizer& tokenizer, const PrepOpt
       encoded[i].clear();
       tokenizer.encode(chunk[i].text, encoded[i]);
     }
-    for (size_t i = 0; i < chunk.size(); ++i, ++documents) {
-      const bool to_val = documents < options.val_docs;
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      if (encoded[i].empty()) {
+        ++result.empty_docs;
+        continue;
+      }
+      const bool to_val = documents++ < options.val_docs;
       absl::Status status = (to_val ? val : train).append(encoded[i]);
       if (!status.ok()) {
         return absl::Status(status.code(), fmt::format("{} line {}: {}", reader.paths()[chunk[i].file_index],
@@ -107,8 +158,10 @@ absl::StatusOr<PrepResult> prep_shards(const Tokenizer& tokenizer, const PrepOpt
                 result.seconds});
     }
   }
-  if (documents == 0)
-    return absl::InvalidArgumentError(fmt::format("no documents in {}", fmt::join(options.inputs, ", ")));
+  if (documents == 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "no documents{} in {}", result.empty_docs > 0 ? " with text" : "", fmt::join(options.inputs, ", ")));
+  }
   if (result.train_docs == 0) {
     return absl::InvalidArgumentError(
         fmt::format("all {} documents went to validation (--val-docs {}): lower --val-docs to leave "

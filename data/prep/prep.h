@@ -2,7 +2,8 @@
 // cores in chunks (BOS before each, nanochat's encode_ordinary), and appended in reading order to shards of
 // about `shard_tokens` tokens: the first `val_docs` documents to val_NNNNN.h5, the rest to train_NNNNN.h5.
 // Output is deterministic (same input, same tokenizer: same shards whatever the thread count), and each shard
-// appears under its final name only once complete (data/shards/shard_writer.h).
+// appears under its final name only once complete (data/shards/shard_writer.h). Documents that encode to no
+// token (empty text) are skipped: a document of BOS alone holds nothing to learn or evaluate.
 #pragma once
 
 #include <absl/status/statusor.h>
@@ -23,6 +24,10 @@ struct PrepOptions {
   std::string out_dir;
   int64_t shard_tokens = 100'000'000;  // a shard is closed once it holds at least this many tokens
   int64_t val_docs = 1000;             // the first documents go to the validation split
+  // out_dir may already hold shards only with this set: then prep's own (train_NNNNN.h5, val_NNNNN.h5 and
+  // unfinished .partial files) are deleted before anything is written. Shard files of another kind there are
+  // refused either way: a run would mix them with the new ones.
+  bool overwrite = false;
 };
 
 struct PrepProgress {
@@ -34,6 +39,8 @@ struct PrepProgress {
 
 struct PrepResult {
   int64_t train_docs = 0, val_docs = 0;
+  int64_t empty_docs = 0;                   // skipped
+  std::vector<std::string> removed_shards;  // by overwrite
   int64_t train_tokens = 0, val_tokens = 0;
   uint64_t text_bytes = 0;          // UTF-8 bytes of all documents' text
   uint64_t input_bytes = 0;         // bytes of the input files (compressed where compressed)

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <filesystem>
@@ -89,6 +90,13 @@ absl::Status copy_document_prefix_typed(const TokenShard& shard, int64_t doc, in
         "{}: document {} (tokens {}..{}) starts with token {}, not BOS {} (corrupt shard or wrong BOS id)",
         shard.path(), doc, begin, begin + shard.doc_length(doc), out[0], shard.bos_id()));
   }
+  if (const int32_t* inner = std::find(out + std::min<int64_t>(count, 1), out + count, shard.bos_id());
+      inner != out + count) {
+    return absl::DataLossError(fmt::format(
+        "{}: document {} holds BOS {} inside it, at position {}: every document starts with BOS and holds it "
+        "nowhere else (corrupt shard, or its writer did not encode with the ordinary encoder)",
+        shard.path(), doc, shard.bos_id(), begin + (inner - out)));
+  }
   if (static_cast<int64_t>(largest) >= shard.vocab_size()) {
     const int64_t at = find_first_at_or_above(tokens, shard.vocab_size());
     return absl::DataLossError(fmt::format(
@@ -116,6 +124,20 @@ absl::Status verify_tokens_typed(const TokenShard& shard) {
           "{}: document {} (tokens {}..{}) starts with token {}, not BOS {} (corrupt shard or wrong BOS id)",
           shard.path(), d, offsets[d], offsets[d + 1], static_cast<uint32_t>(tokens[offsets[d]]),
           shard.bos_id()));
+    }
+  }
+  if (count_token(tokens, static_cast<uint32_t>(shard.bos_id())) != shard.doc_count()) {
+    // Every document starts with BOS (checked above), so some document holds another: find the first.
+    for (int64_t d = 0; d < shard.doc_count(); ++d) {
+      const auto begin = tokens.begin() + offsets[d] + 1, end = tokens.begin() + offsets[d + 1];
+      const auto inner = std::find(begin, end, static_cast<Token>(shard.bos_id()));
+      if (inner != end) {
+        return absl::DataLossError(fmt::format(
+            "{}: document {} holds BOS {} inside it, at position {}: every document starts with BOS and "
+            "holds "
+            "it nowhere else (corrupt shard, or its writer did not encode with the ordinary encoder)",
+            shard.path(), d, shard.bos_id(), inner - tokens.begin()));
+      }
     }
   }
   if (shard.stored_checksum() && *shard.stored_checksum() != scan.checksum) {

@@ -126,16 +126,20 @@ absl::StatusOr<std::vector<std::string>> list_shard_files(const std::string& loc
       return absl::NotFoundError(fmt::format("{}: no such file or directory", path.string()));
     }
     std::vector<std::string> found;
-    for (const auto& entry : std::filesystem::directory_iterator(path, error)) {
-      if (!entry.is_regular_file()) continue;
-      const std::string extension = entry.path().extension().string();
+    // error_code overloads throughout: a dangling or looping symlink, or a file vanishing while listed, is
+    // skipped or reported, never thrown.
+    for (std::filesystem::directory_iterator entry(path, error), end; !error && entry != end;
+         entry.increment(error)) {
+      std::error_code kind_error;
+      if (!entry->is_regular_file(kind_error)) continue;
+      const std::string extension = entry->path().extension().string();
       if (extension != ".h5" && extension != ".bin") continue;
-      const std::string stem = entry.path().stem().string();
+      const std::string stem = entry->path().stem().string();
       bool matches = split.empty();
       const std::vector<std::string> words = absl::StrSplit(stem, absl::ByAnyChar("_-."));
       for (const std::string& word : words)
         matches |= word == split;
-      if (matches) found.push_back(entry.path().string());
+      if (matches) found.push_back(entry->path().string());
     }
     if (error)
       return absl::PermissionDeniedError(fmt::format("{}: cannot list: {}", path.string(), error.message()));
@@ -150,6 +154,26 @@ absl::StatusOr<std::vector<std::string>> list_shard_files(const std::string& loc
   }
   if (files.empty()) return absl::InvalidArgumentError("no shard location given");
   return files;
+}
+
+absl::StatusOr<std::vector<std::string>> list_split_shard_files(const std::string& location,
+                                                                std::string_view split) {
+  absl::StatusOr<std::vector<std::string>> files = list_shard_files(location, split);
+  if (files.ok() || !absl::IsNotFound(files.status())) return files;
+  const absl::StatusOr<std::vector<std::string>> all = list_shard_files(location, "");
+  if (!all.ok()) return files.status();
+  for (const std::string& file : *all) {
+    const std::vector<std::string> words =
+        absl::StrSplit(std::filesystem::path(file).stem().string(), absl::ByAnyChar("_-."));
+    for (const std::string& word : words) {
+      if (word == "train" || word == "val") {
+        return absl::NotFoundError(fmt::format(
+            "{}: no {} shards, only shards of another split ({}{}); point it at the {} shards", location,
+            split, std::filesystem::path(file).filename().string(), all->size() > 1 ? ", ..." : "", split));
+      }
+    }
+  }
+  return all;  // a location holding only this split, under names without one
 }
 
 }  // namespace nanoforge

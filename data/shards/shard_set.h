@@ -62,4 +62,10 @@ class ShardSet {
 absl::StatusOr<std::vector<std::string>> list_shard_files(const std::string& location,
                                                           std::string_view split);
 
+// The shards of `split` ("train" or "val") at `location`: list_shard_files for the split, or — when no file
+// there names a split — every shard file. A location whose shards all belong to another split is refused
+// (training on the validation shards by mistake), naming what is there.
+absl::StatusOr<std::vector<std::string>> list_split_shard_files(const std::string& location,
+                                                                std::string_view split);
+
 }  // namespace nanoforge

@@ -79,6 +79,16 @@ int64_t find_first_at_or_above(std::span<const Token> tokens, int64_t limit) {
 }
 
 template <class Token>
+int64_t count_token(std::span<const Token> tokens, uint32_t value) {
+  const auto needle = static_cast<Token>(value);
+  if (static_cast<uint32_t>(needle) != value) return 0;  // the value does not fit the stored width
+  int64_t count = 0;
+  for (const Token token : tokens)
+    count += token == needle;
+  return count;
+}
+
+template <class Token>
 void find_token_positions(std::span<const Token> tokens, uint32_t value, std::vector<int64_t>& positions) {
   const auto count = static_cast<int64_t>(tokens.size());
   const auto needle = static_cast<Token>(value);
@@ -115,6 +125,7 @@ uint32_t widen_tokens(std::span<const Token> tokens, int32_t* out) {
   template uint64_t token_checksum<Token>(std::span<const Token>);                                    \
   template TokenScanResult scan_tokens<Token>(std::span<const Token>, int64_t);                       \
   template int64_t find_first_at_or_above<Token>(std::span<const Token>, int64_t);                    \
+  template int64_t count_token<Token>(std::span<const Token>, uint32_t);                              \
   template void find_token_positions<Token>(std::span<const Token>, uint32_t, std::vector<int64_t>&); \
   template uint32_t widen_tokens<Token>(std::span<const Token>, int32_t*);
 NANOFORGE_TOKEN_SCAN_INSTANTIATE(uint16_t)

@@ -31,6 +31,10 @@ TokenScanResult scan_tokens(std::span<const Token> tokens, int64_t vocab_size);
 template <class Token>
 int64_t find_first_at_or_above(std::span<const Token> tokens, int64_t limit);
 
+// How many tokens equal `value`.
+template <class Token>
+int64_t count_token(std::span<const Token> tokens, uint32_t value);
+
 // Appends to `positions` the index of every token equal to `value`, in order.
 template <class Token>
 void find_token_positions(std::span<const Token> tokens, uint32_t value, std::vector<int64_t>& positions);

@@ -151,12 +151,11 @@ absl::Status ShardWriter::finish() {
     NANOFORGE_RETURN_IF_ERROR(file.write_int_attribute("/", "doc_count", doc_count()));
     NANOFORGE_RETURN_IF_ERROR(
         file.write_int_attribute("/", "token_checksum", static_cast<int64_t>(checksum)));
-    return absl::OkStatus();  // closing the file (end of scope) flushes it
+    return file.close();  // flushes: a write that failed late (a full disk) is reported here
   };
   absl::Status status = write();
   if (status.ok()) {
-    // Read the file back before it takes the final name: HDF5 flushes its metadata when the file closes, and
-    // that close reports no error through H5File.
+    // Read the file back before it takes the final name: what is renamed into place is known to open.
     ShardOpenOptions reopen;
     reopen.verify_tokens = false;
     absl::StatusOr<TokenShard> written = open_hdf5_shard(temporary, reopen);

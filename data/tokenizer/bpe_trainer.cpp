@@ -4,6 +4,8 @@
 // merging it then changes nothing, as in rustbpe.
 #include "data/tokenizer/bpe_trainer.h"
 
+#include "data/tokenizer/tokenizer.h"
+
 #include <absl/container/flat_hash_map.h>
 
 #include <algorithm>
@@ -168,6 +170,13 @@ BpeTrainResult train_bpe(const PieceCounts& counts, const BpeTrainOptions& optio
 
     const auto left = static_cast<int32_t>(top.pair >> 32);
     const auto right = static_cast<int32_t>(top.pair & 0xffffffffu);
+    if (static_cast<int64_t>(result.tokens_by_rank[left].size() + result.tokens_by_rank[right].size()) >
+        Tokenizer::kMaxTokenBytes) {
+      // Never merged: a token may hold at most kMaxTokenBytes (the pair comes back only if its count grows).
+      ++result.skipped_long_pairs;
+      std::vector<uint32_t>().swap(jobs[top.job]);
+      continue;
+    }
     std::string merged_bytes = result.tokens_by_rank[left] + result.tokens_by_rank[right];
     int32_t merged;
     if (const auto existing = token_ids.find(merged_bytes); existing != token_ids.end()) {

@@ -7,7 +7,9 @@
 // One difference from rustbpe, where a rank file requires it: when the chosen pair's bytes are already a
 // token (the same bytes reached by another split, e.g. "ab"+"c" after "a"+"bc"), rustbpe would create a
 // second token with the same bytes, which a tiktoken rank file cannot hold. Here the existing token is
-// reused: the pieces are merged into it and no id is spent (counted in `reused_merges`).
+// reused: the pieces are merged into it and no id is spent (counted in `reused_merges`). And a second: a pair
+// whose token would be longer than Tokenizer::kMaxTokenBytes is never merged (text that repeats one character
+// for megabytes would otherwise make megabyte tokens; rustbpe has no such limit).
 #pragma once
 
 #include <cstdint>
@@ -39,6 +41,7 @@ struct BpeTrainResult {
   int32_t merges = 0;                       // < num_merges when no pair was left to merge
   int64_t reused_merges = 0;                // merges whose bytes were already a token (see above)
   int64_t initial_pairs = 0;                // distinct adjacent pairs before the first merge
+  int64_t skipped_long_pairs = 0;           // pairs not merged: the token would exceed kMaxTokenBytes
   double seconds = 0;
 };
 

@@ -69,6 +69,10 @@ absl::StatusOr<Tokenizer> Tokenizer::from_ranks(std::vector<std::string> tokens_
   for (size_t rank = 0; rank < tokens_by_rank.size(); ++rank) {
     const std::string& token = tokens_by_rank[rank];
     if (token.empty()) return absl::InvalidArgumentError(fmt::format("rank {} is an empty token", rank));
+    if (static_cast<int64_t>(token.size()) > kMaxTokenBytes) {
+      return absl::InvalidArgumentError(fmt::format("rank {} is a token of {} bytes; tokens hold at most {}",
+                                                    rank, token.size(), kMaxTokenBytes));
+    }
     const auto [it, inserted] = seen.emplace(token, static_cast<int32_t>(rank));
     if (!inserted) {
       return absl::InvalidArgumentError(

@@ -23,6 +23,12 @@ class Tokenizer {
   // The files of a tokenizer directory.
   static constexpr const char* kRanksFile = "tokenizer.tiktoken";
   static constexpr const char* kSpecialsFile = "special_tokens.txt";
+  // Limits on what a tokenizer may hold, far above real ones (the longest token of OpenAI's o200k_base is
+  // 128 bytes; its rank file is 3.6 MB): loading costs at most kMaxTokenBytes hash lookups per token byte,
+  // so a file within them loads in seconds at worst. `tokenizer train` never makes a longer token.
+  static constexpr int64_t kMaxTokenBytes = 1024;
+  static constexpr int64_t kMaxRankFileBytes = int64_t{64} << 20;
+  static constexpr int64_t kMaxSpecialsFileBytes = int64_t{1} << 20;
 
   // tokens_by_rank[r] is the byte string of rank (= id) r; it must hold each of the 256 single bytes and no
   // byte string twice. Specials get ids after the ranks, in order; "<|bos|>" must be one of them.

@@ -20,7 +20,19 @@
 namespace nanoforge {
 namespace {
 
-absl::StatusOr<std::string> read_whole_file(const std::string& path) {
+// The whole file, refused unread when it is not a regular file or is larger than `max_bytes`.
+absl::StatusOr<std::string> read_whole_file(const std::string& path, int64_t max_bytes) {
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  if (!std::filesystem::exists(status)) return absl::NotFoundError(fmt::format("{}: no such file", path));
+  if (!std::filesystem::is_regular_file(status))
+    return absl::InvalidArgumentError(fmt::format("{}: not a regular file", path));
+  const auto size = static_cast<int64_t>(std::filesystem::file_size(path, error));
+  if (size > max_bytes) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: {} bytes, more than the {} a tokenizer file may hold (corrupt or not a tokenizer file)", path,
+        size, max_bytes));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return absl::NotFoundError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
@@ -80,7 +92,7 @@ bool split_two_fields(std::string_view line, std::string_view& first, std::strin
 }
 
 absl::StatusOr<std::vector<std::string>> parse_rank_file(const std::string& path) {
-  NANOFORGE_ASSIGN_OR_RETURN(const std::string contents, read_whole_file(path));
+  NANOFORGE_ASSIGN_OR_RETURN(const std::string contents, read_whole_file(path, Tokenizer::kMaxRankFileBytes));
   // A rank as large as the number of lines cannot leave the ranks below it all given: refuse it before
   // sizing tables by it.
   const int64_t max_lines = static_cast<int64_t>(std::count(contents.begin(), contents.end(), '\n')) + 1;
@@ -92,6 +104,11 @@ absl::StatusOr<std::vector<std::string>> parse_rank_file(const std::string& path
     if (!split_two_fields(line, base64, rank_text)) {
       return absl::InvalidArgumentError(fmt::format("{}:{}: expected 'BASE64_TOKEN RANK', found '{}'", path,
                                                     line_number, line.substr(0, 80)));
+    }
+    if (static_cast<int64_t>(base64.size()) > (Tokenizer::kMaxTokenBytes + 2) / 3 * 4) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}:{}: a token of about {} bytes; tokens hold at most {}", path, line_number,
+                      base64.size() / 4 * 3, Tokenizer::kMaxTokenBytes));
     }
     auto token = base64_decode(base64);
     if (!token.ok()) {
@@ -139,7 +156,8 @@ absl::StatusOr<std::vector<std::string>> parse_rank_file(const std::string& path
 }
 
 absl::StatusOr<std::vector<std::string>> parse_specials_file(const std::string& path, int32_t num_ranks) {
-  NANOFORGE_ASSIGN_OR_RETURN(const std::string contents, read_whole_file(path));
+  NANOFORGE_ASSIGN_OR_RETURN(const std::string contents,
+                             read_whole_file(path, Tokenizer::kMaxSpecialsFileBytes));
   std::vector<std::string> names;
   NANOFORGE_RETURN_IF_ERROR(for_each_line(contents, [&](int64_t line_number, std::string_view line) {
     std::string_view name, id_text;
@@ -184,7 +202,8 @@ std::string format_specials_file(const Tokenizer& tokenizer) {
 absl::StatusOr<Tokenizer> Tokenizer::load(const std::string& dir) {
   const std::string ranks_path = (std::filesystem::path(dir) / kRanksFile).string();
   const std::string specials_path = (std::filesystem::path(dir) / kSpecialsFile).string();
-  if (!std::filesystem::is_directory(dir)) {
+  std::error_code error;
+  if (!std::filesystem::is_directory(dir, error)) {
     return absl::NotFoundError(fmt::format("tokenizer directory {} does not exist (expected {} and {} in it)",
                                            dir, kRanksFile, kSpecialsFile));
   }

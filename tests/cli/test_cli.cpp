@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/program_run.h"
 
@@ -45,6 +47,46 @@ TEST(Cli, UnknownCommandAndForeignFlagsAreRefused) {
   const ProgramRun missing = run("parity --out y.h5");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.output.find("exactly one of --case"), std::string::npos) << missing.output;
+}
+
+// Every numeric flag is checked against its range before the command does anything: the probe's values
+// (SIGSEGV with 100000 threads, bad_alloc with a 10^8-row eval batch, an internal check with --seq 10^11, NaN
+// temperatures, negative counts accepted) each give one line naming the flag, its value and the range.
+TEST(Cli, OutOfRangeFlagsAreRefusedByName) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"bench step --threads 100000", "--threads 100000: must be in [0, 1024] (0: all cores)"},
+      {"eval --checkpoint x --data y --eval-batch 100000000",
+       "--eval-batch 100000000: must be in [1, 1048576]"},
+      {"eval --checkpoint x --data y --eval-tokens -5", "--eval-tokens -5: must be in [1, "},
+      {"bench loader --seq 100000000000", "--seq 100000000000: must be in [2, 1048576]"},
+      {"sample --checkpoint x --temperature nan", "--temperature nan: must be in [0, 1000000]"},
+      {"sample --checkpoint x --top-k -5", "--top-k -5: must be in [0, 16777216] (0: all)"},
+      {"sample --checkpoint x --max-tokens 0", "--max-tokens 0: must be in [1, 1048576]"},
+      {"train --recipe r --run-dir d --stop-at-step 0", "--stop-at-step 0: must be in [1, 1000000000000]"},
+      {"train --recipe r --run-dir d --stop-at-step -5", "--stop-at-step -5: must be in"},
+      {"prep --input x --tokenizer t --out o --shard-tokens 0", "--shard-tokens 0: must be in [1, "},
+      {"bench step --depth 1000000", "--depth 1000000: must be in [1, 1000]"},
+  };
+  for (const auto& [arguments, expected] : cases) {
+    const ProgramRun result = run(arguments);
+    EXPECT_EQ(result.exit_code, 1) << arguments << "\n" << result.output;
+    EXPECT_NE(result.output.find(expected), std::string::npos) << arguments << "\n" << result.output;
+  }
+}
+
+// The probe's `--recipe DIR` read as an empty recipe.
+TEST(Cli, ARecipeThatIsADirectoryIsNamed) {
+  const ProgramRun result = run("train --recipe /tmp --run-dir /tmp/nanoforge_never");
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.output.find("/tmp: the recipe must be a TOML file, not a directory"), std::string::npos)
+      << result.output;
+}
+
+// A batch in range that does not fit in memory is refused before anything is allocated, with the flag named.
+TEST(Cli, ABenchBatchThatDoesNotFitInMemoryIsRefused) {
+  const ProgramRun result = run("bench step --depth 4 --seq 4096 --batch 500000 --vocab 65536");
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(result.output.find("--batch 500000"), std::string::npos) << result.output;
 }
 
 TEST(Cli, ParityOnAMissingFileNamesIt) {

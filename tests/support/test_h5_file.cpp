@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iterator>
 
 #include "support/h5_file.h"
 
@@ -85,7 +87,21 @@ TEST(H5File, RefusesMissingAndNonHdf5Files) {
   std::filesystem::remove(text);
 }
 
-TEST(H5File, ReadsStringAndNumericAttributes) {
+// Writes a scalar string attribute `name` on /config with the C API: variable-length (as h5py writes str) or
+// fixed-length (as nanoforge writes them).
+void write_raw_string_attribute(hid_t group, const char* name, const std::string& value, bool variable) {
+  hid_t scalar = H5Screate(H5S_SCALAR);
+  hid_t string_type = H5Tcopy(H5T_C_S1);
+  H5Tset_size(string_type, variable ? H5T_VARIABLE : value.size());
+  hid_t attribute = H5Acreate2(group, name, string_type, scalar, H5P_DEFAULT, H5P_DEFAULT);
+  const char* text = value.c_str();
+  H5Awrite(attribute, string_type, variable ? static_cast<const void*>(&text) : text);
+  H5Aclose(attribute);
+  H5Tclose(string_type);
+  H5Sclose(scalar);
+}
+
+TEST(H5File, ReadsFixedLengthStringAndNumericAttributes) {
   const std::string path = temp_path("attributes.h5");
   {
     hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
@@ -95,14 +111,8 @@ TEST(H5File, ReadsStringAndNumericAttributes) {
     hid_t attribute = H5Acreate2(group, "n_layer", H5T_NATIVE_INT64, scalar, H5P_DEFAULT, H5P_DEFAULT);
     H5Awrite(attribute, H5T_NATIVE_INT64, &layers);
     H5Aclose(attribute);
-    hid_t string_type = H5Tcopy(H5T_C_S1);  // variable-length, as h5py writes str attributes
-    H5Tset_size(string_type, H5T_VARIABLE);
-    const char* pattern = "SSSL";
-    attribute = H5Acreate2(group, "window_pattern", string_type, scalar, H5P_DEFAULT, H5P_DEFAULT);
-    H5Awrite(attribute, string_type, &pattern);
-    H5Aclose(attribute);
-    H5Tclose(string_type);
     H5Sclose(scalar);
+    write_raw_string_attribute(group, "window_pattern", "SSSL", /*variable=*/false);
     H5Gclose(group);
     H5Fclose(file);
   }
@@ -113,6 +123,165 @@ TEST(H5File, ReadsStringAndNumericAttributes) {
   EXPECT_EQ(file->read_string_attribute("/config", "n_layer").status().code(),
             absl::StatusCode::kInvalidArgument);
   std::filesystem::remove(path);
+}
+
+TEST(H5File, WrittenStringsAreFixedLengthAndRoundTrip) {
+  const std::string path = temp_path("strings.h5");
+  {
+    auto file = H5File::create(path);
+    ASSERT_TRUE(file.ok());
+    ASSERT_TRUE(file->write_string_attribute("/", "empty", "").ok());
+    ASSERT_TRUE(file->write_string_attribute("/", "utf8", "caf\xc3\xa9 \xe2\x82\xac").ok());
+    ASSERT_TRUE(file->close().ok());
+  }
+  auto file = H5File::open_read(path);
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ(*file->read_string_attribute("/", "empty"), "");
+  EXPECT_EQ(*file->read_string_attribute("/", "utf8"), "caf\xc3\xa9 \xe2\x82\xac");
+  std::filesystem::remove(path);
+}
+
+// A variable-length string lives in libhdf5's global heap, whose reader loops forever on a collection whose
+// first object has index 0 and size 0 (what a probe's mutated trainer.h5 did). nanoforge never reads it: the
+// attribute is refused from its type alone, with the way to rewrite it.
+TEST(H5File, VariableLengthStringIsRefusedWithoutReadingTheGlobalHeap) {
+  const std::string path = temp_path("vlen.h5");
+  {
+    hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t root = H5Gopen2(file, "/", H5P_DEFAULT);
+    write_raw_string_attribute(root, "recipe", "[model]\ndepth = 4\n", /*variable=*/true);
+    H5Gclose(root);
+    H5Fclose(file);
+  }
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const size_t heap = bytes.find("GCOL");
+  ASSERT_NE(heap, std::string::npos) << "a variable-length string should be in a global heap collection";
+  std::fill(bytes.begin() + static_cast<std::ptrdiff_t>(heap + 16),
+            bytes.begin() + static_cast<std::ptrdiff_t>(heap + 18), '\0');
+  std::fill(bytes.begin() + static_cast<std::ptrdiff_t>(heap + 24),
+            bytes.begin() + static_cast<std::ptrdiff_t>(heap + 32), '\0');
+  std::ofstream(path, std::ios::binary) << bytes;
+  auto file = H5File::open_read(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  const absl::StatusOr<std::string> recipe = file->read_string_attribute("/", "recipe");
+  EXPECT_EQ(recipe.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(recipe.status().message().find("variable-length"), std::string::npos) << recipe.status();
+  EXPECT_NE(recipe.status().message().find("tools/upgrade_h5.py strings"), std::string::npos)
+      << recipe.status();
+  std::filesystem::remove(path);
+}
+
+// A chunked dataset that claims 2^40 elements but never wrote one keeps the file small; reading it would
+// allocate 2 TB. It is refused by its size against the file's before anything is allocated.
+TEST(H5File, DatasetClaimingMoreThanTheFileHoldsIsRefusedBeforeAllocating) {
+  const std::string path = temp_path("huge_claim.h5");
+  {
+    hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hsize_t dims[1] = {hsize_t{1} << 40}, chunk[1] = {1024};
+    hid_t space = H5Screate_simple(1, dims, nullptr);
+    hid_t properties = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(properties, 1, chunk);
+    hid_t dataset = H5Dcreate2(file, "tokens", H5T_STD_U16LE, space, H5P_DEFAULT, properties, H5P_DEFAULT);
+    ASSERT_GE(dataset, 0);
+    H5Dclose(dataset);
+    H5Pclose(properties);
+    H5Sclose(space);
+    H5Fclose(file);
+  }
+  auto file = H5File::open_read(path);
+  ASSERT_TRUE(file.ok());
+  for (const absl::Status& status :
+       {file->read<uint16_t>("/tokens").status(), file->dataset_layout("/tokens").status()}) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+    EXPECT_NE(status.message().find("claims 1099511627776 elements"), std::string::npos) << status;
+  }
+  std::filesystem::remove(path);
+}
+
+// The probe's mutated trainer.h5 threw std::length_error out of members(): libhdf5 counted the group's
+// members but could not name one (H5Lget_name_by_idx returned -1, taken as a length). Reproduced here by
+// overwriting the root group's symbol-table addresses (bytes 128..135 of this file as libhdf5 1.10 lays it
+// out).
+TEST(H5File, AGroupWhoseMembersCannotBeNamedIsAnErrorNotAnException) {
+  const std::string path = temp_path("unnamed_members.h5");
+  {
+    hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hsize_t dims[1] = {4};
+    const float values[4] = {1, 2, 3, 4};
+    hid_t space = H5Screate_simple(1, dims, nullptr);
+    for (const char* name : {"alpha", "beta", "gamma"}) {
+      hid_t dataset = H5Dcreate2(file, name, H5T_NATIVE_FLOAT, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+      H5Dwrite(dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values);
+      H5Dclose(dataset);
+    }
+    H5Sclose(space);
+    H5Fclose(file);
+  }
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  bytes[128] = '\xff';
+  std::ofstream(path, std::ios::binary) << bytes;
+  auto file = H5File::open_read(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  absl::StatusOr<std::vector<std::string>> members;
+  EXPECT_NO_THROW(members = file->members("/"));
+  EXPECT_EQ(members.status().code(), absl::StatusCode::kDataLoss) << members.status();
+  EXPECT_NE(members.status().message().find("cannot read the name of member 0 of group /"), std::string::npos)
+      << members.status();
+  std::filesystem::remove(path);
+}
+
+// The superblock is checked before libhdf5 parses anything: short files, a wrong signature, an unknown
+// version, other address sizes, a user block, and an end-of-file address past the end are each named.
+TEST(H5File, DamagedSuperblocksAreRefusedBeforeLibhdf5ReadsThem) {
+  const std::string good = temp_path("superblock_good.h5");
+  {
+    auto file = H5File::create(good);
+    ASSERT_TRUE(file.ok());
+    const float value = 1;
+    ASSERT_TRUE(file->write("/x", {1}, &value).ok());
+  }
+  std::string bytes;
+  {
+    std::ifstream in(good, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  ASSERT_TRUE(H5File::open_read(good).ok());
+  ASSERT_EQ(bytes[8], 0) << "HDF5's default superblock is version 0";
+  struct Damage {
+    std::string name, expected;
+    std::function<void(std::string&)> apply;
+  };
+  const std::vector<Damage> damages = {
+      {"short", "shorter than any HDF5 superblock", [](std::string& b) { b.resize(20); }},
+      {"signature", "no HDF5 signature", [](std::string& b) { b[1] = 'X'; }},
+      {"version", "superblock version 7", [](std::string& b) { b[8] = 7; }},
+      {"offsets", "4-byte addresses", [](std::string& b) { b[13] = 4; }},
+      {"base", "base address", [](std::string& b) { b[24] = 1; }},
+      {"truncated", "truncated: the superblock says the file ends at byte",
+       [](std::string& b) { b.resize(b.size() - 100); }},
+      {"end", "end-of-file address",
+       [](std::string& b) { std::fill(b.begin() + 40, b.begin() + 48, '\xff'); }},
+  };
+  for (const Damage& damage : damages) {
+    std::string damaged = bytes;
+    damage.apply(damaged);
+    const std::string path = temp_path("superblock_" + damage.name + ".h5");
+    std::ofstream(path, std::ios::binary) << damaged;
+    const absl::Status status = H5File::open_read(path).status();
+    EXPECT_FALSE(status.ok()) << damage.name;
+    EXPECT_NE(status.message().find(damage.expected), std::string::npos) << damage.name << ": " << status;
+    EXPECT_NE(status.message().find(path), std::string::npos) << status;
+    std::filesystem::remove(path);
+  }
+  std::filesystem::remove(good);
 }
 
 }  // namespace

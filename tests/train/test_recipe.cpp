@@ -1,6 +1,9 @@
 // Recipes: parsing, overrides, the resolved config round trip, and the errors a user gets for each mistake.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <functional>
+
 #include "train/recipe.h"
 #include "train/run_setup.h"
 
@@ -79,6 +82,54 @@ TEST(Recipe, ValidationNamesTheKeyToFix) {
   bad = recipe;
   bad.train.device = "tpu";
   expect_error(validate_recipe(bad), "train.device must be auto, cpu or cuda");
+}
+
+// The probe's accepted-silently and crashing values: non-finite rates (a NaN run that then became `latest`),
+// 100000 threads (SIGSEGV), sizes whose allocation or arithmetic overflows. Each is refused by key and limit.
+TEST(Recipe, EveryValueIsRangeCheckedWithItsKeyAndLimit) {
+  Recipe recipe;
+  recipe.data = {"a", "b", "c"};
+  const std::vector<std::pair<std::function<void(Recipe&)>, std::string>> cases = {
+      {[](Recipe& r) { r.optim.matrix_lr = NAN; }, "optim.matrix_lr must be in [0, 1000000], got nan"},
+      {[](Recipe& r) { r.optim.embedding_lr = INFINITY; },
+       "optim.embedding_lr must be in [0, 1000000], got inf"},
+      {[](Recipe& r) { r.optim.weight_decay = NAN; }, "optim.weight_decay"},
+      {[](Recipe& r) { r.train.schedule.warmdown_ratio = NAN; }, "train.warmdown_ratio must be in [0, 1]"},
+      {[](Recipe& r) { r.train.threads = 100000; },
+       "train.threads must be in [0, 1024] (0: all cores), got 100000"},
+      {[](Recipe& r) { r.model.depth = 1000000; }, "model.depth must be in [1, 1000]"},
+      {[](Recipe& r) { r.model.aspect_ratio = int64_t{1} << 40; },
+       "model.aspect_ratio must be in [1, 65536]"},
+      {[](Recipe& r) { r.model.depth = 1000, r.model.aspect_ratio = 100; },
+       "model.depth x model.aspect_ratio = 100000 (the model's width) exceeds the limit of 65536"},
+      {[](Recipe& r) { r.model.max_seq_len = int64_t{1} << 40; },
+       "model.max_seq_len must be in [2, 1048576]"},
+      {[](Recipe& r) { r.train.device_batch_size = 1000000, r.model.max_seq_len = 4096; },
+       "train.device_batch_size x model.max_seq_len = 4096000000 tokens per micro-batch exceeds the limit"},
+      {[](Recipe& r) { r.train.eval_tokens = -5; }, "train.eval_tokens must be in [1, "},
+      {[](Recipe& r) { r.train.sample_tokens = 1000000; }, "train.sample_tokens must be in [1, 4096]"},
+      {[](Recipe& r) { r.train.horizon.target_param_data_ratio = 1e300; }, "train.target_param_data_ratio"},
+      {[](Recipe& r) { r.train.horizon.target_flops = NAN; }, "train.target_flops"},
+      {[](Recipe& r) { r.train.horizon.num_iterations = -7; }, "train.num_iterations must be in [1, "},
+      {[](Recipe& r) { r.dist.timeout_seconds = INFINITY; }, "dist.timeout_seconds"},
+  };
+  for (const auto& [change, fragment] : cases) {
+    Recipe bad = recipe;
+    change(bad);
+    expect_error(validate_recipe(bad), fragment);
+  }
+  // In a file or an override: toml's nan and inf are refused where they are read, by key.
+  expect_error(parse_recipe("[optim]\nmatrix_lr = nan\n", "r.toml").status(),
+               "r.toml: optim.matrix_lr must be a finite number, got nan");
+  Recipe overridden;
+  expect_error(apply_overrides(overridden, {"optim.scalar_lr=inf"}),
+               "optim.scalar_lr must be a finite number");
+}
+
+// The probe's `--recipe DIR` read as an empty recipe and complained about batch arithmetic.
+TEST(Recipe, ADirectoryIsNotARecipe) {
+  const std::string dir = ::testing::TempDir();
+  expect_error(read_recipe(dir).status(), "the recipe must be a TOML file, not a directory");
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
 // Run checkpoints: RUN/checkpoints/step_NNNNNN/ holds model.h5 (every parameter in fp32 under its nanochat
 // state-dict name, the config as attributes), optimizer.h5 (MuonAdamW's state per parameter, with the rows
-// of the global tensor each dataset holds) and trainer.h5 (step, data-loader state, resolved recipe,
-// tokenizer hash, version and commit); every dataset carries a Fletcher-32 checksum. Saving is split in two:
-// take_snapshot copies everything to host memory (the only part that stalls training), write_checkpoint
-// serialises a snapshot — into a temporary directory, fsync'd and renamed into place, after which
-// RUN/checkpoints/latest is replaced atomically — so `latest` always names a complete checkpoint.
-// Layout: docs/checkpoints.md.
+// of the global tensor each dataset holds), trainer.h5 (step, data-loader state, resolved recipe, tokenizer
+// hash, version and commit, as checksummed datasets) and manifest.txt (each file's size and CRC-32, checked
+// before libhdf5 reads a byte). Saving is split in two: take_snapshot copies everything to host memory (the
+// only part that stalls training), write_checkpoint serialises a snapshot — into a temporary directory,
+// fsync'd and renamed into place, after which RUN/checkpoints/latest is replaced atomically — so `latest`
+// always names a complete checkpoint. Layout: docs/checkpoints.md.
 #pragma once
 
 #include <absl/status/statusor.h>
@@ -40,29 +40,38 @@ struct CheckpointSnapshot {
   int64_t bytes() const;
 };
 
-std::string checkpoint_name(int64_t step);  // "step_000500"
+std::string checkpoint_name(int64_t step);  // "step_000500"; step >= 0
 
 // Copies the model's weights and `trainer` into `snapshot`, reusing its buffers when it already holds a
 // snapshot of the same model (no allocation, no page faults: the copy is all the stall there is). The
 // optimizer state is gathered into snapshot.optimizer_state by the optimizer itself
 // (DataParallelOptimizer::gather_state).
 void take_model_snapshot(const GPT& model, TrainerState trainer, CheckpointSnapshot& snapshot);
+// Refuses a snapshot whose weights or optimizer state are not finite (training diverged): such a checkpoint
+// would become `latest` and every resume would start from it.
 absl::Status write_checkpoint(const std::string& run_dir, const CheckpointSnapshot& snapshot);
 
-// The checkpoint `latest` names, as a directory path; NotFound when the run has none.
+// The checkpoint `latest` names, as a directory path; NotFound when the run has none, DataLoss (naming
+// `latest`) when the file is not one plain checkpoint name of this run directory.
 absl::StatusOr<std::string> latest_checkpoint(const std::string& run_dir);
 
 // The model config stored in CHECKPOINT/model.h5.
 absl::StatusOr<GPTConfig> read_checkpoint_config(const std::string& checkpoint_dir);
-// Loads CHECKPOINT/model.h5 into `model` (whose config must be the stored one). On the GPU, call
-// model.refresh_compute_weights() before its next forward.
+// Loads CHECKPOINT/model.h5 into `model` (whose config must be the stored one), refusing weights that are not
+// finite. On the GPU, call model.refresh_compute_weights() before its next forward.
 absl::Status load_model_weights(const std::string& checkpoint_dir, GPT& model);
 // CHECKPOINT/optimizer.h5: its step count, and one tensor's values (checked to hold `numel`).
 absl::StatusOr<int64_t> read_optimizer_steps(const std::string& checkpoint_dir);
 absl::StatusOr<std::vector<float>> read_optimizer_tensor(const std::string& checkpoint_dir,
                                                          const std::string& dataset, int64_t numel);
 absl::StatusOr<TrainerState> read_trainer_state(const std::string& checkpoint_dir);
-// Reads every dataset of the checkpoint (so HDF5 verifies every checksum); the first problem, by file name.
+// The manifest: every file's size and CRC-32 as written (train/checkpoint/manifest.h). Readers of a
+// checkpoint call it before anything else reads the files.
+absl::Status verify_checkpoint_files(const std::string& checkpoint_dir);
+// Whether the checkpoint can be resumed from: the manifest; every dataset read (so HDF5 verifies every
+// checksum) and every number finite; the trainer state in range (step >= 0 and the directory's, recipe and
+// loader state parseable); the optimizer's step count the trainer's; the model config valid and the one the
+// saved recipe builds. The first problem, naming the file.
 absl::Status verify_checkpoint(const std::string& checkpoint_dir);
 
 }  // namespace nanoforge

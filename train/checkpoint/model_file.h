@@ -5,6 +5,7 @@
 
 #include <absl/status/statusor.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -24,9 +25,20 @@ struct CheckpointModel {
 };
 
 absl::StatusOr<std::string> resolve_checkpoint(const std::string& path);
-// The model lives on `device` (on a GPU in mixed precision, its bf16 GEMM copy made).
+
+// What the caller will run the model on: rows per forward pass and the setting that chose them (named in
+// the error when the model and those rows do not fit in memory).
+struct InferenceBatch {
+  int64_t rows = 1;
+  std::string setting = "the model";
+};
+
+// The model lives on `device` (on a GPU in mixed precision, its bf16 GEMM copy made). The checkpoint's files
+// are checked against its manifest first; the model's size against model.h5's (its weights must be in it)
+// and, with `batch` rows of sequence_len tokens, against the device's free memory, before it is allocated.
 absl::StatusOr<CheckpointModel> load_checkpoint_model(const std::string& path,
                                                       const std::string& tokenizer_dir,
-                                                      Device device = Device::kCpu);
+                                                      Device device = Device::kCpu,
+                                                      const InferenceBatch& batch = {});
 
 }  // namespace nanoforge

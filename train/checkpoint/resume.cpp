@@ -13,6 +13,24 @@
 namespace nanoforge {
 namespace {
 
+// The run's step_NNNNNN directories, by step, oldest first.
+std::vector<std::pair<int64_t, std::string>> checkpoint_directories(const std::string& run_dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<int64_t, std::string>> steps;
+  const std::regex pattern("step_([0-9]{6,18})");
+  std::error_code error;
+  for (fs::directory_iterator entry(fs::path(run_dir) / "checkpoints", error), end; !error && entry != end;
+       entry.increment(error)) {
+    std::smatch match;
+    const std::string name = entry->path().filename().string();
+    std::error_code kind_error;
+    if (entry->is_directory(kind_error) && std::regex_match(name, match, pattern))
+      steps.emplace_back(std::stoll(match[1]), entry->path().string());
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
 // Keys whose change would make the saved state mean something else.
 bool must_match(const std::string& key) {
   return (key.rfind("model.", 0) == 0 && key != "model.init_from") || key == "train.seed";
@@ -24,21 +42,16 @@ absl::StatusOr<std::string> newest_valid_checkpoint(const std::string& run_dir,
                                                     std::vector<std::string>* skipped) {
   namespace fs = std::filesystem;
   std::vector<std::string> candidates;
-  if (absl::StatusOr<std::string> latest = latest_checkpoint(run_dir); latest.ok())
+  absl::StatusOr<std::string> latest = latest_checkpoint(run_dir);
+  if (latest.ok()) {
     candidates.push_back(*latest);
-  std::vector<std::pair<int64_t, std::string>> steps;
-  const std::regex pattern("step_([0-9]{6,})");
-  std::error_code error;
-  for (const auto& entry : fs::directory_iterator(fs::path(run_dir) / "checkpoints", error)) {
-    std::smatch match;
-    const std::string name = entry.path().filename().string();
-    if (entry.is_directory() && std::regex_match(name, match, pattern)) {
-      steps.emplace_back(std::stoll(match[1]), entry.path().string());
-    }
+  } else if (!absl::IsNotFound(latest.status()) && skipped != nullptr) {
+    skipped->push_back(std::string(latest.status().message()));
   }
-  std::sort(steps.rbegin(), steps.rend());
-  for (const auto& [step, path] : steps) {
-    if (std::find(candidates.begin(), candidates.end(), path) == candidates.end()) candidates.push_back(path);
+  const std::vector<std::pair<int64_t, std::string>> steps = checkpoint_directories(run_dir);
+  for (auto step = steps.rbegin(); step != steps.rend(); ++step) {
+    if (std::find(candidates.begin(), candidates.end(), step->second) == candidates.end())
+      candidates.push_back(step->second);
   }
   for (const std::string& candidate : candidates) {
     const absl::Status status = verify_checkpoint(candidate);
@@ -46,8 +59,31 @@ absl::StatusOr<std::string> newest_valid_checkpoint(const std::string& run_dir,
     if (skipped != nullptr)
       skipped->push_back(fmt::format("{}: {}", candidate, std::string(status.message())));
   }
-  return absl::NotFoundError(fmt::format("{}: no valid checkpoint to resume from{}", run_dir,
-                                         candidates.empty() ? " (none was written)" : ""));
+  if (candidates.empty() && absl::IsNotFound(latest.status()))
+    return absl::NotFoundError(fmt::format("{}: no checkpoint to resume from (none was written)", run_dir));
+  return absl::DataLossError(
+      fmt::format("{}: no valid checkpoint to resume from: every one is damaged (listed above); start a new "
+                  "run directory, "
+                  "or repair or remove the damaged checkpoints",
+                  run_dir));
+}
+
+absl::Status check_new_run_directory(const std::string& run_dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> found;
+  std::error_code error;
+  if (fs::exists(fs::path(run_dir) / "checkpoints" / "latest", error)) found.push_back("checkpoints/latest");
+  const std::vector<std::pair<int64_t, std::string>> steps = checkpoint_directories(run_dir);
+  if (!steps.empty())
+    found.push_back(fmt::format("{} checkpoint{}", steps.size(), steps.size() == 1 ? "" : "s"));
+  for (const char* file : {"metrics.jsonl", "config.toml"}) {
+    if (fs::exists(fs::path(run_dir) / file, error)) found.push_back(file);
+  }
+  if (found.empty()) return absl::OkStatus();
+  return absl::AlreadyExistsError(fmt::format(
+      "--run-dir {} already holds a run ({}): add --resume to continue it, or give another --run-dir (or "
+      "delete this one) to start a new run; nothing was changed",
+      run_dir, fmt::join(found, ", ")));
 }
 
 absl::StatusOr<std::vector<std::string>> resume_changes(const Recipe& saved, const Recipe& current) {
@@ -69,7 +105,7 @@ absl::StatusOr<std::vector<std::string>> resume_changes(const Recipe& saved, con
 absl::Status trim_metrics_after(const std::string& metrics_path, int64_t step) {
   std::ifstream in(metrics_path);
   if (!in) return absl::OkStatus();  // nothing written yet
-  const std::regex step_field("\"step\": ([0-9]+)");
+  const std::regex step_field("\"step\": ([0-9]{1,18})");
   std::string kept, line;
   while (std::getline(in, line)) {
     std::smatch match;

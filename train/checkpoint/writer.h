@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <future>
 #include <string>
+#include <vector>
 
 #include "optim/data_parallel_optimizer.h"
 #include "train/checkpoint/checkpoint.h"
@@ -27,6 +28,11 @@ struct RetentionPolicy {
 // Deletes the step_NNNNNN directories the policy does not keep (never the one `latest` names).
 absl::Status prune_checkpoints(const std::string& run_dir, const RetentionPolicy& policy);
 
+// Deletes what saves interrupted by a crash or kill -9 left in RUN/checkpoints: .step_NNNNNN.partial-PID
+// directories, .latest.partial-PID files and step_NNNNNN.replaced-PID directories whose process PID is no
+// longer running on this machine. Returns their names.
+absl::StatusOr<std::vector<std::string>> remove_stale_partial_checkpoints(const std::string& run_dir);
+
 class CheckpointWriter {
  public:
   // Only the rank that `writes` (rank 0) copies and writes anything; the others take part in the state
@@ -37,13 +43,16 @@ class CheckpointWriter {
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
-  // Waits for the previous write (returning its error, if any), copies the model, optimizer and trainer state
-  // into the writer's snapshot buffers (reused from one checkpoint to the next: this copy is the stall), and
-  // starts writing them in the background.
+  // Waits for the previous write — when it failed, returns its error and starts nothing — then copies the
+  // model, optimizer and trainer state into the writer's snapshot buffers (reused from one checkpoint to the
+  // next: this copy is the stall), and starts writing them in the background.
   // Collective: every rank calls it (the optimizer state is gathered from all of them).
   absl::Status save_async(const GPT& model, DataParallelOptimizer& optimizer, TrainerState trainer);
   // Waits for the pending write; its status.
   absl::Status wait();
+  // Without waiting: the error of a background write that has finished and failed (the run should stop now,
+  // not at the next save), else OK.
+  absl::Status failed_write();
   void protect_step(int64_t step) { retention_.protected_step = step; }
   // Seconds the last finished write took, and its size.
   double last_write_seconds() const { return last_write_seconds_; }

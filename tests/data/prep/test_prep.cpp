@@ -141,5 +141,60 @@ TEST(Prep, EmptyInputAndTooManyValDocumentsAreRefused) {
   EXPECT_FALSE(prep_shards(tokenizer, options).ok());
 }
 
+// The probe's `prep --out` over earlier shards overwrote them and mixed in stale ones of the earlier prep.
+TEST(Prep, ExistingShardsAreRefusedOrDeletedWithOverwrite) {
+  const Tokenizer tokenizer = golden_tokenizer();
+  const std::string dir = fresh_temp_dir("prep_existing");
+  write_file(dir + "/docs.txt", as_paragraphs(make_documents(40)));
+  PrepOptions options;
+  options.inputs = {dir + "/docs.txt"};
+  options.out_dir = dir + "/shards";
+  options.val_docs = 4;
+  options.shard_tokens = 200;  // several train shards
+  ASSERT_TRUE(prep_shards(tokenizer, options).ok());
+  const std::string first = read_file(options.out_dir + "/train_00000.h5");
+  write_file(options.out_dir + "/train_00099.h5", "a stale shard of an earlier prep");
+
+  options.shard_tokens = 100000;  // one train shard this time
+  absl::StatusOr<PrepResult> refused = prep_shards(tokenizer, options);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_NE(refused.status().message().find("add --overwrite"), std::string::npos) << refused.status();
+  EXPECT_EQ(read_file(options.out_dir + "/train_00000.h5"), first) << "nothing may change";
+
+  options.overwrite = true;
+  absl::StatusOr<PrepResult> replaced = prep_shards(tokenizer, options);
+  ASSERT_TRUE(replaced.ok()) << replaced.status();
+  EXPECT_FALSE(std::filesystem::exists(options.out_dir + "/train_00099.h5"));
+  EXPECT_FALSE(std::filesystem::exists(options.out_dir + "/train_00001.h5"));
+  EXPECT_EQ(*list_shard_files(options.out_dir, "train"),
+            std::vector<std::string>{options.out_dir + "/train_00000.h5"});
+
+  write_file(options.out_dir + "/fineweb_train_000001.bin", "another tool's shard");
+  absl::StatusOr<PrepResult> foreign = prep_shards(tokenizer, options);
+  EXPECT_NE(foreign.status().message().find("holds other shard files (fineweb_train_000001.bin)"),
+            std::string::npos)
+      << foreign.status();
+}
+
+// A document without text would be a shard document of BOS alone: nothing to learn, and a validation set of
+// them made bits per byte infinite. prep skips them.
+TEST(Prep, EmptyDocumentsAreSkipped) {
+  const Tokenizer tokenizer = golden_tokenizer();
+  const std::string dir = fresh_temp_dir("prep_empty_docs");
+  write_file(dir + "/docs.jsonl",
+             "{\"text\": \"one\"}\n{\"text\": \"\"}\n{\"text\": \"two\"}\n{\"text\": \"three\"}\n");
+  PrepOptions options;
+  options.inputs = {dir + "/docs.jsonl"};
+  options.out_dir = dir + "/shards";
+  options.val_docs = 1;
+  absl::StatusOr<PrepResult> result = prep_shards(tokenizer, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->empty_docs, 1);
+  EXPECT_EQ(result->val_docs + result->train_docs, 3);
+  int64_t documents = 0;
+  split_tokens(options.out_dir, "train", &documents);
+  EXPECT_EQ(documents, 2);
+}
+
 }  // namespace
 }  // namespace nanoforge

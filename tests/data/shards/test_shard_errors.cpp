@@ -287,6 +287,101 @@ TEST(ShardErrors, DocumentWithoutBos) {
   EXPECT_NE(lazy.message().find("starts with token 9, not BOS"), std::string::npos) << lazy;
 }
 
+// The shard format promises BOS starts every document and appears nowhere else; the probe's shard with a BOS
+// inside a document was accepted. Refused on open and, without the full check, when a batch copies it.
+TEST(ShardErrors, BosInsideADocument) {
+  TempDir dir;
+  RawShard raw;
+  raw.tokens = {kTestBos, 1, kTestBos, kTestBos, 3};
+  const std::string path = write_raw(dir, "inner_bos.h5", raw);
+  expect_error(path, verifying(), absl::StatusCode::kDataLoss,
+               "document 0 holds BOS 7 inside it, at position 2");
+  auto shard = open_token_shard(path, structure_only());
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  std::vector<int32_t> out(3);
+  const absl::Status status = shard->copy_document_prefix(0, 3, out.data());
+  EXPECT_NE(status.message().find("document 0 holds BOS 7 inside it, at position 2"), std::string::npos)
+      << status;
+}
+
+// The probe's shard whose dataset claims 2^40 tokens it never wrote ended in bad_alloc in bench, eval and
+// train: now a clean error from the dataset's size against the file's, before anything is allocated.
+TEST(ShardErrors, DatasetClaimingMoreTokensThanTheFileHolds) {
+  TempDir dir;
+  const std::string path = write_raw(dir, "claims.h5", RawShard{});
+  {
+    hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(H5Ldelete(file, kShardTokensDataset, H5P_DEFAULT), 0);
+    const hsize_t dims[1] = {hsize_t{1} << 40}, chunk[1] = {4096};
+    hid_t space = H5Screate_simple(1, dims, nullptr);
+    hid_t properties = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(properties, 1, chunk);
+    hid_t dataset =
+        H5Dcreate2(file, kShardTokensDataset, H5T_STD_U16LE, space, H5P_DEFAULT, properties, H5P_DEFAULT);
+    ASSERT_GE(dataset, 0);
+    H5Dclose(dataset);
+    H5Pclose(properties);
+    H5Sclose(space);
+    H5Adelete(file, "token_count");
+    hid_t scalar = H5Screate(H5S_SCALAR);
+    const int64_t claimed = int64_t{1} << 40;
+    hid_t attribute = H5Acreate2(file, "token_count", H5T_STD_I64LE, scalar, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(attribute, H5T_NATIVE_INT64, &claimed);
+    H5Aclose(attribute);
+    H5Sclose(scalar);
+    H5Fclose(file);
+  }
+  for (const ShardOpenOptions& options : {verifying(), structure_only()})
+    expect_error(path, options, absl::StatusCode::kDataLoss, "claims 1099511627776 elements");
+}
+
+// Shards written by an earlier prep (or h5py's default str) keep their strings in libhdf5's global heap,
+// which nanoforge no longer reads; the error says how to rewrite them.
+TEST(ShardErrors, VariableLengthStringAttributesAreRefusedWithTheFix) {
+  TempDir dir;
+  const std::string path = write_raw(dir, "vlen.h5", RawShard{});
+  {
+    hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    H5Adelete(file, "format");
+    hid_t scalar = H5Screate(H5S_SCALAR);
+    hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, H5T_VARIABLE);
+    const char* text = kShardFormatName;
+    hid_t attribute = H5Acreate2(file, "format", type, scalar, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(attribute, type, &text);
+    H5Aclose(attribute);
+    H5Tclose(type);
+    H5Sclose(scalar);
+    H5Fclose(file);
+  }
+  expect_error(path, verifying(), absl::StatusCode::kInvalidArgument, "python3 tools/upgrade_h5.py strings");
+}
+
+// The probe's self-referential symlink in a shard directory threw std::filesystem_error out of the program.
+TEST(ShardErrors, LoopingSymlinkInAShardDirectoryIsSkipped) {
+  TempDir dir;
+  const std::string shard = write_raw(dir, "train_00000.h5", RawShard{});
+  std::filesystem::create_symlink("train_00001.h5", dir.file("train_00001.h5"));  // points at itself
+  std::filesystem::create_symlink(dir.file("missing.h5"), dir.file("train_00002.h5"));
+  const absl::StatusOr<std::vector<std::string>> files = list_shard_files(dir.path(), "train");
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ(*files, std::vector<std::string>{shard});
+}
+
+TEST(ShardErrors, ADirectoryOfAnotherSplitIsRefused) {
+  TempDir dir;
+  write_raw(dir, "val_00000.h5", RawShard{});
+  const absl::StatusOr<std::vector<std::string>> train = list_split_shard_files(dir.path(), "train");
+  EXPECT_EQ(train.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(train.status().message().find("no train shards, only shards of another split (val_00000.h5)"),
+            std::string::npos)
+      << train.status();
+  EXPECT_TRUE(list_split_shard_files(dir.path(), "val").ok());
+  TempDir unnamed;
+  write_raw(unnamed, "fineweb_00000.h5", RawShard{});
+  EXPECT_TRUE(list_split_shard_files(unnamed.path(), "train").ok()) << "names without a split: all are taken";
+}
+
 TEST(ShardErrors, ChecksumMismatch) {
   TempDir dir;
   RawShard raw;

@@ -2,6 +2,7 @@
 // an error that names the file and line.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 
@@ -102,13 +103,13 @@ TEST(TokenizerFiles, MissingDirectoryOrFilesAreNamed) {
   write_file(dir + "/special_tokens.txt", read_file(golden_path("special_tokens.txt")));
   auto no_ranks = Tokenizer::load(dir);
   ASSERT_FALSE(no_ranks.ok());
-  expect_mentions(std::string(no_ranks.status().message()), {dir + "/tokenizer.tiktoken", "cannot open"});
+  expect_mentions(std::string(no_ranks.status().message()), {dir + "/tokenizer.tiktoken", "no such file"});
 
   std::filesystem::remove(dir + "/special_tokens.txt");
   write_file(dir + "/tokenizer.tiktoken", read_file(golden_path("tokenizer.tiktoken")));
   auto no_specials = Tokenizer::load(dir);
   ASSERT_FALSE(no_specials.ok());
-  expect_mentions(std::string(no_specials.status().message()), {dir + "/special_tokens.txt", "cannot open"});
+  expect_mentions(std::string(no_specials.status().message()), {dir + "/special_tokens.txt", "no such file"});
 }
 
 TEST(TokenizerFiles, CorruptBase64NamesFileAndLine) {
@@ -163,6 +164,26 @@ TEST(TokenizerFiles, BadSpecialTokensFileNamesFileAndLine) {
   expect_mentions(load_error_after("no_bos", "special_tokens.txt",
                                    [](std::string) { return std::string("<|user_start|> 2039\n"); }),
                   {"special_tokens.txt", "<|bos|>"});
+}
+
+// The probe's rank file with a 1 MiB token loaded in quadratic time; a file of any size was read whole.
+TEST(TokenizerFiles, OversizedTokensAndFilesAreRefusedBeforeTheyAreLoaded) {
+  const std::string dir = fresh_temp_dir("files_oversized");
+  write_file(dir + "/special_tokens.txt", read_file(golden_path("special_tokens.txt")));
+  std::string ranks = read_file(golden_path("tokenizer.tiktoken"));
+  const int64_t lines = std::count(ranks.begin(), ranks.end(), '\n');
+  ranks += std::string(4 * (1 << 20) / 3, 'Q') + " " + std::to_string(lines) + "\n";  // 1 MiB of bytes
+  write_file(dir + "/tokenizer.tiktoken", ranks);
+  auto long_token = Tokenizer::load(dir);
+  ASSERT_FALSE(long_token.ok());
+  expect_mentions(std::string(long_token.status().message()),
+                  {"tokenizer.tiktoken:" + std::to_string(lines + 1) + ":", "tokens hold at most 1024"});
+
+  std::filesystem::resize_file(dir + "/tokenizer.tiktoken", Tokenizer::kMaxRankFileBytes + 1);  // sparse
+  auto huge_file = Tokenizer::load(dir);
+  ASSERT_FALSE(huge_file.ok());
+  expect_mentions(std::string(huge_file.status().message()),
+                  {"tokenizer.tiktoken", "more than the 67108864"});
 }
 
 }  // namespace

@@ -55,6 +55,17 @@ TEST(TokenizerTrain, StopsWhenNoPairIsLeft) {
   EXPECT_EQ(learned(result), (std::vector<std::string>{"ab"}));
 }
 
+// The probe's `--doc-max-chars 0` on megabytes of one letter made tokens as long as the text, and building
+// the tokenizer from them then stalled (quadratic in a token's length). Merges stop at the token length
+// limit.
+TEST(TokenizerTrain, NeverMakesATokenLongerThanTheLimit) {
+  const BpeTrainResult result = train(counts_of({{std::string(100000, 'a'), 1}, {"ab", 2}}), 40);
+  EXPECT_GT(result.skipped_long_pairs, 0);
+  for (const std::string& token : result.tokens_by_rank)
+    EXPECT_LE(static_cast<int64_t>(token.size()), Tokenizer::kMaxTokenBytes);
+  EXPECT_TRUE(Tokenizer::from_ranks(result.tokens_by_rank).ok());
+}
+
 TEST(TokenizerTrain, FirstCharsCutsWholeUtf8Characters) {
   int64_t chars = 0;
   EXPECT_EQ(first_chars("héllo", 2, chars), "hé");

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Inject a full disk, I/O errors and a failing fsync at many points of one checkpoint write, and check each run.
+
+    python3 tools/fault_sweep.py --nanoforge build/bin/nanoforge \\
+        --shim build/tests/train/libnanoforge_io_fault_shim.so [--points 9]
+
+The run of tools/kill_loop.py (a checkpoint after every step) is started with the fault library of the tests
+preloaded (tests/train/checkpoint/io_fault_shim.c), aimed at the checkpoint of step 10: its writes fail with
+ENOSPC, EIO or EFBIG after N bytes, for N spread over the checkpoint's size, and once its fsyncs fail. Each run
+must end with exit status 1 and a message naming the checkpoint not saved and the one `latest` still names;
+`latest` must then be the reference's step-9 checkpoint byte for byte, nothing of the failed save may remain,
+and the run resumed to the end must equal the reference. Prints the figures and a JSON line; exits 1 on any
+failure. Standard library only.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import kill_loop
+
+STEP = 10  # the checkpoint hit by the faults
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nanoforge", default=os.path.join(kill_loop.REPO, "build", "bin", "nanoforge"))
+    parser.add_argument("--shim", default=os.path.join(kill_loop.REPO, "build", "tests", "train",
+                                                      "libnanoforge_io_fault_shim.so"))
+    parser.add_argument("--points", type=int, default=9, help="byte offsets per error, spread over the size")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--work", default="")
+    args = parser.parse_args()
+    work = args.work or tempfile.mkdtemp(prefix="nanoforge_fault_sweep_")
+    os.makedirs(work, exist_ok=True)
+    nanoforge, shim = os.path.abspath(args.nanoforge), os.path.abspath(args.shim)
+
+    kill_loop.write_sentences(os.path.join(work, "sentences.txt"))
+    shards = os.path.join(work, "shards")
+    shutil.rmtree(shards, ignore_errors=True)
+    if kill_loop.run([nanoforge, "prep", "--input", os.path.join(work, "sentences.txt"), "--tokenizer",
+                      kill_loop.GOLDEN_TOKENIZER, "--out", shards, "--val-docs", "40", "--threads", "1"],
+                     os.path.join(work, "prep.log")) != 0:
+        sys.exit(f"fault_sweep: prep failed, see {work}/prep.log")
+    recipe = os.path.join(work, "recipe.toml")
+    with open(recipe, "w") as f:
+        f.write(kill_loop.RECIPE.format(shards=shards, tokenizer=kill_loop.GOLDEN_TOKENIZER, steps=args.steps))
+    reference = os.path.join(work, "reference")
+    shutil.rmtree(reference, ignore_errors=True)
+    if kill_loop.run([nanoforge, "train", "--recipe", recipe, "--run-dir", reference], reference + ".log") != 0:
+        sys.exit(f"fault_sweep: the reference run failed, see {reference}.log")
+    target = os.path.join(reference, "checkpoints", f"step_{STEP:06d}")
+    size = sum(os.path.getsize(os.path.join(target, name)) for name in os.listdir(target))
+
+    faults = [(error, size * i // args.points) for error in ("ENOSPC", "EIO", "EFBIG")
+              for i in range(args.points)]
+    faults.append(("fsync", None))
+    figures = {"runs": 0, "stopped_with_the_error": 0, "latest_exact": 0, "no_leftovers": 0,
+               "resumed_exact": 0, "checkpoint_bytes": size}
+    problems = []
+    for index, (error, after) in enumerate(faults):
+        run_dir = os.path.join(work, f"run_{index}")
+        shutil.rmtree(run_dir, ignore_errors=True)
+        env = dict(os.environ, LD_PRELOAD=shim, NANOFORGE_FAULT_PATH=f".step_{STEP:06d}.partial")
+        if error == "fsync":
+            env["NANOFORGE_FAULT_FSYNC"] = "1"
+        else:
+            env.update(NANOFORGE_FAULT_ERRNO=error, NANOFORGE_FAULT_AFTER_BYTES=str(after))
+        log = run_dir + ".log"
+        with open(log, "w") as out:
+            status = subprocess.run([nanoforge, "train", "--recipe", recipe, "--run-dir", run_dir],
+                                    stdout=out, stderr=subprocess.STDOUT, env=env).returncode
+        figures["runs"] += 1
+        what = f"{error} after {after} bytes" if after is not None else "failing fsync"
+        text = open(log).read()
+        previous = f"step_{STEP - 1:06d}"
+        if status == 1 and f"checkpoint step_{STEP:06d} was not saved" in text and \
+                f"checkpoints/latest still names {previous}" in text:
+            figures["stopped_with_the_error"] += 1
+        else:
+            problems.append(f"{what}: exit {status}, see {log}")
+        latest = os.path.join(run_dir, "checkpoints", "latest")
+        if os.path.exists(latest) and open(latest).read().strip() == previous and \
+                kill_loop.same_checkpoint(run_dir, reference, previous):
+            figures["latest_exact"] += 1
+        else:
+            problems.append(f"{what}: latest is not the reference's {previous}")
+        if not kill_loop.leftovers(run_dir) and not os.path.exists(os.path.join(run_dir, "checkpoints",
+                                                                                  f"step_{STEP:06d}")):
+            figures["no_leftovers"] += 1
+        else:
+            problems.append(f"{what}: the failed save left {kill_loop.leftovers(run_dir)}")
+        final = f"step_{args.steps:06d}"
+        if kill_loop.run([nanoforge, "train", "--recipe", recipe, "--run-dir", run_dir, "--resume"],
+                         run_dir + ".resume.log") == 0 and \
+                kill_loop.same_checkpoint(run_dir, reference, final) and \
+                kill_loop.losses(run_dir) == kill_loop.losses(reference):
+            figures["resumed_exact"] += 1
+        else:
+            problems.append(f"{what}: the resumed run differs from the reference (see {run_dir}.resume.log)")
+
+    print(f"fault sweep: faults in the {size}-byte checkpoint of step {STEP}, {figures['runs']} runs")
+    for key in ("stopped_with_the_error", "latest_exact", "no_leftovers", "resumed_exact"):
+        print(f"  {key.replace('_', ' '):<28} {figures[key]} of {figures['runs']}")
+    for problem in problems:
+        print(f"PROBLEM: {problem}")
+    print(json.dumps({"fault_sweep": figures, "problems": len(problems)}))
+    if not args.work and not problems:
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
