@@ -164,6 +164,10 @@ def read_nanochat_checkpoint(directory, step):
     return config, weights
 
 
+# The checkpoint format nanoforge reads (docs/checkpoints.md); model.h5 carries it as an attribute.
+CHECKPOINT_FORMAT = 2
+
+
 def write_nanoforge_model(config, weights, directory):
     """model.h5 in nanoforge's checkpoint layout (docs/checkpoints.md): a directory model.init_from takes."""
     import h5py
@@ -171,9 +175,14 @@ def write_nanoforge_model(config, weights, directory):
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, "model.h5")
     with h5py.File(path + ".partial", "w") as f:
+        f.attrs["checkpoint_format"] = np.int64(CHECKPOINT_FORMAT)
         group = f.create_group("config")
         for key in MODEL_CONFIG_KEYS:
-            group.attrs[key] = str(config[key]) if key == "window_pattern" else np.int64(config[key])
+            if key == "window_pattern":  # fixed-length: nanoforge never reads variable-length strings
+                text = str(config[key]).encode("utf-8")
+                group.attrs[key] = np.array(text, dtype=h5py.string_dtype("utf-8", len(text)))
+            else:
+                group.attrs[key] = np.int64(config[key])
         weights_group = f.create_group("weights")
         for name, array in weights.items():
             array = np.ascontiguousarray(array, dtype=np.float32)

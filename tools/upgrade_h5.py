@@ -72,6 +72,8 @@ def checksummed(h5, name, values):
 def write_manifest(directory):
     lines = [f"nanoforge-checkpoint {CHECKPOINT_FORMAT}"]
     for name in CHECKPOINT_FILES:
+        if not os.path.exists(os.path.join(directory, name)):
+            continue  # a checkpoint kept for inference has no optimizer.h5
         path = os.path.join(directory, name)
         crc = 0
         with open(path, "rb") as f:
@@ -92,16 +94,19 @@ def upgrade_checkpoint(checkpoint):
     work = checkpoint + ".upgrading"
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    for name in ("model.h5", "optimizer.h5"):
+    # A checkpoint kept only for inference (eval, sample) may have no optimizer.h5; it stays without one.
+    with_optimizer = os.path.exists(os.path.join(checkpoint, "optimizer.h5"))
+    for name in ("model.h5", "optimizer.h5") if with_optimizer else ("model.h5",):
         shutil.copy2(os.path.join(checkpoint, name), os.path.join(work, name))
     with h5py.File(os.path.join(work, "model.h5"), "r+") as f:
         upgrade_string_attributes(f)
         f.attrs["checkpoint_format"] = np.int64(CHECKPOINT_FORMAT)
-    with h5py.File(os.path.join(work, "optimizer.h5"), "r+") as f:
-        steps = np.int64(f.attrs["steps_taken"])
-        del f.attrs["steps_taken"]
-        checksummed(f, "steps_taken", np.array([steps], dtype=np.int64))
-        f.attrs["checkpoint_format"] = np.int64(CHECKPOINT_FORMAT)
+    if with_optimizer:
+        with h5py.File(os.path.join(work, "optimizer.h5"), "r+") as f:
+            steps = np.int64(f.attrs["steps_taken"])
+            del f.attrs["steps_taken"]
+            checksummed(f, "steps_taken", np.array([steps], dtype=np.int64))
+            f.attrs["checkpoint_format"] = np.int64(CHECKPOINT_FORMAT)
     with h5py.File(os.path.join(checkpoint, "trainer.h5"), "r") as old, \
             h5py.File(os.path.join(work, "trainer.h5"), "w", track_order=False) as new:
         new.attrs["checkpoint_format"] = np.int64(CHECKPOINT_FORMAT)

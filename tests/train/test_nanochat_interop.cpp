@@ -111,7 +111,8 @@ TEST(NanochatInterop, ExportImportRoundTripIsExact) {
   Recipe recipe = small_recipe();
   recipe.model.init_from = out + "/nanochat_fp32/imported_model";
   const std::string continued = temp_dir("interop_continued");
-  ASSERT_TRUE(run_training(recipe, stop_at(continued, 1)).ok());
+  const absl::Status continued_run = run_training(recipe, stop_at(continued, 1));
+  ASSERT_TRUE(continued_run.ok()) << continued_run;
 }
 
 TEST(NanochatInterop, ExportRefusesAnotherTokenizer) {

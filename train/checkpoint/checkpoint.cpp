@@ -315,6 +315,10 @@ absl::Status verify_checkpoint_files(const std::string& checkpoint_dir) {
   return verify_manifest(checkpoint_dir, {std::begin(kCheckpointFiles), std::end(kCheckpointFiles)});
 }
 
+absl::Status verify_model_files(const std::string& checkpoint_dir) {
+  return verify_manifest(checkpoint_dir, {"model.h5", "trainer.h5"});
+}
+
 absl::StatusOr<GPTConfig> read_checkpoint_config(const std::string& checkpoint_dir) {
   NANOFORGE_ASSIGN_OR_RETURN(H5File file, open_checkpoint_file(checkpoint_dir, "model.h5"));
   NANOFORGE_ASSIGN_OR_RETURN(GPTConfig config, read_gpt_config(file));

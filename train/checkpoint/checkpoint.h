@@ -66,8 +66,11 @@ absl::StatusOr<std::vector<float>> read_optimizer_tensor(const std::string& chec
                                                          const std::string& dataset, int64_t numel);
 absl::StatusOr<TrainerState> read_trainer_state(const std::string& checkpoint_dir);
 // The manifest: every file's size and CRC-32 as written (train/checkpoint/manifest.h). Readers of a
-// checkpoint call it before anything else reads the files.
+// checkpoint call it before anything else reads the files: verify_checkpoint_files for all three (resuming),
+// verify_model_files for model.h5 and trainer.h5 only (evaluating and sampling, which need no optimizer
+// state, so a checkpoint kept for inference may leave optimizer.h5 out of its manifest).
 absl::Status verify_checkpoint_files(const std::string& checkpoint_dir);
+absl::Status verify_model_files(const std::string& checkpoint_dir);
 // Whether the checkpoint can be resumed from: the manifest; every dataset read (so HDF5 verifies every
 // checksum) and every number finite; the trainer state in range (step >= 0 and the directory's, recipe and
 // loader state parseable); the optimizer's step count the trainer's; the model config valid and the one the

@@ -24,7 +24,7 @@ absl::StatusOr<CheckpointModel> load_checkpoint_model(const std::string& path,
                                                       const std::string& tokenizer_dir, Device device,
                                                       const InferenceBatch& batch) {
   NANOFORGE_ASSIGN_OR_RETURN(const std::string checkpoint, resolve_checkpoint(path));
-  NANOFORGE_RETURN_IF_ERROR(verify_checkpoint_files(checkpoint));
+  NANOFORGE_RETURN_IF_ERROR(verify_model_files(checkpoint));
   NANOFORGE_ASSIGN_OR_RETURN(TrainerState trainer, read_trainer_state(checkpoint));
   NANOFORGE_ASSIGN_OR_RETURN(Recipe recipe,
                              parse_recipe(trainer.recipe_toml, checkpoint + "/trainer.h5 recipe"));
