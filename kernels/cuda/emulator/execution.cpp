@@ -1,12 +1,17 @@
-// The block scheduler of execution.h. A block runs in passes: each pass resumes every ready thread once, in
-// the schedule's order, and a thread runs until it waits (barrier, warp call) or exits; a pass that resumes
-// nobody ends the block, and any thread not done then is deadlocked. Warp calls keep the first arriver's
-// WarpCall as the meeting point; the last arriver completes it on its own stack and goes on.
+// The block scheduler of execution.h. The schedule ranks the block's threads; the scheduler always resumes
+// the best-ranked ready thread, which runs until it waits (barrier, warp call) or exits, so the first-ranked
+// warp runs as far as it can before any other starts (in order: warp 0 ahead; reversed: the last warp;
+// warp-ahead: a random warp, the others in reverse) and random picks any ready thread. When no thread is
+// ready, any thread not done is deadlocked. Warp calls keep the first arriver's WarpCall as the meeting
+// point; the last arriver completes it on its own stack and goes on.
 #include "kernels/cuda/emulator/execution.h"
 
 #include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +21,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cuda/emulator/emulator.h"
 #include "kernels/cuda/emulator/fiber.h"
 
 namespace nanoforge::emulator {
@@ -40,11 +46,64 @@ struct EmulatedThread {
   unsigned waiting_mask = 0;
 };
 
+// The ready threads of a block, picked best rank first (or at random).
+class ReadySet {
+ public:
+  void reset(const std::vector<int>& order, bool random) {
+    random_ = random;
+    order_ = &order;
+    rank_of_.resize(order.size());
+    for (size_t rank = 0; rank < order.size(); ++rank)
+      rank_of_[static_cast<size_t>(order[rank])] = static_cast<int>(rank);
+    words_.assign((order.size() + 63) / 64, 0);
+    pool_.clear();
+    count_ = 0;
+  }
+  void add(int thread) {
+    ++count_;
+    if (random_) {
+      pool_.push_back(thread);
+      return;
+    }
+    const auto rank = static_cast<size_t>(rank_of_[static_cast<size_t>(thread)]);
+    words_[rank / 64] |= uint64_t{1} << (rank % 64);
+  }
+  bool empty() const { return count_ == 0; }
+  int pick(std::mt19937_64& random) {
+    --count_;
+    if (random_) {
+      const size_t at = static_cast<size_t>(random() % pool_.size());
+      const int thread = pool_[at];
+      pool_[at] = pool_.back();
+      pool_.pop_back();
+      return thread;
+    }
+    for (size_t w = 0;; ++w) {
+      if (words_[w] == 0) continue;
+      const int bit = std::countr_zero(words_[w]);
+      words_[w] &= words_[w] - 1;
+      return (*order_)[w * 64 + static_cast<size_t>(bit)];
+    }
+  }
+
+ private:
+  bool random_ = false;
+  const std::vector<int>* order_ = nullptr;
+  std::vector<int> rank_of_;
+  std::vector<uint64_t> words_;
+  std::vector<int> pool_;
+  int count_ = 0;
+};
+
 struct WarpState {
   unsigned present = 0;  // lanes that exist (the last warp of a block may be partial)
   unsigned exited = 0;
   std::vector<WarpCall*> pending;
 };
+
+bool same_index(const uint3& a, const uint3& b) {
+  return a.x == b.x && a.y == b.y && a.z == b.z;
+}
 
 bool same_site(const std::source_location& a, const std::source_location& b) {
   return a.line() == b.line() && a.column() == b.column() && std::strcmp(a.file_name(), b.file_name()) == 0;
@@ -224,6 +283,18 @@ class LaunchRun {
   }
 
   void note_float_atomic() { outcome_.used_float_atomics = true; }
+
+  // For the fault handler: where the running thread is, without allocating.
+  int describe_running(char* buffer, size_t bytes) const {
+    if (running_ == nullptr) return 0;
+    const ThreadBuiltins& b = running_->builtins;
+    return std::snprintf(
+        buffer, bytes,
+        "nanoforge CUDA emulator: memory fault in kernel %s (launched at %s:%u), block (%u, %u, "
+        "%u), thread (%u, %u, %u): an illegal address on a GPU (run under gdb to see where)\n",
+        launch_.kernel_name.c_str(), launch_.site.file_name(), launch_.site.line(), b.block_idx.x,
+        b.block_idx.y, b.block_idx.z, b.thread_idx.x, b.thread_idx.y, b.thread_idx.z);
+  }
   uint64_t seed() const { return seed_; }
 
   [[noreturn]] void error(const std::string& message, std::source_location site) {
@@ -242,6 +313,11 @@ class LaunchRun {
     auto* t = static_cast<EmulatedThread*>(argument);
     LaunchRun* run = current_launch;
     fiber_started(t->context, run->scheduler_);
+    const Settings& s = settings();
+    if (s.break_enabled && same_index(t->builtins.block_idx, s.break_block) &&
+        same_index(t->builtins.thread_idx, s.break_thread)) {
+      nanoforge_emulator_break();
+    }
     run->run_body();
     run->thread_exited(*t);
     exit_fiber(t->context, run->scheduler_);
@@ -281,9 +357,10 @@ class LaunchRun {
     switch_fiber(t.context, scheduler_);
   }
 
-  static void release(EmulatedThread& t) {
+  void release(EmulatedThread& t) {
     t.state = ThreadState::kReady;
     t.waiting = WaitKind::kNone;
+    ready_.add(t.linear);
   }
 
   void resume(EmulatedThread& t) {
@@ -315,19 +392,11 @@ class LaunchRun {
     exited_ = 0;
     std::memset(dynamic_shared_, 0xFF, launch_.dynamic_shared_bytes);
     fill_order();
-
-    bool progressed = true;
-    while (progressed && !outcome_.trapped) {
-      progressed = false;
-      if (schedule_ == Schedule::kRandom) std::shuffle(order_.begin(), order_.end(), random_);
-      for (const int index : order_) {
-        EmulatedThread& t = threads_[static_cast<size_t>(index)];
-        if (t.state != ThreadState::kNotStarted && t.state != ThreadState::kReady) continue;
-        resume(t);
-        progressed = true;
-        if (outcome_.trapped) break;
-      }
-    }
+    ready_.reset(order_, schedule_ == Schedule::kRandom);
+    for (int i = 0; i < thread_count_; ++i)
+      ready_.add(i);
+    while (!ready_.empty() && !outcome_.trapped)
+      resume(threads_[static_cast<size_t>(ready_.pick(random_))]);
     if (outcome_.trapped) return abandon_block();
     if (exited_ != thread_count_) deadlock(block_idx);
   }
@@ -338,8 +407,10 @@ class LaunchRun {
     if (schedule_ == Schedule::kWarpAhead) {
       const int warps = static_cast<int>(warps_.size());
       const int ahead = static_cast<int>(random_() % static_cast<uint64_t>(warps));
+      std::reverse(order_.begin(), order_.end());
       std::stable_partition(order_.begin(), order_.end(),
                             [&](int index) { return index / kWarpSize == ahead; });
+      std::reverse(order_.begin(), order_.begin() + std::min(kWarpSize, thread_count_ - ahead * kWarpSize));
     }
   }
 
@@ -395,6 +466,7 @@ class LaunchRun {
   std::vector<EmulatedThread> threads_;
   std::vector<WarpState> warps_;
   std::vector<int> order_;
+  ReadySet ready_;
   void* dynamic_shared_ = nullptr;
   FiberContext scheduler_;
   EmulatedThread* running_ = nullptr;
@@ -425,7 +497,43 @@ const char* schedule_name(Schedule schedule) {
   return "?";
 }
 
+namespace {
+
+// A fault inside a kernel (a wild pointer, a fiber's stack overflowing into its guard page) names the kernel,
+// block and thread before the default action ends the process. AddressSanitizer's own handler reports more,
+// so under it nothing is installed.
+void on_fault(int signal) {
+  char message[1024];
+  const int length =
+      current_launch != nullptr ? current_launch->describe_running(message, sizeof(message)) : 0;
+  if (length > 0)
+    (void)!write(STDERR_FILENO, message, static_cast<size_t>(std::min<int>(length, sizeof(message))));
+  ::signal(signal, SIG_DFL);
+}
+
+void install_fault_handler() {
+#if !defined(__SANITIZE_ADDRESS__)
+  thread_local bool installed = false;
+  if (installed) return;
+  installed = true;
+  static thread_local char alternate_stack[64 * 1024];
+  stack_t stack{};
+  stack.ss_sp = alternate_stack;
+  stack.ss_size = sizeof(alternate_stack);
+  sigaltstack(&stack, nullptr);
+  struct sigaction action {};
+  action.sa_handler = &on_fault;
+  action.sa_flags = SA_ONSTACK | SA_RESETHAND;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGSEGV, &action, nullptr);
+  sigaction(SIGBUS, &action, nullptr);
+#endif
+}
+
+}  // namespace
+
 LaunchOutcome run_launch(const LaunchDescription& launch, Schedule schedule, uint64_t seed) {
+  install_fault_handler();
   LaunchRun run(launch, schedule, seed);
   return run.run();
 }

@@ -86,8 +86,7 @@ struct MemoryRecord {
   bool column_major;
 };
 
-// The checks of load_matrix_sync / store_matrix_sync: every lane passes the same arguments, the pointer is
-// 256-bit aligned and the stride a multiple of 16 bytes.
+// The check of load_matrix_sync / store_matrix_sync across lanes: every lane passes the same arguments.
 const MemoryRecord& check_memory_call(const WarpCall& call) {
   const auto& first = *static_cast<const MemoryRecord*>(call.records[0]);
   for (int lane = 1; lane < kLanes; ++lane) {
@@ -102,16 +101,6 @@ const MemoryRecord& check_memory_call(const WarpCall& call) {
           call.site);
     }
   }
-  if (reinterpret_cast<uintptr_t>(first.pointer) % 32 != 0) {
-    device_error(fmt::format("{} of a {} fragment: pointer {} is not 256-bit (32-byte) aligned", call.name,
-                             kind_name(first.kind), first.pointer),
-                 call.site);
-  }
-  if (first.ldm * element_bytes(first.type) % 16 != 0) {
-    device_error(fmt::format("{} of a {} fragment: ldm {} is not a multiple of 16 bytes ({} elements)",
-                             call.name, kind_name(first.kind), first.ldm, 16 / element_bytes(first.type)),
-                 call.site);
-  }
   return first;
 }
 
@@ -119,27 +108,24 @@ size_t offset_of(const MemoryRecord& record, Position p) {
   return record.column_major ? size_t{p.col} * record.ldm + p.row : size_t{p.row} * record.ldm + p.col;
 }
 
-void complete_load(WarpCall& call) {
-  const MemoryRecord& first = check_memory_call(call);
-  const auto& at = mapping(first.kind);
-  const size_t bytes = element_bytes(first.type);
-  const auto* source = static_cast<const unsigned char*>(first.pointer);
-  for (int lane = 0; lane < kLanes; ++lane) {
-    auto* elements = static_cast<unsigned char*>(static_cast<MemoryRecord*>(call.records[lane])->elements);
-    for (int i = 0; i < kElements; ++i)
-      std::memcpy(elements + i * bytes, source + offset_of(first, at[lane][i]) * bytes, bytes);
-  }
+// The warp call of a load or a store only checks that the lanes agree; each lane moves its own elements
+// (mine()), a load as soon as the lane arrives and a store only once every lane has, which is as early and as
+// late as CUDA allows: shared memory written by other lanes before a load, or read by them after a store, is
+// only there in time if a __syncwarp orders it.
+void complete_memory_call(WarpCall& call) {
+  check_memory_call(call);
 }
 
-void complete_store(WarpCall& call) {
-  const MemoryRecord& first = check_memory_call(call);
-  const auto& at = mapping(FragmentKind::kAccumulator);
-  auto* destination = static_cast<float*>(const_cast<void*>(first.pointer));
-  for (int lane = 0; lane < kLanes; ++lane) {
-    const auto* elements =
-        static_cast<const float*>(static_cast<MemoryRecord*>(call.records[lane])->elements);
-    for (int i = 0; i < kElements; ++i)
-      destination[offset_of(first, at[lane][i])] = elements[i];
+void check_lane_arguments(const MemoryRecord& record, const char* name, std::source_location site) {
+  if (reinterpret_cast<uintptr_t>(record.pointer) % 32 != 0) {
+    device_error(fmt::format("{} of a {} fragment: pointer {} is not 256-bit (32-byte) aligned", name,
+                             kind_name(record.kind), record.pointer),
+                 site);
+  }
+  if (record.ldm * element_bytes(record.type) % 16 != 0) {
+    device_error(fmt::format("{} of a {} fragment: ldm {} is not a multiple of 16 bytes ({} elements)", name,
+                             kind_name(record.kind), record.ldm, 16 / element_bytes(record.type)),
+                 site);
   }
 }
 
@@ -191,23 +177,34 @@ void complete_mma(WarpCall& call) {
 
 void fragment_load(FragmentKind kind, ElementType type, void* elements, const void* pointer, unsigned ldm,
                    bool column_major, std::source_location site) {
-  WarpCall call{
-      .name = "wmma::load_matrix_sync", .mask = kFullWarp, .site = site, .complete = &complete_load};
   MemoryRecord record{kind, type, elements, pointer, ldm, column_major};
+  check_lane_arguments(record, "wmma::load_matrix_sync", site);
+  const auto& at = mapping(kind)[lane_id()];
+  const size_t bytes = element_bytes(type);
+  for (int i = 0; i < kElements; ++i) {
+    std::memcpy(static_cast<unsigned char*>(elements) + i * bytes,
+                static_cast<const unsigned char*>(pointer) + offset_of(record, at[i]) * bytes, bytes);
+  }
+  WarpCall call{
+      .name = "wmma::load_matrix_sync", .mask = kFullWarp, .site = site, .complete = &complete_memory_call};
   warp_call(call, &record);
 }
 
 void fragment_store(const float* elements, float* pointer, unsigned ldm, bool column_major,
                     std::source_location site) {
-  WarpCall call{
-      .name = "wmma::store_matrix_sync", .mask = kFullWarp, .site = site, .complete = &complete_store};
   MemoryRecord record{FragmentKind::kAccumulator,
                       ElementType::kF32,
                       const_cast<float*>(elements),
                       pointer,
                       ldm,
                       column_major};
+  check_lane_arguments(record, "wmma::store_matrix_sync", site);
+  WarpCall call{
+      .name = "wmma::store_matrix_sync", .mask = kFullWarp, .site = site, .complete = &complete_memory_call};
   warp_call(call, &record);
+  const auto& at = mapping(FragmentKind::kAccumulator)[lane_id()];
+  for (int i = 0; i < kElements; ++i)
+    pointer[offset_of(record, at[i])] = elements[i];
 }
 
 void fragment_mma(float* d, const __nv_bfloat16* a, FragmentKind a_kind, const __nv_bfloat16* b,
