@@ -47,7 +47,11 @@ if(NANOFORGE_HAVE_CUDA AND NOT NANOFORGE_CUDA_EMULATION STREQUAL "OFF")
   endif()
 endif()
 
+# What the gpu-labelled tests run with (tests/CMakeLists.txt): on the emulator every launch runs under all
+# four schedules, whose results must agree bit for bit.
+set(NANOFORGE_GPU_TEST_ENVIRONMENT "")
 if(NANOFORGE_CUDA_EMULATED)
+  set(NANOFORGE_GPU_TEST_ENVIRONMENT "NANOFORGE_EMULATOR=schedules=compare")
   set(NANOFORGE_CUDA_RUNTIME nanoforge_cuda_emulator)
   # dist/ finds NCCL through these: the emulated NCCL, and NVIDIA's nccl.h beside the other CUDA headers.
   set(NANOFORGE_NCCL_LIBRARY nanoforge_emulated_nccl)

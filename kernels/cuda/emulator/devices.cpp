@@ -1,7 +1,7 @@
 // The emulated GPUs and the runtime's error state (runtime.h). Two profiles, the GPUs nanoforge is built for:
 // sm_90 (H200: 132 SMs, 227 KB of shared memory per block with the opt-in) and sm_121 (GB10: 48 SMs, 99 KB,
 // integrated with the host's memory). Every emulated device of a process has the profile that
-// NANOFORGE_EMULATOR_ARCH names; their memory is the host's, so that is what they report having.
+// NANOFORGE_EMULATOR's arch= names; their memory is the host's, so that is what they report having.
 #include <fmt/format.h>
 
 #include <cstdio>

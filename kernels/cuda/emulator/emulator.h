@@ -1,6 +1,6 @@
-// The CUDA emulator's settings and counters. Settings come from the environment once (the variables are
-// listed in docs/kernels.md) and tests may change them; counters say what the emulator did (launches, blocks,
-// launches whose schedules were compared). Only in the emulation build (NANOFORGE_CUDA_EMULATION).
+// The CUDA emulator's settings and counters. Settings come once from the environment variable
+// NANOFORGE_EMULATOR, e.g. "schedules=compare mma=truncate arch=sm_121" (docs/kernels.md), and tests may
+// change them; counters say what the emulator did. Only in the emulation build (NANOFORGE_CUDA_EMULATION).
 #pragma once
 
 #include <cstdint>
@@ -21,15 +21,15 @@ enum class MmaRounding : uint8_t { kNearest, kTruncate };
 enum class ScheduleMode : uint8_t { kRotate, kCompare, kFixed };
 
 struct Settings {
-  ScheduleMode schedule_mode = ScheduleMode::kRotate;  // NANOFORGE_EMULATOR_SCHEDULES
+  ScheduleMode schedule_mode = ScheduleMode::kRotate;  // schedules=rotate|compare|in-order|reversed|...
   Schedule fixed_schedule = Schedule::kInOrder;
-  uint64_t seed = 1;                                 // NANOFORGE_EMULATOR_SEED
-  MmaRounding mma_rounding = MmaRounding::kNearest;  // NANOFORGE_EMULATOR_MMA=nearest|truncate
-  int device_count = 1;                              // NANOFORGE_EMULATOR_DEVICES
-  std::string architecture = "sm_90";                // NANOFORGE_EMULATOR_ARCH=sm_90|sm_121
-  bool launch_blocking = false;                      // CUDA_LAUNCH_BLOCKING=1: run each launch at once
-  // NANOFORGE_EMULATOR_BREAK=bx,by,bz/tx,ty,tz: nanoforge_emulator_break() is called when that thread of that
-  // block starts (break on it in gdb to stop inside one emulated thread).
+  uint64_t seed = 1;                                 // seed=N
+  MmaRounding mma_rounding = MmaRounding::kNearest;  // mma=nearest|truncate
+  int device_count = 1;                              // devices=N
+  std::string architecture = "sm_90";                // arch=sm_90|sm_121
+  bool launch_blocking = false;  // CUDA_LAUNCH_BLOCKING=1 (CUDA's own): launches run at once
+  // break=bx,by,bz/tx,ty,tz: nanoforge_emulator_break() is called when that thread of that block starts
+  // (break on it in gdb to stop inside one emulated thread).
   bool break_enabled = false;
   uint3 break_block{0, 0, 0};
   uint3 break_thread{0, 0, 0};
@@ -52,5 +52,5 @@ inline constexpr bool kEmulated = true;
 
 }  // namespace nanoforge::emulator
 
-// Called when the thread named by NANOFORGE_EMULATOR_BREAK starts: `break nanoforge_emulator_break`.
+// Called when the thread that NANOFORGE_EMULATOR's break= names starts: `break nanoforge_emulator_break`.
 extern "C" void nanoforge_emulator_break();

@@ -34,7 +34,7 @@ struct DeviceProfile {
   bool integrated;  // shares the host's memory (GB10)
   int l2_bytes;
 };
-const DeviceProfile& device_profile();  // every emulated device has the profile NANOFORGE_EMULATOR_ARCH names
+const DeviceProfile& device_profile();  // every emulated device has the profile arch= names
 int device_count();
 int& current_device();  // of the calling host thread, as in CUDA
 bool valid_device(int device);

@@ -218,8 +218,8 @@ cudaError_t cudaGetDevice(int* device) {
 cudaError_t cudaSetDevice(int device) {
   if (!valid_device(device)) {
     return fail(cudaErrorInvalidDevice,
-                fmt::format("cudaSetDevice({}): {} GPU(s) are emulated (NANOFORGE_EMULATOR_DEVICES)", device,
-                            device_count()));
+                fmt::format("cudaSetDevice({}): {} GPU(s) are emulated (NANOFORGE_EMULATOR=devices=N)",
+                            device, device_count()));
   }
   current_device() = device;
   return result();

@@ -94,7 +94,7 @@ const MemoryRecord& check_memory_call(const WarpCall& call) {
     if (other.pointer != first.pointer || other.ldm != first.ldm ||
         other.column_major != first.column_major || other.kind != first.kind) {
       device_error(
-          fmt::format("{} of a {} fragment: lane 0 passes pointer {} and ldm {}, lane {} passes {} and "
+          fmt::format("{} ({} fragment): lane 0 passes pointer {} and ldm {}, lane {} passes {} and "
                       "{}; every lane must pass the same arguments",
                       call.name, kind_name(first.kind), first.pointer, first.ldm, lane, other.pointer,
                       other.ldm),
@@ -118,12 +118,12 @@ void complete_memory_call(WarpCall& call) {
 
 void check_lane_arguments(const MemoryRecord& record, const char* name, std::source_location site) {
   if (reinterpret_cast<uintptr_t>(record.pointer) % 32 != 0) {
-    device_error(fmt::format("{} of a {} fragment: pointer {} is not 256-bit (32-byte) aligned", name,
+    device_error(fmt::format("{} ({} fragment): pointer {} is not 256-bit (32-byte) aligned", name,
                              kind_name(record.kind), record.pointer),
                  site);
   }
   if (record.ldm * element_bytes(record.type) % 16 != 0) {
-    device_error(fmt::format("{} of a {} fragment: ldm {} is not a multiple of 16 bytes ({} elements)", name,
+    device_error(fmt::format("{} ({} fragment): ldm {} is not a multiple of 16 bytes ({} elements)", name,
                              kind_name(record.kind), record.ldm, 16 / element_bytes(record.type)),
                  site);
   }
