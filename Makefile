@@ -1,9 +1,12 @@
 # nanoforge's two everyday commands. `make test` is what CI runs (.ci/run) on a clean clone: install the
-# missing Debian packages, configure, build with every core, run the tests (output shown on failure).
+# missing Debian packages, configure, build with every core, run the tests (output shown on failure); on a
+# machine without a GPU the CUDA backend and its tests run on the CPU emulator of CUDA (docs/kernels.md), and
+# CI then runs `make test-sanitize`: those GPU tests again under AddressSanitizer and UBSan.
 # `make demo` trains a small model from scratch on this machine: tokenizer and shards from the demo corpus,
 # recipes/tiny.toml (about 10 minutes on 2 CPU cores), evaluation, a sample, and a plot of the run.
 
 BUILD_DIR ?= build
+SANITIZE_BUILD_DIR ?= build-sanitize
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 NANOFORGE := $(BUILD_DIR)/bin/nanoforge
@@ -12,7 +15,7 @@ DEMO_RUN ?= runs/tiny
 # A python3 that has matplotlib (a pyenv python3 first on PATH may not see Debian's packages).
 PYTHON := $(shell python3 -c 'import matplotlib' >/dev/null 2>&1 && echo python3 || echo /usr/bin/python3)
 
-.PHONY: all deps configure build test demo demo-data format clean
+.PHONY: all deps configure build test test-sanitize demo demo-data format clean
 
 all: build
 
@@ -27,6 +30,15 @@ build: configure
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+# The gpu-labelled tests on the CUDA emulator under AddressSanitizer and UndefinedBehaviorSanitizer, in a build
+# tree of their own (CI runs it after `make test`). Leaks are not checked: MPI and OpenBLAS keep memory to exit.
+test-sanitize: deps
+	cmake -S . -B $(SANITIZE_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNANOFORGE_SANITIZE=ON \
+	    -DNANOFORGE_CUDA_EMULATION=ON -DNANOFORGE_CUDA_COMPILE_CHECK=OFF $(CMAKE_FLAGS)
+	cmake --build $(SANITIZE_BUILD_DIR) -j $(JOBS) --target nanoforge_gpu_tests
+	cd $(SANITIZE_BUILD_DIR) && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	    ctest -L gpu --output-on-failure -j $(JOBS)
 
 # The demo corpus, its tokenizer (8,192 tokens) and its shards (the first 50 chapters for validation).
 demo-data: build
@@ -47,4 +59,4 @@ format:
 	git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(SANITIZE_BUILD_DIR)

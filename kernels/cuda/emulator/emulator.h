@@ -28,6 +28,7 @@ struct Settings {
   int device_count = 1;                              // devices=N
   std::string architecture = "sm_90";                // arch=sm_90|sm_121
   bool launch_blocking = false;  // CUDA_LAUNCH_BLOCKING=1 (CUDA's own): launches run at once
+  bool report = false;           // report=1: print the counters at exit
   // break=bx,by,bz/tx,ty,tz: nanoforge_emulator_break() is called when that thread of that block starts
   // (break on it in gdb to stop inside one emulated thread).
   bool break_enabled = false;

@@ -18,7 +18,7 @@ namespace {
 constexpr const char* kAccepted =
     "space-separated key=value settings: schedules=rotate|compare|in-order|reversed|random|warp-ahead, "
     "seed=N, "
-    "mma=nearest|truncate, arch=sm_90|sm_121, devices=N (0 to 16), break=bx,by,bz/tx,ty,tz";
+    "mma=nearest|truncate, arch=sm_90|sm_121, devices=N (0 to 16), break=bx,by,bz/tx,ty,tz, report=0|1";
 
 [[noreturn]] void bad_setting(const std::string& setting) {
   std::fprintf(stderr, "nanoforge CUDA emulator: NANOFORGE_EMULATOR: '%s' is not understood; it takes %s\n",
@@ -67,6 +67,11 @@ void apply_setting(Settings& s, const std::string& setting) {
       s.architecture = value;
       return;
     }
+  } else if (key == "report") {
+    if (value == "0" || value == "1") {
+      s.report = value == "1";
+      return;
+    }
   } else if (key == "break") {
     unsigned b[3] = {}, t[3] = {};
     if (std::sscanf(value.c_str(), "%u,%u,%u/%u,%u,%u", &b[0], &b[1], &b[2], &t[0], &t[1], &t[2]) == 6) {
@@ -91,10 +96,25 @@ Settings read_settings() {
   return s;
 }
 
+void print_report() {
+  const Counters c = counters();
+  std::fprintf(
+      stderr,
+      "nanoforge CUDA emulator: %lld kernel launches (%lld blocks run), %lld compared under the four "
+      "schedules, %lld with float atomics not compared, %lld cuBLASLt GEMMs\n",
+      static_cast<long long>(c.launches), static_cast<long long>(c.blocks),
+      static_cast<long long>(c.compared_launches), static_cast<long long>(c.atomic_launches),
+      static_cast<long long>(c.gemms));
+}
+
 }  // namespace
 
 Settings& settings() {
-  static Settings* instance = new Settings(read_settings());
+  static Settings* instance = [] {
+    auto* s = new Settings(read_settings());
+    if (s->report) std::atexit(&print_report);
+    return s;
+  }();
   return *instance;
 }
 

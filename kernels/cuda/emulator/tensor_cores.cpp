@@ -1,7 +1,8 @@
-// wmma fragment operations on the emulator (tensor_cores.h): each is one warp call whose last lane moves the
-// whole 16x16 tile through the launch's random element-to-lane mapping. mma_sync multiplies bf16 values
-// exactly in fp32 and adds in k order, rounding each addition to nearest or, in the truncating mode, toward
-// zero (this file is compiled with -frounding-math so that the rounding mode is honoured).
+// wmma fragment operations and the inline-PTX mma.sync and ldmatrix on the emulator (tensor_cores.h): each
+// is one warp call; wmma goes through the launch's random element-to-lane mapping, PTX through the ISA's
+// layouts. Products multiply bf16 values exactly in fp32 and add in k order, rounding each addition to
+// nearest or, in the truncating mode, toward zero (-frounding-math keeps the compiler from assuming the
+// default mode).
 #include "kernels/cuda/emulator/tensor_cores.h"
 
 #include <fmt/format.h>
@@ -93,12 +94,11 @@ const MemoryRecord& check_memory_call(const WarpCall& call) {
     const auto& other = *static_cast<const MemoryRecord*>(call.records[lane]);
     if (other.pointer != first.pointer || other.ldm != first.ldm ||
         other.column_major != first.column_major || other.kind != first.kind) {
-      device_error(
-          fmt::format("{} ({} fragment): lane 0 passes pointer {} and ldm {}, lane {} passes {} and "
-                      "{}; every lane must pass the same arguments",
-                      call.name, kind_name(first.kind), first.pointer, first.ldm, lane, other.pointer,
-                      other.ldm),
-          call.site);
+      device_error(fmt::format("{} ({} fragment): lane 0 passes pointer {} and ldm {}, lane {} passes {} and "
+                               "{}; every lane must pass the same arguments",
+                               call.name, kind_name(first.kind), first.pointer, first.ldm, lane,
+                               other.pointer, other.ldm),
+                   call.site);
     }
   }
   return first;
@@ -129,6 +129,23 @@ void check_lane_arguments(const MemoryRecord& record, const char* name, std::sou
   }
 }
 
+// d (m x n) = a (m x k) b (k x n) + c, row-major: bf16 x bf16 products are exact in fp32, and only the
+// additions, in k order from c, round: to nearest, or toward zero in the truncating mode.
+void multiply_add(float* d, const float* a, const float* b, const float* c, int m, int n, int k) {
+  const bool truncate = settings().mma_rounding == MmaRounding::kTruncate;
+  const int previous = std::fegetround();
+  if (truncate) std::fesetround(FE_TOWARDZERO);
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) {
+      float sum = c[i * n + j];
+      for (int p = 0; p < k; ++p)
+        sum += a[i * k + p] * b[p * n + j];
+      d[i * n + j] = sum;
+    }
+  }
+  if (truncate) std::fesetround(previous);
+}
+
 struct MmaRecord {
   float* d;
   const __nv_bfloat16* a;
@@ -152,20 +169,8 @@ void complete_mma(WarpCall& call) {
       c[at_c[lane][i].row][at_c[lane][i].col] = record.c[i];
     }
   }
-  // bf16 x bf16 products are exact in fp32; only the additions round.
-  const bool truncate = settings().mma_rounding == MmaRounding::kTruncate;
-  const int previous = std::fegetround();
-  if (truncate) std::fesetround(FE_TOWARDZERO);
   float d[kTile][kTile];
-  for (int m = 0; m < kTile; ++m) {
-    for (int n = 0; n < kTile; ++n) {
-      float sum = c[m][n];
-      for (int k = 0; k < kTile; ++k)
-        sum += a[m][k] * b[k][n];
-      d[m][n] = sum;
-    }
-  }
-  if (truncate) std::fesetround(previous);
+  multiply_add(&d[0][0], &a[0][0], &b[0][0], &c[0][0], kTile, kTile, kTile);
   for (int lane = 0; lane < kLanes; ++lane) {
     const auto& record = *static_cast<const MmaRecord*>(call.records[lane]);
     for (int i = 0; i < kElements; ++i)
@@ -173,7 +178,86 @@ void complete_mma(WarpCall& call) {
   }
 }
 
+float low(uint32_t pair) {
+  return __bfloat162float(__ushort_as_bfloat16(static_cast<unsigned short>(pair & 0xFFFFu)));
+}
+float high(uint32_t pair) {
+  return __bfloat162float(__ushort_as_bfloat16(static_cast<unsigned short>(pair >> 16)));
+}
+
+struct PtxMmaRecord {
+  float* d;
+  const uint32_t* a;
+  const uint32_t* b;
+  const float* c;
+};
+
+// mma.m16n8k16 with the PTX ISA's layouts (mma_ptx.cuh): g = lane / 4, t = lane % 4.
+void complete_ptx_mma(WarpCall& call) {
+  constexpr int kM = 16, kN = 8, kK = 16;
+  float a[kM][kK], b[kK][kN], c[kM][kN], d[kM][kN];
+  for (int lane = 0; lane < kLanes; ++lane) {
+    const auto& r = *static_cast<const PtxMmaRecord*>(call.records[lane]);
+    const int g = lane / 4, t = lane % 4;
+    for (int i = 0; i < 4; ++i) {
+      const int row = g + (i % 2) * 8, col = 2 * t + (i / 2) * 8;
+      a[row][col] = low(r.a[i]);
+      a[row][col + 1] = high(r.a[i]);
+    }
+    for (int i = 0; i < 2; ++i) {
+      b[2 * t + i * 8][g] = low(r.b[i]);
+      b[2 * t + i * 8 + 1][g] = high(r.b[i]);
+    }
+    for (int i = 0; i < 4; ++i)
+      c[g + (i / 2) * 8][2 * t + i % 2] = r.c[i];
+  }
+  multiply_add(&d[0][0], &a[0][0], &b[0][0], &c[0][0], kM, kN, kK);
+  for (int lane = 0; lane < kLanes; ++lane) {
+    const auto& r = *static_cast<const PtxMmaRecord*>(call.records[lane]);
+    for (int i = 0; i < 4; ++i)
+      r.d[i] = d[lane / 4 + (i / 2) * 8][2 * (lane % 4) + i % 2];
+  }
+}
+
+struct LdmatrixRecord {
+  uint32_t* r;
+  const void* row;
+};
+
+// ldmatrix x4: lanes 8i .. 8i+7 name the rows of matrix i; lane l gets (l / 4, 2 (l % 4) .. +1) of each.
+void complete_ldmatrix(WarpCall& call) {
+  for (int lane = 0; lane < kLanes; ++lane) {
+    const auto* row = static_cast<const LdmatrixRecord*>(call.records[lane])->row;
+    if (reinterpret_cast<uintptr_t>(row) % 16 != 0) {
+      device_error(
+          fmt::format("ldmatrix: lane {} passes row address {}, which is not 16-byte aligned", lane, row),
+          call.site);
+    }
+  }
+  for (int lane = 0; lane < kLanes; ++lane) {
+    auto* r = static_cast<LdmatrixRecord*>(call.records[lane])->r;
+    for (int matrix = 0; matrix < 4; ++matrix) {
+      const auto* row = static_cast<const unsigned char*>(
+          static_cast<const LdmatrixRecord*>(call.records[matrix * 8 + lane / 4])->row);
+      std::memcpy(&r[matrix], row + 4 * (lane % 4), sizeof(uint32_t));
+    }
+  }
+}
+
 }  // namespace
+
+void ptx_mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], const float (&c)[4],
+                      std::source_location site) {
+  WarpCall call{.name = "mma.sync.m16n8k16", .mask = kFullWarp, .site = site, .complete = &complete_ptx_mma};
+  PtxMmaRecord record{d, a, b, c};
+  warp_call(call, &record);
+}
+
+void ptx_ldmatrix_x4(uint32_t (&r)[4], const void* row, std::source_location site) {
+  WarpCall call{.name = "ldmatrix.x4", .mask = kFullWarp, .site = site, .complete = &complete_ldmatrix};
+  LdmatrixRecord record{r, row};
+  warp_call(call, &record);
+}
 
 void fragment_load(FragmentKind kind, ElementType type, void* elements, const void* pointer, unsigned ldm,
                    bool column_major, std::source_location site) {

@@ -3,7 +3,8 @@
 // element-to-lane mapping per fragment kind: a kernel that depends on a mapping gives different results from
 // launch to launch and schedule to schedule. Loads, stores and mma_sync are warp-synchronous calls that check
 // what CUDA requires (all 32 lanes, the same pointer and stride in every lane, 32-byte aligned pointers,
-// strides of whole 16 bytes). Fresh fragments hold NaNs, as uninitialised registers hold garbage.
+// strides of whole 16 bytes). Fresh fragments hold NaNs, as uninitialised registers hold garbage. The
+// inline-PTX mma.sync and ldmatrix of mma_ptx.cuh run here too, with the fragment layouts of the PTX ISA.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -31,6 +32,12 @@ void fragment_store(const float* elements, float* pointer, unsigned ldm, bool co
                     std::source_location site);
 void fragment_mma(float* d, const __nv_bfloat16* a, FragmentKind a_kind, const __nv_bfloat16* b,
                   FragmentKind b_kind, const float* c, std::source_location site);
+
+// The inline-PTX instructions of kernels/cuda/mma_ptx.cuh, with the PTX ISA's fragment layouts.
+void ptx_mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], const float (&c)[4],
+                      std::source_location site = std::source_location::current());
+void ptx_ldmatrix_x4(uint32_t (&r)[4], const void* row,
+                     std::source_location site = std::source_location::current());
 
 }  // namespace nanoforge::emulator
 

@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/mma_ptx.cuh"
 #include "tests/cuda/emulator/emulator_test_kernels.h"
 
 namespace nanoforge::emulator_test {
@@ -119,6 +120,28 @@ __global__ void tile_mma_kernel(float* d, const __nv_bfloat16* a, const __nv_bfl
   nvcuda::wmma::store_matrix_sync(d, accumulator, 16, nvcuda::wmma::mem_row_major);
 }
 
+__global__ void ptx_tile_mma_kernel(float* d, const __nv_bfloat16* a, const __nv_bfloat16* b,
+                                    const float* c) {
+  __shared__ __align__(16) __nv_bfloat16 a_tile[16 * 16];
+  const int lane = static_cast<int>(threadIdx.x), g = lane / 4, t = lane % 4;
+  for (int i = lane; i < 256; i += 32)
+    a_tile[i] = a[i];
+  __syncwarp();
+  // Matrix i of the four 8x8 is rows (i % 2) * 8 .., columns (i / 2) * 8 ..: A's register order.
+  const int matrix = lane / 8;
+  uint32_t a_registers[4];
+  cuda::ptx::ldmatrix_x4(a_registers, &a_tile[(lane % 8 + (matrix % 2) * 8) * 16 + (matrix / 2) * 8]);
+  uint32_t b_registers[2];
+  for (int i = 0; i < 2; ++i)
+    b_registers[i] = *reinterpret_cast<const uint32_t*>(&b[g * 16 + 2 * t + 8 * i]);
+  float c_registers[4], d_registers[4];
+  for (int i = 0; i < 4; ++i)
+    c_registers[i] = c[(g + (i / 2) * 8) * 8 + 2 * t + i % 2];
+  cuda::ptx::mma_m16n8k16_bf16(d_registers, a_registers, b_registers, c_registers);
+  for (int i = 0; i < 4; ++i)
+    d[(g + (i / 2) * 8) * 8 + 2 * t + i % 2] = d_registers[i];
+}
+
 __global__ void fragment_load_kernel(const float* tile) {
   Accumulator fragment;
   nvcuda::wmma::load_matrix_sync(fragment, tile, 16, nvcuda::wmma::mem_row_major);
@@ -198,6 +221,11 @@ void fragment_positions(int* rows, int* cols) {
 void tile_mma(float* d, const uint16_t* a, const uint16_t* b, const float* c) {
   launch_kernel<tile_mma_kernel>(1, 32)(d, reinterpret_cast<const __nv_bfloat16*>(a),
                                         reinterpret_cast<const __nv_bfloat16*>(b), c);
+}
+
+void ptx_tile_mma(float* d, const uint16_t* a, const uint16_t* b, const float* c) {
+  launch_kernel<ptx_tile_mma_kernel>(1, 32)(d, reinterpret_cast<const __nv_bfloat16*>(a),
+                                            reinterpret_cast<const __nv_bfloat16*>(b), c);
 }
 
 void misaligned_fragment_load(const float* tile, size_t offset_bytes) {

@@ -52,6 +52,10 @@ cudaError_t allow_shared_memory(int bytes);
 void fragment_positions(int* rows, int* cols);
 // d (16x16 f32, row-major) = a (16x16 bf16, row-major) b (16x16 bf16, col-major) + c (16x16 f32, row-major).
 void tile_mma(float* d, const uint16_t* a, const uint16_t* b, const float* c);
+// The same through the inline-PTX path (kernels/cuda/mma_ptx.cuh): A loaded from shared memory by ldmatrix
+// x4, B and C read into registers by the PTX ISA's layouts. d (16x8 f32, row-major) = a (16x16 bf16,
+// row-major) b (16x8 bf16, col-major: b[n * 16 + k]) + c (16x8 f32, row-major).
+void ptx_tile_mma(float* d, const uint16_t* a, const uint16_t* b, const float* c);
 // load_matrix_sync from `tile` plus `offset_bytes` (misaligned for a non-multiple of 32).
 void misaligned_fragment_load(const float* tile, size_t offset_bytes);
 

@@ -32,7 +32,8 @@ std::vector<std::pair<int, int>> positions() {
 
 TEST(EmulatorTensorCores, EachLaunchArrangesTheFragmentElementsAnew) {
   ScopedSettings s;
-  s->schedule_mode = emulator::ScheduleMode::kFixed;  // one run per launch: the arrangement is the result here
+  s->schedule_mode =
+      emulator::ScheduleMode::kFixed;  // one run per launch: the arrangement is the result here
   const std::vector<std::pair<int, int>> first = positions(), second = positions();
   for (const auto* launch : {&first, &second}) {
     const std::set<std::pair<int, int>> distinct(launch->begin(), launch->end());
@@ -91,6 +92,43 @@ std::vector<float> emulated_mma(const Tiles& t) {
   c_device.upload(t.c);
   tile_mma(d_device.get(), a_device.get(), b_device.get(), c_device.get());
   return d_device.download();
+}
+
+// The inline-PTX path: ldmatrix and mma.sync m16n8k16 with the PTX ISA's layouts give A B + C, with the same
+// rounding of each addition (the first 8 columns of the wmma test's tiles).
+TEST(EmulatorTensorCores, PtxMmaAndLdmatrixFollowThePtxLayouts) {
+  ScopedSettings s;
+  const Tiles tiles = random_tiles();
+  Tiles narrow =
+      tiles;  // B and C keep their first 8 columns: B col-major (n * 16 + k), C row-major (m * 8 + n)
+  narrow.b.resize(128);
+  narrow.c.resize(128);
+  for (int m = 0; m < kTile; ++m) {
+    for (int n = 0; n < 8; ++n)
+      narrow.c[m * 8 + n] = tiles.c[m * kTile + n];
+  }
+  std::vector<uint16_t> a(256), b(128);
+  for (int i = 0; i < 256; ++i)
+    a[i] = bf16_bits(tiles.a[i]);
+  for (int i = 0; i < 128; ++i)
+    b[i] = bf16_bits(narrow.b[i]);
+  DeviceArray<uint16_t> a_device(256), b_device(128);
+  DeviceArray<float> c_device(128), d_device(128);
+  a_device.upload(a);
+  b_device.upload(b);
+  c_device.upload(narrow.c);
+  for (const auto rounding : {emulator::MmaRounding::kNearest, emulator::MmaRounding::kTruncate}) {
+    s->mma_rounding = rounding;
+    ptx_tile_mma(d_device.get(), a_device.get(), b_device.get(), c_device.get());
+    const std::vector<float> got = d_device.download();
+    if (rounding == emulator::MmaRounding::kTruncate) std::fesetround(FE_TOWARDZERO);
+    const std::vector<float> expected = reference(tiles);
+    std::fesetround(FE_TONEAREST);
+    for (int m = 0; m < kTile; ++m) {
+      for (int n = 0; n < 8; ++n)
+        EXPECT_EQ(got[m * 8 + n], expected[m * kTile + n]) << "D(" << m << ", " << n << ")";
+    }
+  }
 }
 
 TEST(EmulatorTensorCores, MmaRoundsEachAdditionToNearestOrTowardZero) {
