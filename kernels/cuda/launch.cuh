@@ -48,7 +48,10 @@ class KernelLaunch {
     emulator::launch_on_emulator<kKernel>(grid_, block_, shared_bytes_, stream_, site_,
                                           std::forward<Arguments>(arguments)...);
 #else
-    kKernel<<<grid_, block_, shared_bytes_, stream_> > >(std::forward<Arguments>(arguments)...);
+    // clang-format would split the closing chevrons of a launch through a template parameter:
+    // clang-format off
+    kKernel<<<grid_, block_, shared_bytes_, stream_>>>(std::forward<Arguments>(arguments)...);
+    // clang-format on
 #endif
   }
 

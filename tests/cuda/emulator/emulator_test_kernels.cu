@@ -82,16 +82,17 @@ __global__ void trap_kernel() {
 }
 
 __global__ void read_fresh_shared_memory_kernel(float* out, int floats) {
-  NANOFORGE_DYNAMIC_SHARED(float, shared, 16);
+  NANOFORGE_DYNAMIC_SHARED(float, fresh, 16);
   for (int i = static_cast<int>(threadIdx.x); i < floats; i += static_cast<int>(blockDim.x))
-    out[i] = shared[i];
+    out[i] = fresh[i];
 }
 
 __global__ void use_shared_memory_kernel(int* out, size_t bytes) {
-  NANOFORGE_DYNAMIC_SHARED(unsigned char, shared, 16);
+  // Named apart from `fresh`: under nvcc every extern __shared__ array of a namespace is one symbol.
+  NANOFORGE_DYNAMIC_SHARED(unsigned char, block_bytes, 16);
   if (threadIdx.x == 0) {
-    shared[bytes - 1] = 42;
-    *out = shared[bytes - 1];
+    block_bytes[bytes - 1] = 42;
+    *out = block_bytes[bytes - 1];
   }
 }
 
