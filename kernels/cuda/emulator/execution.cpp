@@ -157,7 +157,11 @@ class LaunchRun {
     order_.resize(static_cast<size_t>(thread_count_));
   }
 
-  ~LaunchRun() { std::free(dynamic_shared_); }
+  ~LaunchRun() {
+    std::free(dynamic_shared_);
+    for (FiberStack* stack : spare_stacks_)
+      FiberStack::give_back(stack);
+  }
 
   LaunchOutcome run() {
     current_launch = this;
@@ -365,7 +369,8 @@ class LaunchRun {
 
   void resume(EmulatedThread& t) {
     if (t.state == ThreadState::kNotStarted) {
-      make_fiber(t.context, FiberStack::take(), &LaunchRun::thread_main, &t);
+      FiberStack* stack = FiberStack::take_or(spare_stacks_);
+      make_fiber(t.context, stack, &LaunchRun::thread_main, &t);
       t.state = ThreadState::kReady;
     }
     running_ = &t;
@@ -373,7 +378,7 @@ class LaunchRun {
     switch_fiber(scheduler_, t.context);
     running_ = nullptr;
     if (t.state == ThreadState::kDone) {
-      FiberStack::give_back(t.context.stack);
+      spare_stacks_.push_back(t.context.stack);  // the next thread to start runs on it
       t.context.stack = nullptr;
     }
   }
@@ -467,6 +472,7 @@ class LaunchRun {
   std::vector<WarpState> warps_;
   std::vector<int> order_;
   ReadySet ready_;
+  std::vector<FiberStack*> spare_stacks_;  // stacks of finished threads, kept for the launch's next threads
   void* dynamic_shared_ = nullptr;
   FiberContext scheduler_;
   EmulatedThread* running_ = nullptr;

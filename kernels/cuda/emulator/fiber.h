@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 namespace nanoforge::emulator {
 
@@ -14,6 +15,13 @@ class FiberStack {
  public:
   static FiberStack* take();
   static void give_back(FiberStack* stack);
+  // The last of `spare` (removed from it), or a new one from the pool when it is empty.
+  static FiberStack* take_or(std::vector<FiberStack*>& spare) {
+    if (spare.empty()) return take();
+    FiberStack* stack = spare.back();
+    spare.pop_back();
+    return stack;
+  }
 
   char* base() const { return base_; }  // lowest usable address
   size_t bytes() const { return bytes_; }
