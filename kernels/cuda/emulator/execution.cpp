@@ -26,7 +26,7 @@
 
 namespace nanoforge::emulator {
 
-thread_local const ThreadBuiltins* current_builtins = nullptr;
+thread_local constinit const ThreadBuiltins* current_builtins = nullptr;
 
 namespace {
 
@@ -508,6 +508,7 @@ namespace {
 // A fault inside a kernel (a wild pointer, a fiber's stack overflowing into its guard page) names the kernel,
 // block and thread before the default action ends the process. AddressSanitizer's own handler reports more,
 // so under it nothing is installed.
+#if !defined(__SANITIZE_ADDRESS__)
 void on_fault(int signal) {
   char message[1024];
   const int length =
@@ -516,6 +517,8 @@ void on_fault(int signal) {
     (void)!write(STDERR_FILENO, message, static_cast<size_t>(std::min<int>(length, sizeof(message))));
   ::signal(signal, SIG_DFL);
 }
+
+#endif
 
 void install_fault_handler() {
 #if !defined(__SANITIZE_ADDRESS__)
