@@ -1,11 +1,14 @@
 # nanoforge's two everyday commands. `make test` is what CI runs (.ci/run) on a clean clone: install the
-# missing Debian packages, configure, build with every core, run the tests (output shown on failure).
+# missing Debian packages, configure, build with every core, run the tests (output shown on failure); on a
+# machine without a GPU the CUDA backend and its tests run on the CPU emulator of CUDA (docs/kernels.md), and
+# CI then runs `make test-sanitize`: those GPU tests again under AddressSanitizer and UBSan.
 # `make demo` trains a small model from scratch on this machine: tokenizer and shards from the demo corpus,
 # recipes/tiny.toml, evaluation (bits per byte, and CORE on the small test bundle), a sample, and a plot of
 # the run. It builds only the program, in a tree of its own: for the CPU, or for this machine's GPU alone when
 # it has one (not every architecture).
 
 BUILD_DIR ?= build
+SANITIZE_BUILD_DIR ?= build-sanitize
 JOBS ?= $(shell nproc)
 # The build tree's Python (scripts/install-deps.sh): pyarrow for parquet input, tiktoken and torch for tools/.
 BUILD_PYTHON_ENV := $(abspath $(BUILD_DIR))/python
@@ -19,7 +22,7 @@ DEMO_RUN ?= runs/tiny
 # A python3 that has matplotlib (a pyenv python3 first on PATH may not see Debian's packages).
 PYTHON := $(shell python3 -c 'import matplotlib' >/dev/null 2>&1 && echo python3 || echo /usr/bin/python3)
 
-.PHONY: all deps configure build test demo demo-build demo-data format clean
+.PHONY: all deps configure build test test-sanitize demo demo-build demo-data format clean
 
 all: build
 
@@ -41,6 +44,15 @@ demo-build:
 	cmake -S . -B $(DEMO_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release $(DEMO_CMAKE_FLAGS)
 	cmake --build $(DEMO_BUILD_DIR) -j $(JOBS) --target nanoforge
 
+# The gpu-labelled tests on the CUDA emulator under AddressSanitizer and UndefinedBehaviorSanitizer, in a build
+# tree of their own (CI runs it after `make test`). Leaks are not checked: MPI and OpenBLAS keep memory to exit.
+test-sanitize: deps
+	cmake -S . -B $(SANITIZE_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNANOFORGE_SANITIZE=ON \
+	    -DNANOFORGE_CUDA_EMULATION=ON -DNANOFORGE_CUDA_COMPILE_CHECK=OFF $(CMAKE_FLAGS)
+	cmake --build $(SANITIZE_BUILD_DIR) -j $(JOBS) --target nanoforge_gpu_tests
+	cd $(SANITIZE_BUILD_DIR) && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	    ctest -L gpu --output-on-failure -j $(JOBS)
+
 # The demo corpus, its tokenizer (8,192 tokens) and its shards (the first 50 chapters for validation).
 demo-data: demo-build
 	scripts/make-demo-corpus.sh $(DEMO_DIR)/kjv.txt
@@ -61,4 +73,4 @@ format:
 	git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD_DIR) $(DEMO_BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(SANITIZE_BUILD_DIR) $(DEMO_BUILD_DIR)

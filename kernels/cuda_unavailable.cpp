@@ -17,6 +17,12 @@ bool available(std::string* reason) {
   return false;
 }
 
+int device_count() {
+  return 0;
+}
+bool emulated() {
+  return false;
+}
 void* allocate_zeroed(int64_t) {
   NANOFORGE_CHECK(false, "{}", kNotBuilt);
 }

@@ -400,7 +400,8 @@ configure_stage() {
   # CMake 4 refuses config files that declare compatibility with CMake < 3.5; older CMake ignores this.
   run_stage configure 120 "$build_log" env CMAKE_POLICY_VERSION_MINIMUM=3.5 \
     cmake --fresh -S "$repo_root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    "-DNANOFORGE_CUDA=$cuda_mode" "-DCMAKE_CUDA_ARCHITECTURES=$architectures" "${cmake_args[@]}" "${extra[@]}"
+    "-DNANOFORGE_CUDA=$cuda_mode" -DNANOFORGE_CUDA_EMULATION=OFF "-DCMAKE_CUDA_ARCHITECTURES=$architectures" \
+    "${cmake_args[@]}" "${extra[@]}"
 }
 
 # The executables of the tests labelled gpu (gtest_discover_tests writes one include file per executable).

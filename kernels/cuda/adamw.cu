@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/launch_shape.cuh"
 #include "kernels/cuda/vector_pack.cuh"
 
@@ -74,7 +75,7 @@ void adamw_update(TensorView param, TensorView grad, TensorView exp_avg, TensorV
   const bool packed = pack_aligned({param.data, grad.data, exp_avg.data, exp_avg_sq.data});
   with_pack_count<float>(packed, [&](auto count) {
     constexpr int kCount = decltype(count)::value;
-    adamw_kernel<kCount><<<elementwise_blocks(numel, kCount), kElementwiseThreads>>>(
+    launch_kernel<adamw_kernel<kCount>>(elementwise_blocks(numel, kCount), kElementwiseThreads)(
         param.as<float>(), grad.as<float>(), exp_avg.as<float>(), exp_avg_sq.as<float>(), numel, factors);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);

@@ -9,6 +9,11 @@ namespace nanoforge::cuda {
 
 // Whether this build has the CUDA backend and the process can see at least one GPU. `reason` says why not.
 bool available(std::string* reason = nullptr);
+// How many GPUs the process sees (0 without the CUDA backend).
+int device_count();
+// Whether the GPUs are the CPU emulator of CUDA (kernels/cuda/emulator/): tests use it to pick shapes and to
+// ask the emulator for what they need (NANOFORGE_EMULATOR=devices=2 for two ranks).
+bool emulated();
 
 void* allocate_zeroed(int64_t bytes);
 void free(void* pointer);

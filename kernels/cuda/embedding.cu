@@ -18,6 +18,7 @@
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/launch_shape.cuh"
 #include "kernels/cuda/reductions.cuh"
 #include "kernels/cuda/vector_pack.cuh"
@@ -205,9 +206,10 @@ void launch_ordered_backward(TensorView d_table, TensorView d_out, TensorView id
   const int64_t warps = static_cast<int64_t>(slabs) * buckets;
   const int blocks = static_cast<int>((warps + kOrderedWarpsPerBlock - 1) / kOrderedWarpsPerBlock);
   with_pack_count<float>(packable, [&](auto count) {
-    embedding_backward_ordered_kernel<decltype(count)::value><<<blocks, kOrderedWarpsPerBlock * kWarpSize>>>(
-        d_table.as<float>(), d_out.as<__nv_bfloat16>(), ids.as<int32_t>(), shape.rows, shape.channels, slabs,
-        buckets);
+    launch_kernel<embedding_backward_ordered_kernel<decltype(count)::value>>(
+        blocks, kOrderedWarpsPerBlock * kWarpSize)(d_table.as<float>(), d_out.as<__nv_bfloat16>(),
+                                                   ids.as<int32_t>(), shape.rows, shape.channels, slabs,
+                                                   buckets);
   });
 }
 
@@ -222,9 +224,9 @@ void embedding_forward(TensorView out, TensorView table, TensorView ids) {
   if (shape.rows == 0) return;
   const bool packable = rows_packable<__nv_bfloat16>(shape.channels, {out.data, table.data});
   with_pack_count<__nv_bfloat16>(packable, [&](auto count) {
-    embedding_forward_kernel<decltype(count)::value>
-        <<<blocks_for(shape.rows, kRowsPerBlock), kThreadsPerBlock>>>(
-            out.as<__nv_bfloat16>(), table.as<float>(), ids.as<int32_t>(), shape.rows, shape.channels);
+    launch_kernel<embedding_forward_kernel<decltype(count)::value>>(blocks_for(shape.rows, kRowsPerBlock),
+                                                                    kThreadsPerBlock)(
+        out.as<__nv_bfloat16>(), table.as<float>(), ids.as<int32_t>(), shape.rows, shape.channels);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
 }
@@ -241,9 +243,9 @@ void embedding_backward(TensorView d_table, TensorView d_out, TensorView ids) {
   } else {
     const bool packable = rows_packable<__nv_bfloat16>(shape.channels, {d_out.data});
     with_pack_count<__nv_bfloat16>(packable, [&](auto count) {
-      embedding_backward_atomic_kernel<decltype(count)::value>
-          <<<blocks_for(shape.rows, kRowsPerBlock), kThreadsPerBlock>>>(
-              d_table.as<float>(), d_out.as<__nv_bfloat16>(), ids.as<int32_t>(), shape.rows, shape.channels);
+      launch_kernel<embedding_backward_atomic_kernel<decltype(count)::value>>(
+          blocks_for(shape.rows, kRowsPerBlock), kThreadsPerBlock)(
+          d_table.as<float>(), d_out.as<__nv_bfloat16>(), ids.as<int32_t>(), shape.rows, shape.channels);
     });
   }
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);

@@ -13,6 +13,7 @@
 // exchange for having no atomics and no fp32 dQ buffer.
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/flash_attention.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace nanoforge::cuda {
 namespace {
@@ -73,7 +74,7 @@ __global__ void __launch_bounds__(kThreads)
   using Shared = KeyValueShared<kHeadDim>;
   constexpr int kStride = kTileStride<kHeadDim>;
   constexpr int kColumnFragments = kHeadDim / kFragment;
-  extern __shared__ __align__(128) unsigned char shared[];
+  NANOFORGE_DYNAMIC_SHARED(unsigned char, shared, 128);
   BF16* key_tile = reinterpret_cast<BF16*>(shared + Shared::kKey);
   BF16* value_tile = reinterpret_cast<BF16*>(shared + Shared::kValue);
   BF16* query_tile = reinterpret_cast<BF16*>(shared + Shared::kQuery);
@@ -176,7 +177,7 @@ __global__ void __launch_bounds__(kThreads)
   using Shared = QueryShared<kHeadDim>;
   constexpr int kStride = kTileStride<kHeadDim>;
   constexpr int kColumnFragments = kHeadDim / kFragment;
-  extern __shared__ __align__(128) unsigned char shared[];
+  NANOFORGE_DYNAMIC_SHARED(unsigned char, shared, 128);
   BF16* query_tile = reinterpret_cast<BF16*>(shared + Shared::kQuery);
   BF16* d_out_tile = reinterpret_cast<BF16*>(shared + Shared::kDOut);
   BF16* key_tile = reinterpret_cast<BF16*>(shared + Shared::kKey);
@@ -276,7 +277,7 @@ void attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorVi
   const int64_t delta_blocks = (rows + kDeltaRowsPerBlock - 1) / kDeltaRowsPerBlock;
   NANOFORGE_CHECK(delta_blocks <= std::numeric_limits<int>::max(), "{} on CUDA: q {} has too many rows", kOp,
                   q.describe());
-  attention_delta_kernel<<<static_cast<unsigned>(delta_blocks), kDeltaRowsPerBlock * kWarpSize>>>(
+  launch_kernel<attention_delta_kernel>(static_cast<unsigned>(delta_blocks), kDeltaRowsPerBlock * kWarpSize)(
       delta, d_out.as<BF16>(), out.as<BF16>(), rows, shape.seq, shape.heads, shape.head_dim);
   NANOFORGE_CUDA_CHECK_LAUNCH("attention_delta");
 
@@ -286,19 +287,18 @@ void attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorVi
     constexpr int kHeadDim = decltype(head_dim)::value;
     constexpr int kKeyValueBytes = KeyValueShared<kHeadDim>::kBytes;
     allow_shared_bytes(attention_backward_key_value_kernel<kHeadDim>, kKeyValueBytes);
-    attention_backward_key_value_kernel<kHeadDim>
-        <<<dim3(tile_count(shape.seq), shape.kv_heads, shape.batch), kThreads, kKeyValueBytes>>>(
-            d_k.as<BF16>(), d_v.as<BF16>(), d_out.as<BF16>(), q.as<BF16>(), k.as<BF16>(), v.as<BF16>(),
-            lse.as<float>(), delta, shape.seq, shape.heads, shape.kv_heads, shape.window, scale_f,
-            scale_log2);
+    launch_kernel<attention_backward_key_value_kernel<kHeadDim>>(
+        dim3(tile_count(shape.seq), shape.kv_heads, shape.batch), kThreads, kKeyValueBytes)(
+        d_k.as<BF16>(), d_v.as<BF16>(), d_out.as<BF16>(), q.as<BF16>(), k.as<BF16>(), v.as<BF16>(),
+        lse.as<float>(), delta, shape.seq, shape.heads, shape.kv_heads, shape.window, scale_f, scale_log2);
     NANOFORGE_CUDA_CHECK_LAUNCH("attention_backward_key_value");
 
     constexpr int kQueryBytes = QueryShared<kHeadDim>::kBytes;
     allow_shared_bytes(attention_backward_query_kernel<kHeadDim>, kQueryBytes);
-    attention_backward_query_kernel<kHeadDim>
-        <<<dim3(tile_count(shape.seq), shape.heads, shape.batch), kThreads, kQueryBytes>>>(
-            d_q.as<BF16>(), d_out.as<BF16>(), q.as<BF16>(), k.as<BF16>(), v.as<BF16>(), lse.as<float>(),
-            delta, shape.seq, shape.heads, shape.kv_heads, shape.window, scale_f, scale_log2);
+    launch_kernel<attention_backward_query_kernel<kHeadDim>>(
+        dim3(tile_count(shape.seq), shape.heads, shape.batch), kThreads, kQueryBytes)(
+        d_q.as<BF16>(), d_out.as<BF16>(), q.as<BF16>(), k.as<BF16>(), v.as<BF16>(), lse.as<float>(), delta,
+        shape.seq, shape.heads, shape.kv_heads, shape.window, scale_f, scale_log2);
     NANOFORGE_CUDA_CHECK_LAUNCH("attention_backward_query");
   });
 }

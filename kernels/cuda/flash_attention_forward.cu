@@ -8,6 +8,7 @@
 // are divided by their sums and lse = max + log(sum) is saved. No T x T matrix exists anywhere.
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/flash_attention.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace nanoforge::cuda {
 namespace {
@@ -38,7 +39,7 @@ __global__ void __launch_bounds__(kThreads)
   using Shared = ForwardShared<kHeadDim>;
   constexpr int kStride = kTileStride<kHeadDim>;
   constexpr int kColumnFragments = kHeadDim / kFragment;
-  extern __shared__ __align__(128) unsigned char shared[];
+  NANOFORGE_DYNAMIC_SHARED(unsigned char, shared, 128);
   BF16* query_tile = reinterpret_cast<BF16*>(shared + Shared::kQuery);
   BF16* key_tile = reinterpret_cast<BF16*>(shared + Shared::kKey);
   BF16* value_tile = reinterpret_cast<BF16*>(shared + Shared::kValue);
@@ -173,7 +174,7 @@ void attention_forward(TensorView out, TensorView lse, TensorView q, TensorView 
     constexpr int kHeadDim = decltype(head_dim)::value;
     constexpr int kBytes = ForwardShared<kHeadDim>::kBytes;
     allow_shared_bytes(attention_forward_kernel<kHeadDim>, kBytes);
-    attention_forward_kernel<kHeadDim><<<grid, kThreads, kBytes>>>(
+    launch_kernel<attention_forward_kernel<kHeadDim>>(grid, kThreads, kBytes)(
         out.as<BF16>(), lse.as<float>(), q.as<BF16>(), k.as<BF16>(), v.as<BF16>(), shape.seq, shape.heads,
         shape.kv_heads, shape.window, scale_log2);
   });

@@ -20,6 +20,7 @@
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/vector_pack.cuh"
 
 // NANOFORGE_CUBLAS_CHECK(cublasLtMatmul(...)): aborts with the call and cuBLAS's name and description of
@@ -191,9 +192,9 @@ void scale_out(TensorView out, float beta) {
   constexpr int kThreads = 256;
   const int blocks = static_cast<int>(std::min<int64_t>((out.numel() + kThreads - 1) / kThreads, 4096));
   if (out.dtype == DType::kF32) {
-    scale_kernel<<<blocks, kThreads>>>(out.as<float>(), out.numel(), beta);
+    launch_kernel<scale_kernel<float>>(blocks, kThreads)(out.as<float>(), out.numel(), beta);
   } else {
-    scale_kernel<<<blocks, kThreads>>>(out.as<__nv_bfloat16>(), out.numel(), beta);
+    launch_kernel<scale_kernel<__nv_bfloat16>>(blocks, kThreads)(out.as<__nv_bfloat16>(), out.numel(), beta);
   }
   NANOFORGE_CUDA_CHECK_LAUNCH("matmul (K = 0)");
 }

@@ -27,6 +27,23 @@ bool available(std::string* reason) {
   return true;
 }
 
+int device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+bool emulated() {
+#if defined(NANOFORGE_CUDA_EMULATION)
+  return true;
+#else
+  return false;
+#endif
+}
+
 void* allocate_zeroed(int64_t bytes) {
   NANOFORGE_CHECK(bytes >= 0, "negative CUDA allocation of {} bytes", bytes);
   void* pointer = nullptr;

@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/launch_shape.cuh"
 #include "kernels/cuda/vector_pack.cuh"
 
@@ -62,8 +63,8 @@ void launch_fill(TensorView t, T value) {
   if (numel == 0) return;
   with_pack_count<T>(pack_aligned({t.data}), [&](auto count) {
     constexpr int kCount = decltype(count)::value;
-    fill_kernel<T, kCount>
-        <<<elementwise_blocks(numel, kCount), kElementwiseThreads>>>(t.as<T>(), numel, value);
+    launch_kernel<fill_kernel<T, kCount>>(elementwise_blocks(numel, kCount), kElementwiseThreads)(
+        t.as<T>(), numel, value);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH("fill");
 }
@@ -74,8 +75,8 @@ void launch_accumulate(TensorView into, TensorView add) {
   if (numel == 0) return;
   with_pack_count<T>(pack_aligned({into.data, add.data}), [&](auto count) {
     constexpr int kCount = decltype(count)::value;
-    accumulate_kernel<T, kCount>
-        <<<elementwise_blocks(numel, kCount), kElementwiseThreads>>>(into.as<T>(), add.as<T>(), numel);
+    launch_kernel<accumulate_kernel<T, kCount>>(elementwise_blocks(numel, kCount), kElementwiseThreads)(
+        into.as<T>(), add.as<T>(), numel);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH("accumulate");
 }
@@ -92,8 +93,8 @@ void launch_convert(TensorView dst, TensorView src) {
       aligned_to(dst.data, sizeof(Dst) * kPack) && aligned_to(src.data, sizeof(Src) * kPack);
   with_pack_count<Wider>(packable, [&](auto count) {
     constexpr int kCount = decltype(count)::value;
-    convert_kernel<Dst, Src, kCount>
-        <<<elementwise_blocks(numel, kCount), kElementwiseThreads>>>(dst.as<Dst>(), src.as<Src>(), numel);
+    launch_kernel<convert_kernel<Dst, Src, kCount>>(elementwise_blocks(numel, kCount), kElementwiseThreads)(
+        dst.as<Dst>(), src.as<Src>(), numel);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH("convert");
 }

@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/launch_shape.cuh"
 #include "kernels/cuda/reductions.cuh"
 #include "kernels/cuda/scratch.h"
@@ -306,11 +307,12 @@ SquaresLaunch plan_squares(const TensorView& x) {
 template <class T, class Finish>
 void sum_of_squares(const TensorView& x, const SquaresLaunch& launch, Finish finish, const char* op) {
   with_pack_count<T>(launch.packed, [&](auto count) {
-    squares_partials_kernel<T, decltype(count)::value>
-        <<<launch.blocks, kThreadsPerBlock>>>(launch.partials(), x.as<T>(), x.numel());
+    launch_kernel<squares_partials_kernel<T, decltype(count)::value>>(launch.blocks, kThreadsPerBlock)(
+        launch.partials(), x.as<T>(), x.numel());
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(op);
-  fold_partials_kernel<<<1, kFoldThreads>>>(launch.partials(), launch.blocks, /*values=*/1, finish);
+  launch_kernel<fold_partials_kernel<Finish>>(1, kFoldThreads)(launch.partials(), launch.blocks, /*values=*/1,
+                                                               finish);
   NANOFORGE_CUDA_CHECK_LAUNCH(op);
 }
 
@@ -320,8 +322,8 @@ void scale_all(const TensorView& x, const float* factor, const char* op) {
   const int64_t numel = x.numel();
   with_pack_count<T>(pack_aligned({x.data}), [&](auto count) {
     constexpr int kCount = decltype(count)::value;
-    scale_all_kernel<T, kCount>
-        <<<elementwise_blocks(numel, kCount), kElementwiseThreads>>>(x.as<T>(), numel, factor);
+    launch_kernel<scale_all_kernel<T, kCount>>(elementwise_blocks(numel, kCount), kElementwiseThreads)(
+        x.as<T>(), numel, factor);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(op);
 }
@@ -359,8 +361,8 @@ MatrixShape matrix_shape(const TensorView& x, const char* op, const char* name) 
 template <class T>
 void row_squares(const TensorView& x, const MatrixShape& shape, float* out, const char* op) {
   with_pack_count<T>(rows_packable<T>(shape.cols, {x.data}), [&](auto count) {
-    row_squares_kernel<T, decltype(count)::value>
-        <<<shape.row_blocks(), kThreadsPerBlock>>>(out, x.as<T>(), shape.rows, shape.cols);
+    launch_kernel<row_squares_kernel<T, decltype(count)::value>>(shape.row_blocks(), kThreadsPerBlock)(
+        out, x.as<T>(), shape.rows, shape.cols);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(op);
 }
@@ -368,8 +370,8 @@ void row_squares(const TensorView& x, const MatrixShape& shape, float* out, cons
 template <class T, bool kPerColumn>
 void scale_rows(const TensorView& x, const MatrixShape& shape, const float* multipliers, const char* op) {
   with_pack_count<T>(rows_packable<T>(shape.cols, {x.data}), [&](auto count) {
-    scale_rows_kernel<T, decltype(count)::value, kPerColumn>
-        <<<shape.row_blocks(), kThreadsPerBlock>>>(x.as<T>(), shape.rows, shape.cols, multipliers);
+    launch_kernel<scale_rows_kernel<T, decltype(count)::value, kPerColumn>>(
+        shape.row_blocks(), kThreadsPerBlock)(x.as<T>(), shape.rows, shape.cols, multipliers);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(op);
 }
@@ -393,8 +395,9 @@ void muon_nesterov_momentum(TensorView update, TensorView momentum_buffer, Tenso
     const auto mu = static_cast<float>(momentum), one_minus_mu = static_cast<float>(1.0 - momentum);
     with_pack_of<kMixedCount>(packed, [&](auto count) {
       constexpr int kCount = decltype(count)::value;
-      nesterov_momentum_kernel<U, kCount><<<elementwise_blocks(numel, kCount), kElementwiseThreads>>>(
-          update.as<U>(), momentum_buffer.as<float>(), grad.as<float>(), numel, mu, one_minus_mu);
+      launch_kernel<nesterov_momentum_kernel<U, kCount>>(
+          elementwise_blocks(numel, kCount), kElementwiseThreads)(update.as<U>(), momentum_buffer.as<float>(),
+                                                                  grad.as<float>(), numel, mu, one_minus_mu);
     });
     NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
   });
@@ -408,7 +411,7 @@ void muon_equilibrate_rows(TensorView x) {
     if (x.numel() == 0) return;
     auto* row_stats = static_cast<float*>(device_scratch(shape.rows * int64_t{sizeof(float)}));
     row_squares<T>(x, shape, row_stats, kOp);
-    equilibrate_factors_kernel<<<1, kFoldThreads>>>(row_stats, shape.rows);
+    launch_kernel<equilibrate_factors_kernel>(1, kFoldThreads)(row_stats, shape.rows);
     NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
     scale_rows<T, /*kPerColumn=*/false>(x, shape, row_stats, kOp);
   });
@@ -448,11 +451,12 @@ void normuon_variance_reduce(TensorView g, TensorView second_moment, double beta
     } else {
       const dim3 block(kWarpSize, kColumnSlices);
       const auto column_blocks = static_cast<int>((int64_t{shape.cols} + kWarpSize - 1) / kWarpSize);
-      column_squares_kernel<T><<<column_blocks, block>>>(group_stats, g.as<T>(), shape.rows, shape.cols);
+      launch_kernel<column_squares_kernel<T>>(column_blocks, block)(group_stats, g.as<T>(), shape.rows,
+                                                                    shape.cols);
       NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
     }
-    normuon_multipliers_kernel<<<1, kFoldThreads>>>(group_stats, second_moment.as<float>(), groups, reduced,
-                                                    static_cast<float>(1.0 - beta2));
+    launch_kernel<normuon_multipliers_kernel>(1, kFoldThreads)(group_stats, second_moment.as<float>(), groups,
+                                                               reduced, static_cast<float>(1.0 - beta2));
     NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
     if (per_row) {
       scale_rows<T, /*kPerColumn=*/false>(g, shape, group_stats, kOp);
@@ -475,8 +479,9 @@ void cautious_weight_decay_step(TensorView param, TensorView update, double lr, 
     const auto rate = static_cast<float>(lr), decay = static_cast<float>(lr * weight_decay);
     with_pack_of<kMixedCount>(packed, [&](auto count) {
       constexpr int kCount = decltype(count)::value;
-      cautious_weight_decay_kernel<U, kCount><<<elementwise_blocks(numel, kCount), kElementwiseThreads>>>(
-          param.as<float>(), update.as<U>(), numel, rate, decay);
+      launch_kernel<cautious_weight_decay_kernel<U, kCount>>(
+          elementwise_blocks(numel, kCount), kElementwiseThreads)(param.as<float>(), update.as<U>(), numel,
+                                                                  rate, decay);
     });
     NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
   });

@@ -6,6 +6,7 @@
 // d_out.
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/launch_shape.cuh"
 #include "kernels/cuda/vector_pack.cuh"
 
@@ -62,8 +63,9 @@ void relu_squared_forward(TensorView out, TensorView x) {
   if (numel == 0) return;
   with_pack_count<__nv_bfloat16>(pack_aligned({out.data, x.data}), [&](auto count) {
     constexpr int kCount = decltype(count)::value;
-    relu_squared_forward_kernel<kCount><<<elementwise_blocks(numel, kCount), kElementwiseThreads>>>(
-        out.as<__nv_bfloat16>(), x.as<__nv_bfloat16>(), numel);
+    launch_kernel<relu_squared_forward_kernel<kCount>>(elementwise_blocks(numel, kCount),
+                                                       kElementwiseThreads)(out.as<__nv_bfloat16>(),
+                                                                            x.as<__nv_bfloat16>(), numel);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
 }
@@ -79,7 +81,8 @@ void relu_squared_backward(TensorView d_x, TensorView d_out, TensorView x) {
   if (numel == 0) return;
   with_pack_count<__nv_bfloat16>(pack_aligned({d_x.data, d_out.data, x.data}), [&](auto count) {
     constexpr int kCount = decltype(count)::value;
-    relu_squared_backward_kernel<kCount><<<elementwise_blocks(numel, kCount), kElementwiseThreads>>>(
+    launch_kernel<relu_squared_backward_kernel<kCount>>(elementwise_blocks(numel, kCount),
+                                                        kElementwiseThreads)(
         d_x.as<__nv_bfloat16>(), d_out.as<__nv_bfloat16>(), x.as<__nv_bfloat16>(), numel);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);

@@ -19,6 +19,7 @@
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/launch_shape.cuh"
 #include "kernels/cuda/reductions.cuh"
 #include "kernels/cuda/scratch.h"
@@ -157,8 +158,8 @@ void check_bf16(std::initializer_list<std::pair<const TensorView*, const char*>>
 // gradient (1) f32 += sign * (the sum of the `count` block partials at `partials`), added in double in a
 // fixed order by one block and rounded to f32 once before the addition, as the CPU does.
 void add_partials(TensorView gradient, const float* partials, int count, double sign) {
-  fold_partials_kernel<<<1, kSumThreads>>>(partials, count, /*values=*/1,
-                                           AddTotal{gradient.as<float>(), sign});
+  launch_kernel<fold_partials_kernel<AddTotal>>(1, kSumThreads)(partials, count, /*values=*/1,
+                                                                AddTotal{gradient.as<float>(), sign});
 }
 
 }  // namespace
@@ -173,7 +174,8 @@ void residual_mix_forward(TensorView out, TensorView x, TensorView x0, TensorVie
   if (numel == 0) return;
   with_pack_count<__nv_bfloat16>(pack_aligned({out.data, x.data, x0.data}), [&](auto count) {
     constexpr int kCount = decltype(count)::value;
-    residual_mix_forward_kernel<kCount><<<elementwise_blocks(numel, kCount), kElementwiseThreads>>>(
+    launch_kernel<residual_mix_forward_kernel<kCount>>(elementwise_blocks(numel, kCount),
+                                                       kElementwiseThreads)(
         out.as<__nv_bfloat16>(), x.as<__nv_bfloat16>(), x0.as<__nv_bfloat16>(), resid_lambda.as<float>(),
         x0_lambda.as<float>(), numel);
   });
@@ -197,7 +199,7 @@ void residual_mix_backward(TensorView d_x, TensorView d_x0, TensorView d_resid_l
         const int blocks = elementwise_blocks(numel, kCount, kMaxReduceBlocks);
         auto* partials =
             static_cast<float*>(device_scratch(2 * blocks * static_cast<int64_t>(sizeof(float))));
-        residual_mix_backward_kernel<kCount><<<blocks, kElementwiseThreads>>>(
+        launch_kernel<residual_mix_backward_kernel<kCount>>(blocks, kElementwiseThreads)(
             d_x.as<__nv_bfloat16>(), d_x0.as<__nv_bfloat16>(), partials, d_out.as<__nv_bfloat16>(),
             x.as<__nv_bfloat16>(), x0.as<__nv_bfloat16>(), resid_lambda.as<float>(), x0_lambda.as<float>(),
             numel);
@@ -215,7 +217,7 @@ void backout_forward(TensorView out, TensorView x, TensorView x_backout, TensorV
   if (numel == 0) return;
   with_pack_count<__nv_bfloat16>(pack_aligned({out.data, x.data, x_backout.data}), [&](auto count) {
     constexpr int kCount = decltype(count)::value;
-    backout_forward_kernel<kCount><<<elementwise_blocks(numel, kCount), kElementwiseThreads>>>(
+    launch_kernel<backout_forward_kernel<kCount>>(elementwise_blocks(numel, kCount), kElementwiseThreads)(
         out.as<__nv_bfloat16>(), x.as<__nv_bfloat16>(), x_backout.as<__nv_bfloat16>(), lambda.as<float>(),
         numel);
   });
@@ -235,7 +237,7 @@ void backout_backward(TensorView d_x_backout, TensorView d_lambda, TensorView d_
         constexpr int kCount = decltype(count)::value;
         const int blocks = elementwise_blocks(numel, kCount, kMaxReduceBlocks);
         auto* partials = static_cast<float*>(device_scratch(blocks * static_cast<int64_t>(sizeof(float))));
-        backout_backward_kernel<kCount><<<blocks, kElementwiseThreads>>>(
+        launch_kernel<backout_backward_kernel<kCount>>(blocks, kElementwiseThreads)(
             d_x_backout.as<__nv_bfloat16>(), partials, d_out.as<__nv_bfloat16>(),
             x_backout.as<__nv_bfloat16>(), lambda.as<float>(), numel);
         add_partials(d_lambda, partials, blocks, -1.0);  // d_lambda += -sum(d_out * x_backout)

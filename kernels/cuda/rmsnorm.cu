@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/reductions.cuh"
 #include "kernels/cuda/vector_pack.cuh"
 
@@ -131,7 +132,7 @@ void rmsnorm_forward(TensorView out, TensorView rstd, TensorView x, double scale
   if (shape.rows == 0) return;
   const bool packable = rows_packable<__nv_bfloat16>(shape.width, {out.data, x.data});
   with_pack_count<__nv_bfloat16>(packable, [&](auto count) {
-    rmsnorm_forward_kernel<decltype(count)::value><<<row_blocks(shape.rows), kThreadsPerBlock>>>(
+    launch_kernel<rmsnorm_forward_kernel<decltype(count)::value>>(row_blocks(shape.rows), kThreadsPerBlock)(
         out.as<__nv_bfloat16>(), rstd.as<float>(), x.as<__nv_bfloat16>(), shape.rows, shape.width,
         static_cast<float>(scale), static_cast<float>(ops::kRmsNormEps));
   });
@@ -153,7 +154,8 @@ void rmsnorm_backward(TensorView d_x, TensorView d_out, TensorView out, TensorVi
   if (shape.rows == 0) return;
   with_pack_count<__nv_bfloat16>(
       rows_packable<__nv_bfloat16>(shape.width, {d_x.data, d_out.data, out.data}), [&](auto count) {
-        rmsnorm_backward_kernel<decltype(count)::value><<<row_blocks(shape.rows), kThreadsPerBlock>>>(
+        launch_kernel<rmsnorm_backward_kernel<decltype(count)::value>>(row_blocks(shape.rows),
+                                                                       kThreadsPerBlock)(
             d_x.as<__nv_bfloat16>(), d_out.as<__nv_bfloat16>(), out.as<__nv_bfloat16>(), rstd.as<float>(),
             shape.rows, shape.width, static_cast<float>(scale), mode == ops::Accumulate::kYes);
       });

@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/launch_shape.cuh"
 #include "kernels/cuda/reductions.cuh"
 #include "kernels/cuda/vector_pack.cuh"
@@ -80,7 +81,7 @@ void rotate(TensorView x, TensorView cos, TensorView sin, float sign, const char
   const bool packable = rows_packable<__nv_bfloat16>(half, {x.data, cos.data, sin.data});
   const int blocks = blocks_for(positions, kPositionsPerBlock);
   with_pack_count<__nv_bfloat16>(packable, [&](auto count) {
-    rotary_kernel<decltype(count)::value><<<blocks, kThreadsPerBlock>>>(
+    launch_kernel<rotary_kernel<decltype(count)::value>>(blocks, kThreadsPerBlock)(
         x.as<__nv_bfloat16>(), cos.as<float>(), sin.as<float>(), positions, static_cast<int>(seq),
         static_cast<int>(heads), static_cast<int>(half), sign);
   });

@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/launch_shape.cuh"
 #include "kernels/cuda/reductions.cuh"
 #include "kernels/cuda/scratch.h"
@@ -187,7 +188,7 @@ void smear_forward(TensorView out, TensorView gate_sigmoid, TensorView x, Tensor
   const int blocks = static_cast<int>((s.rows + kRowsPerBlock - 1) / kRowsPerBlock);
   const bool packable = rows_packable<__nv_bfloat16>(s.channels, {out.data, x.data});
   with_pack_count<__nv_bfloat16>(packable, [&](auto count) {
-    smear_forward_kernel<decltype(count)::value><<<blocks, kThreadsPerBlock>>>(
+    launch_kernel<smear_forward_kernel<decltype(count)::value>>(blocks, kThreadsPerBlock)(
         out.as<__nv_bfloat16>(), gate_sigmoid.as<float>(), x.as<__nv_bfloat16>(), gate_weight.as<float>(),
         lambda.as<float>(), s.rows, s.seq, s.channels, s.gate_channels);
   });
@@ -219,17 +220,17 @@ void smear_backward(TensorView d_x, TensorView d_gate_weight, TensorView d_lambd
   float* partials = static_cast<float*>(device_scratch(int64_t{blocks} * values * sizeof(float)));
   const bool packable = rows_packable<__nv_bfloat16>(s.channels, {d_x.data, d_out.data, x.data});
   with_pack_count<__nv_bfloat16>(packable, [&](auto count) {
-    smear_backward_kernel<decltype(count)::value><<<blocks, kThreadsPerBlock>>>(
+    launch_kernel<smear_backward_kernel<decltype(count)::value>>(blocks, kThreadsPerBlock)(
         d_x.as<__nv_bfloat16>(), partials, d_out.as<__nv_bfloat16>(), x.as<__nv_bfloat16>(),
         gate_sigmoid.as<float>(), gate_weight.as<float>(), lambda.as<float>(), s.rows, s.seq, s.channels,
         s.gate_channels);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
-  fold_partials_kernel<<<s.gate_channels, kFinalSumThreads>>>(partials, blocks, values,
-                                                              AddTotal{d_gate_weight.as<float>()});
+  launch_kernel<fold_partials_kernel<AddTotal>>(s.gate_channels, kFinalSumThreads)(
+      partials, blocks, values, AddTotal{d_gate_weight.as<float>()});
   NANOFORGE_CUDA_CHECK_LAUNCH("smear_backward (gate weight sums)");
-  fold_partials_kernel<<<1, kFinalSumThreads>>>(partials + s.gate_channels, blocks, values,
-                                                AddTotal{d_lambda.as<float>()});
+  launch_kernel<fold_partials_kernel<AddTotal>>(1, kFinalSumThreads)(partials + s.gate_channels, blocks,
+                                                                     values, AddTotal{d_lambda.as<float>()});
   NANOFORGE_CUDA_CHECK_LAUNCH("smear_backward (lambda sum)");
 }
 

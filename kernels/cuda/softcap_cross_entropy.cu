@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/reductions.cuh"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/vector_pack.cuh"
@@ -211,10 +212,10 @@ void softcap_cross_entropy_forward(TensorView losses, TensorView lse, TensorView
                   lse.describe(), logits.describe());
   if (shape.rows == 0) return;
   with_pack_count<__nv_bfloat16>(rows_packable<__nv_bfloat16>(shape.vocab, {logits.data}), [&](auto count) {
-    softcap_cross_entropy_forward_kernel<decltype(count)::value>
-        <<<static_cast<int>(shape.rows), kThreadsPerRow>>>(
-            losses.as<float>(), lse.as<float>(), logits.as<__nv_bfloat16>(), targets.as<int32_t>(),
-            shape.vocab, static_cast<float>(softcap), static_cast<float>(1.0 / softcap));
+    launch_kernel<softcap_cross_entropy_forward_kernel<decltype(count)::value>>(static_cast<int>(shape.rows),
+                                                                                kThreadsPerRow)(
+        losses.as<float>(), lse.as<float>(), logits.as<__nv_bfloat16>(), targets.as<int32_t>(), shape.vocab,
+        static_cast<float>(softcap), static_cast<float>(1.0 / softcap));
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
 }
@@ -237,11 +238,11 @@ void softcap_cross_entropy_backward(TensorView d_logits, TensorView logits, Tens
   if (shape.rows == 0) return;
   const bool packable = rows_packable<__nv_bfloat16>(shape.vocab, {d_logits.data, logits.data});
   with_pack_count<__nv_bfloat16>(packable, [&](auto count) {
-    softcap_cross_entropy_backward_kernel<decltype(count)::value>
-        <<<static_cast<int>(shape.rows), kThreadsPerRow>>>(
-            d_logits.as<__nv_bfloat16>(), logits.as<__nv_bfloat16>(), lse.as<float>(), targets.as<int32_t>(),
-            shape.vocab, static_cast<float>(softcap), static_cast<float>(1.0 / softcap),
-            static_cast<float>(grad_scale));
+    launch_kernel<softcap_cross_entropy_backward_kernel<decltype(count)::value>>(static_cast<int>(shape.rows),
+                                                                                 kThreadsPerRow)(
+        d_logits.as<__nv_bfloat16>(), logits.as<__nv_bfloat16>(), lse.as<float>(), targets.as<int32_t>(),
+        shape.vocab, static_cast<float>(softcap), static_cast<float>(1.0 / softcap),
+        static_cast<float>(grad_scale));
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
 }
@@ -255,8 +256,8 @@ ops::LossSum sum_loss(TensorView losses, TensorView targets) {
   if (losses.numel() == 0) return {};
   auto* device_totals = static_cast<LossTotals*>(device_scratch(sizeof(LossTotals)));
   auto* host_totals = static_cast<LossTotals*>(host_scratch(sizeof(LossTotals)));
-  sum_loss_kernel<<<1, kSumLossThreads>>>(device_totals, losses.as<float>(), targets.as<int32_t>(),
-                                          losses.numel());
+  launch_kernel<sum_loss_kernel>(1, kSumLossThreads)(device_totals, losses.as<float>(), targets.as<int32_t>(),
+                                                     losses.numel());
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
   NANOFORGE_CUDA_CHECK(cudaMemcpyAsync(host_totals, device_totals, sizeof(LossTotals), cudaMemcpyDeviceToHost,
                                        /*stream=*/nullptr));

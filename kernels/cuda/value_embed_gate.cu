@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/launch_shape.cuh"
 #include "kernels/cuda/reductions.cuh"
 #include "kernels/cuda/scratch.h"
@@ -100,7 +101,7 @@ __global__ void value_embed_gate_backward_kernel(__nv_bfloat16* d_u, float* part
                                                  const float* gate_sigmoid, const float* gate_weight,
                                                  const float* table, const int32_t* ids, GateDims dims,
                                                  bool scatter_atomically) {
-  extern __shared__ float warp_partials[];  // [kTokensPerBlock][kv_heads * G]
+  NANOFORGE_DYNAMIC_SHARED(float, warp_partials, alignof(float));  // [kTokensPerBlock][kv_heads * G]
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
   const int values = dims.kv_heads * dims.gate_channels;
@@ -250,9 +251,9 @@ void value_embed_gate_forward(TensorView v, TensorView gate_sigmoid, TensorView 
   if (dims.rows == 0) return;
   const int blocks = static_cast<int>((dims.rows + kTokensPerBlock - 1) / kTokensPerBlock);
   with_pack_of<kHeadPack>(heads_packable(dims, {v.data, table.data}), [&](auto count) {
-    value_embed_gate_forward_kernel<decltype(count)::value>
-        <<<blocks, kThreadsPerBlock>>>(v.as<__nv_bfloat16>(), gate_sigmoid.as<float>(), u.as<__nv_bfloat16>(),
-                                       gate_weight.as<float>(), table.as<float>(), ids.as<int32_t>(), dims);
+    launch_kernel<value_embed_gate_forward_kernel<decltype(count)::value>>(blocks, kThreadsPerBlock)(
+        v.as<__nv_bfloat16>(), gate_sigmoid.as<float>(), u.as<__nv_bfloat16>(), gate_weight.as<float>(),
+        table.as<float>(), ids.as<int32_t>(), dims);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
 }
@@ -282,20 +283,21 @@ void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorV
   const bool in_token_order = ops::deterministic();
   const size_t shared_bytes = sizeof(float) * kTokensPerBlock * static_cast<size_t>(values);
   with_pack_of<kHeadPack>(heads_packable(dims, {d_v.data, table.data}), [&](auto count) {
-    value_embed_gate_backward_kernel<decltype(count)::value><<<blocks, kThreadsPerBlock, shared_bytes>>>(
-        d_u.as<__nv_bfloat16>(), partials, d_table.as<float>(), d_v.as<__nv_bfloat16>(),
-        u.as<__nv_bfloat16>(), gate_sigmoid.as<float>(), gate_weight.as<float>(), table.as<float>(),
-        ids.as<int32_t>(), dims, !in_token_order);
+    launch_kernel<value_embed_gate_backward_kernel<decltype(count)::value>>(
+        blocks, kThreadsPerBlock, shared_bytes)(d_u.as<__nv_bfloat16>(), partials, d_table.as<float>(),
+                                                d_v.as<__nv_bfloat16>(), u.as<__nv_bfloat16>(),
+                                                gate_sigmoid.as<float>(), gate_weight.as<float>(),
+                                                table.as<float>(), ids.as<int32_t>(), dims, !in_token_order);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
-  fold_partials_kernel<<<values, kFinalSumThreads>>>(partials, blocks, values,
-                                                     AddTotal{d_gate_weight.as<float>()});
+  launch_kernel<fold_partials_kernel<AddTotal>>(values, kFinalSumThreads)(
+      partials, blocks, values, AddTotal{d_gate_weight.as<float>()});
   NANOFORGE_CUDA_CHECK_LAUNCH("value_embed_gate_backward (gate weight sums)");
   if (in_token_order) {
     const int64_t column_groups = (int64_t{dims.kv_heads} * dims.head_dim + kWarpSize - 1) / kWarpSize;
     const int64_t warps = column_groups * kScatterResidues;
-    scatter_table_in_token_order_kernel<<<static_cast<int>((warps + kTokensPerBlock - 1) / kTokensPerBlock),
-                                          kThreadsPerBlock>>>(
+    launch_kernel<scatter_table_in_token_order_kernel>(
+        static_cast<int>((warps + kTokensPerBlock - 1) / kTokensPerBlock), kThreadsPerBlock)(
         d_table.as<float>(), d_v.as<__nv_bfloat16>(), gate_sigmoid.as<float>(), ids.as<int32_t>(), dims);
     NANOFORGE_CUDA_CHECK_LAUNCH("value_embed_gate_backward (table scatter in token order)");
   }

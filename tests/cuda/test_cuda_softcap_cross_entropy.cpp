@@ -1,10 +1,11 @@
 // CUDA softcap cross-entropy (raw bf16 logits capped on the fly and left unchanged, fp32 losses and lse, i32
 // targets with -1 ignored) and sum_loss. The forward is checked against the CPU op run in f64 on the same
 // bf16-valued logits: its V-term sums are long, and the f64 reference leaves the tolerance to the GPU's own
-// fp32 error. The backward is checked against the CPU op in fp32 on the same raw logits and the GPU's lse
-// (elementwise: no long sums). Shapes: 64 rows of a 32768 vocabulary (nanochat's); 65544 columns (past 2^16);
-// 1000 (whole 16-byte packs, fewer than one per thread); 77 (odd: the unpacked kernels); targets include -1,
-// the first and last column, and a case where every target is ignored.
+// fp32 error. The backward is checked against the CPU op in fp32 on the same logits (capped by the CPU
+// forward, as the CPU op expects) and the GPU's lse (elementwise: no long sums). Shapes: 64 rows of a 32768
+// vocabulary (nanochat's); 65544 columns (past 2^16); 1000 (whole 16-byte packs, fewer than one per thread);
+// 77 (odd: the unpacked kernels); targets include -1, the first and last column, and a case where every
+// target is ignored.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -162,13 +163,18 @@ TEST_P(CudaSoftcapCrossEntropy, BackwardMatchesCpuAndRunsInPlace) {
   std::mt19937 rng(44);
   const LossInputs in = make_inputs(GetParam(), rng);
   const auto [N, V, all_ignored] = in.shape;
-  // Both sides differentiate at the same raw logits and the GPU's lse: this compares the backward pass alone.
+  // Both sides differentiate at the same logits and the GPU's lse: this compares the backward pass alone. The
+  // GPU op takes the raw logits and caps them again; the CPU op takes the capped logits its forward leaves in
+  // place, so the CPU forward caps a copy first.
   ForwardResult forward = cuda_forward(in);
   std::vector<int32_t> targets = in.targets;
   std::vector<float> logits = in.logits;
+  std::vector<float> capped = in.logits, cpu_losses(static_cast<size_t>(N)), cpu_lse(cpu_losses);
+  ops::softcap_cross_entropy_forward(cpu_view(cpu_losses, {N}), cpu_view(cpu_lse, {N}),
+                                     cpu_view(capped, {N, V}), cpu_view(targets, {N}), kSoftcap);
   const double grad_scale = 1.0 / 37;  // 1 / (valid targets), as GPT::backward passes it
   std::vector<float> d_cpu(logits.size());
-  ops::softcap_cross_entropy_backward(cpu_view(d_cpu, {N, V}), cpu_view(logits, {N, V}),
+  ops::softcap_cross_entropy_backward(cpu_view(d_cpu, {N, V}), cpu_view(capped, {N, V}),
                                       cpu_view(forward.lse, {N}), cpu_view(targets, {N}), kSoftcap,
                                       grad_scale);
 

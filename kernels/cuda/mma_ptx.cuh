@@ -1,0 +1,50 @@
+// Tensor-core instructions below wmma, for kernels that need to know which lane holds which element: the
+// inline-PTX mma.sync m16n8k16 (bf16 in, f32 accumulators) and ldmatrix x4. Kernels use these functions
+// rather than writing the asm themselves, so that the emulation build (kernels/cuda/emulator/) runs them with
+// the fragment layouts of NVIDIA's PTX ISA; with g = lane / 4 and t = lane % 4, a lane holds
+//   A (16x16): a[0] = (g, 2t..2t+1), a[1] = (g+8, 2t..), a[2] = (g, 2t+8..), a[3] = (g+8, 2t+8..)
+//   B (16x8):  b[0] = (2t..2t+1, g), b[1] = (2t+8..2t+9, g)           (two bf16 per register, low half first)
+//   C, D (16x8 f32): c[0], c[1] = (g, 2t), (g, 2t+1); c[2], c[3] = (g+8, 2t), (g+8, 2t+1)
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#if defined(NANOFORGE_CUDA_EMULATION)
+#include "kernels/cuda/emulator/tensor_cores.h"
+#endif
+
+namespace nanoforge::cuda::ptx {
+
+// d = a b + c for one warp: A (16x16) and B (16x8) bf16, C and D (16x8) f32
+// (mma.sync.aligned.m16n8k16.row.col).
+__device__ inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
+                                         const float (&c)[4]) {
+#if defined(NANOFORGE_CUDA_EMULATION)
+  emulator::ptx_mma_m16n8k16(d, a, b, c);
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%10, %11, %12, %13};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
+        "f"(c[3]));
+#endif
+}
+
+// Four 8x8 b16 matrices from shared memory for one warp (ldmatrix.sync.aligned.m8n8.x4.shared.b16): lanes
+// 8i .. 8i+7 pass the addresses of rows 0-7 of matrix i (16 bytes each, 16-byte aligned); lane l receives in
+// r[i] the two elements (l / 4, 2 (l % 4) .. +1) of matrix i.
+__device__ inline void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+#if defined(NANOFORGE_CUDA_EMULATION)
+  emulator::ptx_ldmatrix_x4(r, row);
+#else
+  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+#endif
+}
+
+}  // namespace nanoforge::cuda::ptx
