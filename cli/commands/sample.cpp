@@ -38,8 +38,11 @@ absl::Status run_sample(const std::vector<std::string>&) {
   // Each token is printed as it is drawn (one forward pass each): a long sample shows its progress.
   fmt::print("{}", absl::GetFlag(FLAGS_prompt));
   std::fflush(stdout);
-  SampleOptions options{absl::GetFlag(FLAGS_max_tokens), absl::GetFlag(FLAGS_temperature),
-                        absl::GetFlag(FLAGS_top_k), static_cast<uint64_t>(absl::GetFlag(FLAGS_seed))};
+  SampleOptions options;
+  options.max_tokens = absl::GetFlag(FLAGS_max_tokens);
+  options.temperature = absl::GetFlag(FLAGS_temperature);
+  options.top_k = absl::GetFlag(FLAGS_top_k);
+  options.seed = static_cast<uint64_t>(absl::GetFlag(FLAGS_seed));
   options.on_token = [&](int32_t id) {
     const std::string_view bytes = loaded.tokenizer.token_bytes(id);
     std::fwrite(bytes.data(), 1, bytes.size(), stdout);

@@ -51,7 +51,7 @@ template <int kHeadDim>
 inline constexpr int kTileBytes = kTileRows* kTileStride<kHeadDim> * 2;
 // wmma needs leading dimensions that are multiples of 8 bf16 or 4 f32 elements (16 bytes), which also keeps
 // the 16-byte tile stores and the float4 score reads aligned.
-static_assert(kTileStride<64> % 8 == 0 && kTileStride<128> % 8 == 0 && kStripStride % 8 == 0 &&
+static_assert(kTileStride<32> % 8 == 0 && kTileStride<64> % 8 == 0 && kTileStride<128> % 8 == 0 && kStripStride % 8 == 0 &&
                   kScoreStride % 4 == 0,
               "wmma leading dimensions must be multiples of 16 bytes");
 
@@ -63,7 +63,7 @@ constexpr bool regions_aligned(std::initializer_list<int> offsets) {
   return true;
 }
 // The per-warp strips are laid out back to back after whole tiles, so their sizes must keep that alignment.
-static_assert(regions_aligned({kTileBytes<64>, kTileBytes<128>, kStripBytes, kScoreStripBytes}));
+static_assert(regions_aligned({kTileBytes<32>, kTileBytes<64>, kTileBytes<128>, kStripBytes, kScoreStripBytes}));
 
 inline constexpr float kLog2E = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
@@ -238,9 +238,9 @@ inline AttentionShape check_attention(const TensorView& q, const TensorView& k, 
                   k.describe(), q.describe());
   NANOFORGE_CHECK(lse.numel() == batch * heads * seq, "{} on CUDA: lse {} must be ({}, {}, {})", op,
                   lse.describe(), batch, heads, seq);
-  NANOFORGE_CHECK(head_dim == 64 || head_dim == 128,
+  NANOFORGE_CHECK(head_dim == 32 || head_dim == 64 || head_dim == 128,
                   "{} on CUDA: head dim {} is not supported; the flash attention kernels are built for head "
-                  "dims 64 and 128",
+                  "dims 32, 64 and 128",
                   op, head_dim);
   NANOFORGE_CHECK(window >= 0, "{} on CUDA: negative window {}", op, window);
   // Grid: x = 64-row tiles, y = heads, z = batch (at most 65535 each for y and z); int row indices.
@@ -259,10 +259,12 @@ inline int tile_count(int seq) {
   return (seq + kTileRows - 1) / kTileRows;
 }
 
-// Calls launch(std::integral_constant<int, D>{}) for the head dim D (64 or 128, checked above).
+// Calls launch(std::integral_constant<int, D>{}) for the head dim D (32, 64 or 128, checked above).
 template <class Launch>
 void with_head_dim(int head_dim, Launch&& launch) {
-  if (head_dim == 64) {
+  if (head_dim == 32) {
+    launch(std::integral_constant<int, 32>{});
+  } else if (head_dim == 64) {
     launch(std::integral_constant<int, 64>{});
   } else {
     launch(std::integral_constant<int, 128>{});

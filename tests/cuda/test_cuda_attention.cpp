@@ -323,6 +323,13 @@ INSTANTIATE_TEST_SUITE_P(SequencesWindowsHeads, CudaAttention,
                                                           HeadShape{2, 2, 128}, HeadShape{2, 2, 64})),
                          case_name);
 
+// Head dim 32 (the small models of the tests, e.g. the CORE golden's): fewer combinations, the same kernels.
+INSTANTIATE_TEST_SUITE_P(HeadDim32, CudaAttention,
+                         testing::Combine(testing::Values<int64_t>(17, 200),
+                                          testing::Values<int64_t>(0, 63, kPlainCausal),
+                                          testing::Values(HeadShape{4, 2, 32})),
+                         case_name);
+
 // No atomics anywhere: the same inputs give the same bits, run after run.
 TEST(CudaAttentionDeterminism, RepeatedCallsGiveTheSameBits) {
   NANOFORGE_SKIP_WITHOUT_GPU();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dist/communicator.h"
+#include "dist/create_communicator.h"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/ops.h"
 #include "tests/cuda/gpu_test_support.h"

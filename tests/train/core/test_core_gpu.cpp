@@ -1,6 +1,6 @@
 // CORE on the CUDA backend against nanochat's fp32 golden: the same examples, shots and spans, scored in
 // bf16. Mean losses follow the golden within bf16 noise, and every verdict nanochat did not decide by a
-// margin inside that noise is the same. Skips without a GPU.
+// margin inside that noise is the same. On the CUDA emulator where there is no GPU.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <simdjson.h>
@@ -19,14 +19,19 @@ namespace {
 
 using namespace test;
 
-// bf16 activations keep 8 significant bits (~0.4 % per rounding); a mean loss of ~4-8 nats through a
-// two-layer model should move by a few hundredths of a nat. Not yet measured (no GPU was at hand when this
-// was written): 0.05 + 2 % is about twice the 1 % the training GPU test allows its first-step loss over 512
-// tokens, since an option's mean here is over a few tokens.
-constexpr double kLossTolerance = 0.05, kLossRelativeTolerance = 0.02;
-// Verdicts compared where nanochat's margin is wider than twice that noise: mean losses 0.2 nats apart, or
-// top-1 and top-2 capped logits 0.5 apart at every scored position.
-constexpr double kLossMargin = 0.2, kLogitMargin = 0.5;
+// An option's mean loss is over a few continuation tokens, so little of the bf16 noise averages away.
+// Measured on the CUDA emulator (bf16 products exact, fp32 accumulation, as tensor cores compute) against
+// nanochat's fp32 golden: up to 0.56 nats at a loss of 8.7 (6.4 %) and 0.18 nats at 1.4 (13 %, inside the
+// absolute part); bits per byte over 1,024 tokens move by only 0.6 %. The bound is that with some room: 0.1 +
+// 8 %. (The first bound, 0.05 + 2 %, was argued before anything had run, and failed on 30 options.)
+constexpr double kLossTolerance = 0.1, kLossRelativeTolerance = 0.08;
+double loss_tolerance(double loss) {
+  return kLossTolerance + kLossRelativeTolerance * std::abs(loss);
+}
+// Verdicts are compared where nanochat's margin is wider than the two options' noise together (the best two
+// mean losses), or, for language modelling, where the top-1 and top-2 capped logits are 0.5 apart at every
+// scored position (capped logits of magnitude <= 15 carry ~2 % error, ~0.2 each).
+constexpr double kLogitMargin = 0.5;
 
 TEST(CoreGpu, FollowsNanochatsGoldenInBf16) {
   std::string reason;
@@ -67,11 +72,12 @@ TEST(CoreGpu, FollowsNanochatsGoldenInBf16) {
           EXPECT_EQ(loss.is_null(), std::isnan(got));
           if (loss.is_null()) continue;
           const double expected = loss.get_double();
-          EXPECT_NEAR(got, expected, kLossTolerance + kLossRelativeTolerance * std::abs(expected));
+          EXPECT_NEAR(got, expected, loss_tolerance(expected));
           finite.push_back(expected);
         }
         std::sort(finite.begin(), finite.end());
-        decided = finite.size() < 2 || finite[1] - finite[0] > kLossMargin;
+        decided = finite.size() < 2 ||
+                  finite[1] - finite[0] > loss_tolerance(finite[0]) + loss_tolerance(finite[1]);
       }
       if (decided) {
         EXPECT_EQ(outcome.correct, bool(golden_example["correct"].get_bool()));
@@ -81,8 +87,10 @@ TEST(CoreGpu, FollowsNanochatsGoldenInBf16) {
       ++idx;
     }
   }
-  // Most verdicts are far from a tie; a test that compared few would prove little.
-  EXPECT_GT(compared, examples / 2) << compared << " of " << examples << " verdicts compared";
+  // A 0.5M-parameter model decides most examples by less than the bf16 noise: 45 of the 148 verdicts are
+  // outside it (29 of 100 language-modelling, 16 of 48 choice examples). A test that compared few would prove
+  // little, so at least a quarter must be compared.
+  EXPECT_GE(compared, examples / 4) << compared << " of " << examples << " verdicts compared";
 }
 
 }  // namespace
