@@ -37,8 +37,8 @@ RecordingCommunicator::RecordingCommunicator(int rank, int world_size, Device de
 CommWork RecordingCommunicator::issue(CollectiveKind kind, int64_t bytes) {
   const int64_t id = next_id_++;
   listener_.issued({id, kind, bytes, world_size_});
-  auto state = std::make_shared<CommWork::State>(fmt::format("{} #{} of {} bytes", collective_name(kind), id,
-                                                             bytes));
+  auto state =
+      std::make_shared<CommWork::State>(fmt::format("{} #{} of {} bytes", collective_name(kind), id, bytes));
   CollectiveListener* listener = &listener_;
   state->device_poll = [listener, id]() -> std::optional<absl::Status> {
     listener->waited(id);

@@ -62,8 +62,8 @@ int64_t attention_tile_pairs(int64_t seq, int64_t window) {
   const int64_t tiles = (seq + kAttentionTileRows - 1) / kAttentionTileRows;
   int64_t pairs = 0;
   for (int64_t query_tile = 0; query_tile < tiles; ++query_tile) {
-    const int64_t first_key_tile = std::max<int64_t>(0, query_tile * kAttentionTileRows - window) /
-                                   kAttentionTileRows;
+    const int64_t first_key_tile =
+        std::max<int64_t>(0, query_tile * kAttentionTileRows - window) / kAttentionTileRows;
     pairs += query_tile - first_key_tile + 1;
   }
   return pairs;
@@ -144,7 +144,7 @@ OpCost attention_forward(TensorView out, TensorView lse, TensorView q, TensorVie
   OpCost cost;
   cost.kind = CostClass::kAttentionForward;
   cost.tensor_flops = pairs * 2 * (2 * tile * tile * head_dim);  // S = Q K^T and O += P V per tile pair
-  cost.vector_flops = pairs * tile * tile * 8;                    // mask, exp2, max, sum per score
+  cost.vector_flops = pairs * tile * tile * 8;                   // mask, exp2, max, sum per score
   cost.bytes = b(q) + b(k) + b(v) + b(out) + b(lse);
   return cost;
 }
@@ -163,7 +163,7 @@ OpCost attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, Tensor
   // forms dQ (FlashAttention-2 has five: it accumulates dQ with atomics instead).
   cost.tensor_flops = pairs * 7 * (2 * tile * tile * head_dim);
   cost.vector_flops = pairs * tile * tile * 2 * 10 + 2 * n(d_out);
-  cost.bytes = (b(d_out) + b(out) + delta_bytes)                                        // delta kernel
+  cost.bytes = (b(d_out) + b(out) + delta_bytes)                                           // delta kernel
                + (b(k) + b(v) + b(q) + b(d_out) + b(lse) + delta_bytes + b(d_k) + b(d_v))  // dK, dV
                + (b(q) + b(d_out) + b(lse) + delta_bytes + b(k) + b(v) + b(d_q));          // dQ
   cost.kernels = 3;
@@ -199,8 +199,8 @@ OpCost value_embed_gate_forward(TensorView v, TensorView gate_sigmoid, TensorVie
 }
 
 OpCost value_embed_gate_backward(TensorView /*d_u*/, TensorView /*d_gate_weight*/, TensorView d_table,
-                                 TensorView d_v, TensorView u, TensorView gate_sigmoid, TensorView gate_weight,
-                                 TensorView table, TensorView ids) {
+                                 TensorView d_v, TensorView u, TensorView gate_sigmoid,
+                                 TensorView gate_weight, TensorView table, TensorView ids) {
   const double rows = static_cast<double>(u.shape[0]);
   const double gate_bytes = rows * static_cast<double>(gate_weight.shape[1] * dtype_bytes(u.dtype));
   const double table_row_bytes = n(d_v) * static_cast<double>(dtype_bytes(table.dtype));

@@ -77,23 +77,23 @@ decltype(auto) timed(const char* op, Device device, Cost&& cost, Fn&& fn) {
 }  // namespace
 
 // One CPU call for the dtype of `dtype_source`: cpu::op<T>(args...), with its cost cost::op(args...).
-#define NANOFORGE_CPU(op, dtype_source, ...)                                                         \
-  timed(                                                                                             \
-      #op, Device::kCpu, [&] { return cost::op(__VA_ARGS__); },                                      \
-      [&] {                                                                                          \
-        on_cpu((dtype_source).dtype, #op, [&](auto zero) { cpu::op<decltype(zero)>(__VA_ARGS__); }); \
-      })
+#define NANOFORGE_CPU(op, dtype_source, ...)                    \
+  timed(                                                        \
+      #op, Device::kCpu, [&] { return cost::op(__VA_ARGS__); }, \
+      [&] { on_cpu((dtype_source).dtype, #op, [&](auto zero) { cpu::op<decltype(zero)>(__VA_ARGS__); }); })
 // One CPU call with a fixed element type (i32 fills and copies).
 #define NANOFORGE_CPU_TYPED(op, types, ...) \
-  timed(#op, Device::kCpu, [&] { return cost::op(__VA_ARGS__); }, [&] { cpu::op<types>(__VA_ARGS__); })
+  timed(                                    \
+      #op, Device::kCpu, [&] { return cost::op(__VA_ARGS__); }, [&] { cpu::op<types>(__VA_ARGS__); })
 #ifdef NANOFORGE_HAVE_CUDA
-#define NANOFORGE_CUDA(op, ...)                                                    \
-  timed(#op, Device::kCuda, [&] { return cost::op(__VA_ARGS__); }, [&]() -> decltype(auto) { \
-    return cuda::op(__VA_ARGS__);                                                  \
-  })
+#define NANOFORGE_CUDA(op, ...)                                  \
+  timed(                                                         \
+      #op, Device::kCuda, [&] { return cost::op(__VA_ARGS__); }, \
+      [&]() -> decltype(auto) { return cuda::op(__VA_ARGS__); })
 #else
 #define NANOFORGE_CUDA(op, ...) \
-  timed(#op, Device::kCuda, [&] { return cost::op(__VA_ARGS__); }, [&] { missing_cuda_op(#op); })
+  timed(                        \
+      #op, Device::kCuda, [&] { return cost::op(__VA_ARGS__); }, [&] { missing_cuda_op(#op); })
 #endif
 
 namespace {
@@ -134,11 +134,13 @@ void convert(TensorView dst, TensorView src) {
   if (dst.dtype == src.dtype) return copy(dst, src);
   if (dst.device == Device::kCuda) return NANOFORGE_CUDA(convert, dst, src);
   if (dst.dtype == DType::kF32 && src.dtype == DType::kF64)
-    return timed("convert", Device::kCpu, [&] { return cost::convert(dst, src); },
-                 [&] { cpu::convert<float, double>(dst, src); });
+    return timed(
+        "convert", Device::kCpu, [&] { return cost::convert(dst, src); },
+        [&] { cpu::convert<float, double>(dst, src); });
   if (dst.dtype == DType::kF64 && src.dtype == DType::kF32)
-    return timed("convert", Device::kCpu, [&] { return cost::convert(dst, src); },
-                 [&] { cpu::convert<double, float>(dst, src); });
+    return timed(
+        "convert", Device::kCpu, [&] { return cost::convert(dst, src); },
+        [&] { cpu::convert<double, float>(dst, src); });
   NANOFORGE_CHECK(false, "convert on the CPU: f32 <-> f64 only, not {} to {}", src.describe(),
                   dst.describe());
 }

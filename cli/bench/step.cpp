@@ -6,6 +6,7 @@
 #include <absl/flags/flag.h>
 #include <absl/flags/reflection.h>
 #include <absl/strings/str_join.h>
+#include <absl/strings/str_replace.h>
 #include <fmt/format.h>
 
 #include <optional>
@@ -51,6 +52,11 @@ ABSL_FLAG(int32_t, world, 1, "with --model-only: data-parallel GPUs (ZeRO-1 coll
 NANOFORGE_FLAG_LIMIT(world, 1, 65536);
 ABSL_FLAG(int64_t, grad_accum, 1, "with --model-only: micro-batches per optimizer step");
 NANOFORGE_FLAG_LIMIT(grad_accum, 1, 1 << 20);
+ABSL_FLAG(
+    double, peak_tflops, 0,
+    "with --model-only: dense bf16 TFLOP/s to time the tensor-core work with instead of the peak table's "
+    "(MFU stays against the table's, as the trainer's)");
+NANOFORGE_FLAG_LIMIT(peak_tflops, 1, 1e5, "", 0.0);
 
 namespace nanoforge {
 namespace {
@@ -90,12 +96,12 @@ bool given(const char* flag) {
 // --model-only: the flags that make sense with it, and those that only do without it.
 absl::Status check_model_flags(bool model_only) {
   if (!model_only) {
-    for (const char* flag : {"gpu", "world", "grad_accum"}) {
+    for (const char* flag : {"gpu", "world", "grad_accum", "peak_tflops"}) {
       if (given(flag)) {
         return absl::InvalidArgumentError(fmt::format(
             "--{} belongs to the performance model: add --model-only (on a GPU, bench step measures one "
             "GPU's forward and backward and predicts them for the GPU it runs on)",
-            std::string(flag) == "grad_accum" ? "grad-accum" : flag));
+            absl::StrReplaceAll(flag, {{"_", "-"}})));
       }
     }
     return absl::OkStatus();
@@ -112,25 +118,27 @@ absl::Status check_model_flags(bool model_only) {
     }
   }
   if (absl::GetFlag(FLAGS_gpu).empty() || !gpu_spec(absl::GetFlag(FLAGS_gpu))) {
-    return absl::InvalidArgumentError(
-        fmt::format("--model-only needs --gpu {}, got '{}'", absl::StrJoin(gpu_spec_names(), "|"),
-                    absl::GetFlag(FLAGS_gpu)));
+    return absl::InvalidArgumentError(fmt::format("--model-only needs --gpu {}, got '{}'",
+                                                  absl::StrJoin(gpu_spec_names(), "|"),
+                                                  absl::GetFlag(FLAGS_gpu)));
   }
   return absl::OkStatus();
 }
 
 // --model-only: the whole training step of one GPU among --world, predicted and printed.
 absl::Status run_step_model(const GPTConfig& config, int64_t batch) {
-  const GpuSpec gpu = *gpu_spec(absl::GetFlag(FLAGS_gpu));
-  const StepModelSetup setup{config, batch, absl::GetFlag(FLAGS_world), absl::GetFlag(FLAGS_grad_accum), true};
+  GpuSpec gpu = *gpu_spec(absl::GetFlag(FLAGS_gpu));
+  if (absl::GetFlag(FLAGS_peak_tflops) > 0) gpu.tensor_flops = 1e12 * absl::GetFlag(FLAGS_peak_tflops);
+  const StepModelSetup setup{config, batch, absl::GetFlag(FLAGS_world), absl::GetFlag(FLAGS_grad_accum),
+                             true};
   fmt::print("model: {}\n{}", config.describe(), format_param_counts(ParamLayout(config).counts()));
   fmt::print(
       "step (predicted, nothing runs): batch {} x seq {} x {} micro-batches on each of {} GPUs, bf16 "
       "activations, fp32 weights, MuonAdamW with ZeRO-1; rank 0's kernels\n",
       batch, config.sequence_len, setup.grad_accum_steps, setup.world_size);
   fmt::print("{}", format_assumptions(gpu));
-  const std::vector<StepEvent> events = record_training_step(
-      {config, batch, setup.world_size, setup.grad_accum_steps, /*optimizer=*/true});
+  const std::vector<StepEvent> events =
+      record_training_step({config, batch, setup.world_size, setup.grad_accum_steps, /*optimizer=*/true});
   const StepPrediction prediction =
       predict_step(events, gpu, config, batch, setup.world_size, setup.grad_accum_steps);
   fmt::print("{}", format_prediction(prediction));
@@ -227,15 +235,16 @@ absl::Status run_bench_step(const std::vector<std::string>& /*arguments*/) {
 }  // namespace
 
 Command bench_step_command() {
-  return {"bench step",
-          "time forward+backward of a random model: tokens/s and GFLOP/s (last line: JSON)",
-          "--depth D --seq T --batch B [--vocab V] [--steps N] [--window-pattern P] [--threads N] "
-          "[--device cpu|cuda] [--profile] [--json-out FILE]\n"
-          "       --device cuda --model-only --gpu h200|h100|gb10 --depth D --seq T --batch B [--world N] "
-          "[--grad-accum N]",
-          {"depth", "seq", "batch", "vocab", "steps", "warmup", "window_pattern", "aspect_ratio", "head_dim",
-           "device", "threads", "profile", "model_only", "gpu", "world", "grad_accum", "json_out"},
-          run_bench_step};
+  return {
+      "bench step",
+      "time forward+backward of a random model: tokens/s and GFLOP/s (last line: JSON)",
+      "--depth D --seq T --batch B [--vocab V] [--steps N] [--window-pattern P] [--threads N] "
+      "[--device cpu|cuda] [--profile] [--json-out FILE]\n"
+      "       --device cuda --model-only --gpu h200|h100|gb10 --depth D --seq T --batch B [--world N] "
+      "[--grad-accum N] [--peak-tflops T]",
+      {"depth", "seq", "batch", "vocab", "steps", "warmup", "window_pattern", "aspect_ratio", "head_dim",
+       "device", "threads", "profile", "model_only", "gpu", "world", "grad_accum", "peak_tflops", "json_out"},
+      run_bench_step};
 }
 
 }  // namespace nanoforge

@@ -17,11 +17,11 @@ GpuSpec hopper(std::string name, std::string description, double memory_bytes_pe
   spec.name = std::move(name);
   spec.description = std::move(description);
   spec.tensor_flops = peak_flops(spec.name)->flops_per_second;  // 989e12: datasheets' 1,979 TFLOPS sparse / 2
-  spec.fp32_flops = 67e12;                 // H100 SXM / H200 SXM datasheets: FP32 67 TFLOPS
+  spec.fp32_flops = 67e12;  // H100 SXM / H200 SXM datasheets: FP32 67 TFLOPS
   spec.memory_bytes_per_s = memory_bytes_per_s;
-  spec.link_bytes_per_s = 450e9;           // NVLink 4: 900 GB/s per GPU both directions (datasheets), 450 each way
-  spec.link_latency_seconds = 20e-6;       // assumed: NCCL ring/NVLS collective start-up on one HGX node
-  spec.sms = 132;                          // H100 SXM5 (NVIDIA H100 whitepaper); the H200 is the same die
+  spec.link_bytes_per_s = 450e9;      // NVLink 4: 900 GB/s per GPU both directions (datasheets), 450 each way
+  spec.link_latency_seconds = 20e-6;  // assumed: NCCL ring/NVLS collective start-up on one HGX node
+  spec.sms = 132;                     // H100 SXM5 (NVIDIA H100 whitepaper); the H200 is the same die
   // cuBLASLt bf16 GEMMs of a few thousand per side reach 600-750 TFLOP/s on H100 SXM in public
   // benchmarks: 0.70 of 989.
   spec.gemm_efficiency = 0.70;
@@ -78,8 +78,10 @@ std::string lower(std::string text) {
 
 std::optional<GpuSpec> gpu_spec(const std::string& name) {
   const std::string key = lower(name);
-  if (key == "h200") return hopper("h200", "NVIDIA H200 SXM (HBM3e, NVLink 4)", 4.8e12);  // datasheet: 4.8 TB/s
-  if (key == "h100") return hopper("h100", "NVIDIA H100 SXM (HBM3, NVLink 4)", 3.35e12);  // datasheet: 3.35 TB/s
+  if (key == "h200")
+    return hopper("h200", "NVIDIA H200 SXM (HBM3e, NVLink 4)", 4.8e12);  // datasheet: 4.8 TB/s
+  if (key == "h100")
+    return hopper("h100", "NVIDIA H100 SXM (HBM3, NVLink 4)", 3.35e12);  // datasheet: 3.35 TB/s
   if (key == "gb10") return gb10();
   return std::nullopt;
 }

@@ -13,12 +13,12 @@ struct GpuSpec {
   std::string name;         // "h200", as --gpu takes it
   std::string description;  // "NVIDIA H200 SXM (HGX, NVLink 4)"
   // Hardware.
-  double tensor_flops = 0;           // dense bf16 tensor-core FLOP/s: train/peak_flops.h's row (MFU's peak)
-  double fp32_flops = 0;             // CUDA-core fp32 FLOP/s (an FMA is 2)
-  double memory_bytes_per_s = 0;     // DRAM bandwidth
-  double link_bytes_per_s = 0;       // GPU-to-GPU bandwidth per direction, what NCCL's bus bandwidth approaches
-  double link_latency_seconds = 0;   // a collective's fixed cost
-  int sms = 0;                       // streaming multiprocessors: a GEMM's output tiles run in waves of this
+  double tensor_flops = 0;        // dense bf16 tensor-core FLOP/s: train/peak_flops.h's row (MFU's peak)
+  double fp32_flops = 0;          // CUDA-core fp32 FLOP/s (an FMA is 2)
+  double memory_bytes_per_s = 0;  // DRAM bandwidth
+  double link_bytes_per_s = 0;    // GPU-to-GPU bandwidth per direction, what NCCL's bus bandwidth approaches
+  double link_latency_seconds = 0;  // a collective's fixed cost
+  int sms = 0;                      // streaming multiprocessors: a GEMM's output tiles run in waves of this
   // Assumed efficiencies of nanoforge's kernels (fractions of the peaks above).
   double gemm_efficiency = 0;                // cuBLASLt on large bf16 GEMMs, before wave quantisation
   double attention_forward_efficiency = 0;   // the flash-attention forward's tensor-core FLOPs

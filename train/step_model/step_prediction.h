@@ -38,7 +38,7 @@ struct KernelRow {
   bool collective = false;
   int64_t calls = 0;
   double tensor_flops = 0, fp32_flops = 0, bytes = 0;
-  double seconds = 0;  // compute stream time; collectives: time on the link
+  double seconds = 0;            // compute stream time; collectives: time on the link
   Bound bound = Bound::kMemory;  // the bound holding most of the row's time
 };
 

@@ -74,8 +74,8 @@ std::vector<StepEvent> record_training_step(const StepRecordingOptions& options)
   const absl::Status valid = options.config.validate();
   NANOFORGE_CHECK(valid.ok(), "record_training_step: {}", valid.ToString());
   NANOFORGE_CHECK(options.batch >= 1 && options.world_size >= 1 && options.grad_accum_steps >= 1,
-                  "record_training_step: batch {}, world size {}, accumulation {} must be >= 1", options.batch,
-                  options.world_size, options.grad_accum_steps);
+                  "record_training_step: batch {}, world size {}, accumulation {} must be >= 1",
+                  options.batch, options.world_size, options.grad_accum_steps);
   const Device device = options.device;
   const int64_t seq = options.config.sequence_len;
   StepRecorder recorder;

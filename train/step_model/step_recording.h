@@ -21,14 +21,14 @@ const char* step_phase_name(StepPhase phase);
 struct StepEvent {
   enum class Kind { kOp, kCollectiveIssued, kCollectiveWaited } kind = Kind::kOp;
   StepPhase phase = StepPhase::kForward;
-  std::string op;         // kOp: the op profiler's name ("matmul", "attention_backward", ...)
-  ops::OpCost cost;       // kOp
+  std::string op;             // kOp: the op profiler's name ("matmul", "attention_backward", ...)
+  ops::OpCost cost;           // kOp
   CollectiveCall collective;  // kCollectiveIssued; kCollectiveWaited: only collective.id
 };
 
 struct StepRecordingOptions {
-  GPTConfig config;  // sequence_len is the step's sequence length
-  int64_t batch = 1;  // rows per GPU per micro-batch
+  GPTConfig config;    // sequence_len is the step's sequence length
+  int64_t batch = 1;   // rows per GPU per micro-batch
   int world_size = 1;  // data-parallel GPUs; the recording is rank 0's (it owns a matrix in every Muon stack)
   int64_t grad_accum_steps = 1;
   // false: zero_grad + forward + backward only, what `bench step` times on a GPU.

@@ -1,5 +1,6 @@
 // The performance model's printed forms: the per-kernel table with its totals and assumptions, the one-line
-// JSON record `bench step --model-only` ends with, and the predicted-vs-measured table of a profiled GPU step.
+// JSON record `bench step --model-only` ends with, and the predicted-vs-measured table of a profiled GPU
+// step.
 #pragma once
 
 #include <string>

@@ -61,8 +61,8 @@ TEST(StepModel, GemmFlopsAreSixPerGemmWeightPerToken) {
     const int64_t batch = config.n_layer == 20 ? 32 : 3;  // d20 at its real size: nothing is allocated
     const std::vector<StepEvent> events = record_training_step(forward_backward(config, batch));
     const double tokens = static_cast<double>(batch * config.sequence_len);
-    const double gemm = flops_of(events, "matmul", StepPhase::kForward) +
-                        flops_of(events, "matmul", StepPhase::kBackward);
+    const double gemm =
+        flops_of(events, "matmul", StepPhase::kForward) + flops_of(events, "matmul", StepPhase::kBackward);
     EXPECT_EQ(gemm, 6 * tokens * static_cast<double>(gemm_weights(config))) << config.describe();
     EXPECT_EQ(flops_of(events, "matmul", StepPhase::kForward), 2 * tokens * gemm_weights(config));
     // nanochat's count (model/flops.h) has the same weights plus the value gates, the smear gate and the
@@ -91,8 +91,9 @@ TEST(StepModel, AttentionFlopsFollowEachLayersWindow) {
   ASSERT_EQ(config.window(3), 256);
   double expected = 0;
   for (int64_t layer = 0; layer < config.n_layer; ++layer) {
-    expected += 2.0 * (2 * 64 * 64 * config.head_dim()) *
-                static_cast<double>(pairs_by_diagonals(tiles, config.window(layer) / 64) * batch * config.n_head);
+    expected +=
+        2.0 * (2 * 64 * 64 * config.head_dim()) *
+        static_cast<double>(pairs_by_diagonals(tiles, config.window(layer) / 64) * batch * config.n_head);
   }
   const std::vector<StepEvent> events = record_training_step(forward_backward(config, batch));
   EXPECT_EQ(flops_of(events, "attention_forward", StepPhase::kForward), expected);
