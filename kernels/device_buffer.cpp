@@ -1,6 +1,10 @@
 // DeviceBuffer and ArenaAllocator. CPU memory is 256-byte aligned and zeroed; CUDA memory comes from the
-// CUDA backend (kernels/cuda/memory.cu) when it is built.
+// CUDA backend (kernels/cuda/memory.cu) when it is built. While a thread records op costs
+// (kernels/op_cost.h), its buffers are inaccessible reserved address space: views get distinct addresses,
+// nothing is backed, and any access to one faults at once.
 #include "kernels/device_buffer.h"
+
+#include <sys/mman.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -8,6 +12,7 @@
 #include <utility>
 
 #include "kernels/cuda/cuda_memory.h"
+#include "kernels/op_cost.h"
 
 namespace nanoforge {
 namespace {
@@ -43,6 +48,14 @@ int64_t device_bytes_peak(Device device) {
 DeviceBuffer::DeviceBuffer(Device device, int64_t bytes) : bytes_(bytes), device_(device) {
   NANOFORGE_CHECK(bytes >= 0, "negative allocation of {} bytes", bytes);
   if (bytes == 0) return;
+  if (ops::cost_recording() != nullptr) {
+    data_ = mmap(nullptr, static_cast<size_t>(bytes), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+    NANOFORGE_CHECK(data_ != MAP_FAILED, "cost recording: cannot reserve {:.3f} GB of address space",
+                    bytes / 1e9);
+    reserved_ = true;
+    return;
+  }
   account(device, bytes);
   if (device == Device::kCpu) {
     int64_t rounded = (bytes + ArenaAllocator::kAlignmentBytes - 1) / ArenaAllocator::kAlignmentBytes *
@@ -58,7 +71,8 @@ DeviceBuffer::DeviceBuffer(Device device, int64_t bytes) : bytes_(bytes), device
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       bytes_(std::exchange(other.bytes_, 0)),
-      device_(other.device_) {}
+      device_(other.device_),
+      reserved_(std::exchange(other.reserved_, false)) {}
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
@@ -66,6 +80,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
     data_ = std::exchange(other.data_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
     device_ = other.device_;
+    reserved_ = std::exchange(other.reserved_, false);
   }
   return *this;
 }
@@ -76,6 +91,12 @@ DeviceBuffer::~DeviceBuffer() {
 
 void DeviceBuffer::release() {
   if (data_ == nullptr) return;
+  if (reserved_) {
+    munmap(data_, static_cast<size_t>(bytes_));
+    data_ = nullptr;
+    reserved_ = false;
+    return;
+  }
   account(device_, -bytes_);
   if (device_ == Device::kCpu) {
     std::free(data_);
@@ -107,6 +128,7 @@ TensorView ArenaAllocator::take_bytes(int64_t bytes) {
 }
 
 void copy_from_host(TensorView dst, const void* src) {
+  if (ops::cost_recording() != nullptr) return;  // recorded set-up moves nothing
   if (dst.device == Device::kCpu) {
     std::memcpy(dst.data, src, static_cast<size_t>(dst.bytes()));
   } else {
@@ -115,6 +137,7 @@ void copy_from_host(TensorView dst, const void* src) {
 }
 
 void copy_to_host(void* dst, TensorView src) {
+  if (ops::cost_recording() != nullptr) return;
   if (src.device == Device::kCpu) {
     std::memcpy(dst, src.data, static_cast<size_t>(src.bytes()));
   } else {

@@ -13,7 +13,8 @@ namespace nanoforge {
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  // Allocates `bytes` on `device`, zero-filled. Aborts with the size when the device is out of memory.
+  // Allocates `bytes` on `device`, zero-filled. Aborts with the size when the device is out of memory. While
+  // this thread records op costs (kernels/op_cost.h): reserves inaccessible address space instead.
   DeviceBuffer(Device device, int64_t bytes);
   DeviceBuffer(DeviceBuffer&& other) noexcept;
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
@@ -30,6 +31,7 @@ class DeviceBuffer {
   void* data_ = nullptr;
   int64_t bytes_ = 0;
   Device device_ = Device::kCpu;
+  bool reserved_ = false;  // address space only (cost recording)
 };
 
 // Hands out consecutive, aligned views of one buffer. Constructed without a buffer it only measures: run a

@@ -1,12 +1,15 @@
 // The op dispatcher: checks that an op's tensors share one device, then runs the CPU kernel for the dtype
 // (f32 or f64) or the CUDA kernel (kernels/cuda/cuda_ops.h has every op), timing the call when op profiling
-// is on. A CUDA tensor in a build without CUDA stops with how to get one.
+// is on — or, while this thread records costs (kernels/op_cost.h), hands the op's cost to the recorder and
+// runs nothing. A CUDA tensor in a build without CUDA stops with how to get one.
 #include "kernels/ops.h"
 
 #include <atomic>
 #include <initializer_list>
+#include <type_traits>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/op_cost.h"
 #include "kernels/op_profile.h"
 #ifdef NANOFORGE_HAVE_CUDA
 #include "kernels/cuda/cuda_ops.h"
@@ -55,24 +58,42 @@ void on_cpu(DType dtype, const char* op, Fn&& fn) {
 }
 #endif
 
-// Runs one op call, timed when profiling is on (kernels/op_profile.h).
-template <class Fn>
-decltype(auto) timed(const char* op, Device device, Fn&& fn) {
+// Runs one op call, timed when profiling is on (kernels/op_profile.h); while costs are recorded, records
+// cost() instead and returns a default value (0 for squared_norm, an empty LossSum for sum_loss).
+template <class Cost, class Fn>
+decltype(auto) timed(const char* op, Device device, Cost&& cost, Fn&& fn) {
+  using Result = decltype(fn());
+  if (OpCostSink* sink = cost_recording()) {
+    sink->record(op, cost());
+    if constexpr (std::is_void_v<Result>) {
+      return;
+    } else {
+      return Result{};
+    }
+  }
   ScopedOpTimer timer(op, device);
   return fn();
 }
 }  // namespace
 
-// One CPU call for the dtype of `dtype_source`: cpu::op<T>(args...).
-#define NANOFORGE_CPU(op, dtype_source, ...)                                                     \
-  timed(#op, Device::kCpu, [&] {                                                                 \
-    on_cpu((dtype_source).dtype, #op, [&](auto zero) { cpu::op<decltype(zero)>(__VA_ARGS__); }); \
-  })
+// One CPU call for the dtype of `dtype_source`: cpu::op<T>(args...), with its cost cost::op(args...).
+#define NANOFORGE_CPU(op, dtype_source, ...)                    \
+  timed(                                                        \
+      #op, Device::kCpu, [&] { return cost::op(__VA_ARGS__); }, \
+      [&] { on_cpu((dtype_source).dtype, #op, [&](auto zero) { cpu::op<decltype(zero)>(__VA_ARGS__); }); })
+// One CPU call with a fixed element type (i32 fills and copies).
+#define NANOFORGE_CPU_TYPED(op, types, ...) \
+  timed(                                    \
+      #op, Device::kCpu, [&] { return cost::op(__VA_ARGS__); }, [&] { cpu::op<types>(__VA_ARGS__); })
 #ifdef NANOFORGE_HAVE_CUDA
-#define NANOFORGE_CUDA(op, ...) \
-  timed(#op, Device::kCuda, [&]() -> decltype(auto) { return cuda::op(__VA_ARGS__); })
+#define NANOFORGE_CUDA(op, ...)                                  \
+  timed(                                                         \
+      #op, Device::kCuda, [&] { return cost::op(__VA_ARGS__); }, \
+      [&]() -> decltype(auto) { return cuda::op(__VA_ARGS__); })
 #else
-#define NANOFORGE_CUDA(op, ...) missing_cuda_op(#op)
+#define NANOFORGE_CUDA(op, ...) \
+  timed(                        \
+      #op, Device::kCuda, [&] { return cost::op(__VA_ARGS__); }, [&] { missing_cuda_op(#op); })
 #endif
 
 namespace {
@@ -89,14 +110,14 @@ bool deterministic() {
 
 void fill(TensorView t, double value) {
   if (t.device == Device::kCuda) return NANOFORGE_CUDA(fill, t, value);
-  if (t.dtype == DType::kI32) return cpu::fill<int32_t>(t, value);
+  if (t.dtype == DType::kI32) return NANOFORGE_CPU_TYPED(fill, int32_t, t, value);
   NANOFORGE_CPU(fill, t, t, value);
 }
 
 void copy(TensorView dst, TensorView src) {
   NANOFORGE_CHECK(dst.dtype == src.dtype, "copy: dtypes differ ({} vs {})", dst.describe(), src.describe());
   if (common_device({&dst, &src}, "copy") == Device::kCuda) return NANOFORGE_CUDA(copy, dst, src);
-  if (dst.dtype == DType::kI32) return cpu::copy<int32_t>(dst, src);
+  if (dst.dtype == DType::kI32) return NANOFORGE_CPU_TYPED(copy, int32_t, dst, src);
   NANOFORGE_CPU(copy, dst, dst, src);
 }
 
@@ -112,8 +133,14 @@ void convert(TensorView dst, TensorView src) {
                   dst.describe(), src.describe());
   if (dst.dtype == src.dtype) return copy(dst, src);
   if (dst.device == Device::kCuda) return NANOFORGE_CUDA(convert, dst, src);
-  if (dst.dtype == DType::kF32 && src.dtype == DType::kF64) return cpu::convert<float, double>(dst, src);
-  if (dst.dtype == DType::kF64 && src.dtype == DType::kF32) return cpu::convert<double, float>(dst, src);
+  if (dst.dtype == DType::kF32 && src.dtype == DType::kF64)
+    return timed(
+        "convert", Device::kCpu, [&] { return cost::convert(dst, src); },
+        [&] { cpu::convert<float, double>(dst, src); });
+  if (dst.dtype == DType::kF64 && src.dtype == DType::kF32)
+    return timed(
+        "convert", Device::kCpu, [&] { return cost::convert(dst, src); },
+        [&] { cpu::convert<double, float>(dst, src); });
   NANOFORGE_CHECK(false, "convert on the CPU: f32 <-> f64 only, not {} to {}", src.describe(),
                   dst.describe());
 }
@@ -176,6 +203,7 @@ int64_t attention_workspace_bytes(Device device, DType dtype, [[maybe_unused]] i
     return cuda::attention_workspace_bytes(batch, seq, heads, kv_heads, head_dim,
                                            window);  // a size, not timed
 #else
+    if (cost_recording() != nullptr) return 0;  // recorded ops never touch their workspace
     missing_cuda_op("attention_workspace_bytes");
 #endif
   }
@@ -313,16 +341,22 @@ bool softcap_leaves_capped_logits(Device device) {
 }
 
 LossSum sum_loss(TensorView losses, TensorView targets) {
-  if (common_device({&losses, &targets}, "sum_loss") == Device::kCuda) {
-#ifdef NANOFORGE_HAVE_CUDA
-    return NANOFORGE_CUDA(sum_loss, losses, targets);
-#else
-    missing_cuda_op("sum_loss");
-#endif
-  }
+  const Device device = common_device({&losses, &targets}, "sum_loss");
   LossSum result;
-  on_cpu(losses.dtype, "sum_loss",
-         [&](auto zero) { result = cpu::sum_loss<decltype(zero)>(losses, targets); });
+  timed(
+      "sum_loss", device, [&] { return cost::sum_loss(losses, targets); },
+      [&] {
+        if (device == Device::kCuda) {
+#ifdef NANOFORGE_HAVE_CUDA
+          result = cuda::sum_loss(losses, targets);
+#else
+          missing_cuda_op("sum_loss");
+#endif
+          return;
+        }
+        on_cpu(losses.dtype, "sum_loss",
+               [&](auto zero) { result = cpu::sum_loss<decltype(zero)>(losses, targets); });
+      });
   return result;
 }
 
@@ -371,17 +405,20 @@ void cautious_weight_decay_step(TensorView param, TensorView update, double lr, 
 }
 
 double squared_norm(TensorView x) {
-  if (x.device == Device::kCuda) {
-#ifdef NANOFORGE_HAVE_CUDA
-    return NANOFORGE_CUDA(squared_norm, x);
-#else
-    missing_cuda_op("squared_norm");
-#endif
-  }
   double total = 0;
-  timed("squared_norm", Device::kCpu, [&] {
-    on_cpu(x.dtype, "squared_norm", [&](auto zero) { total = cpu::squared_norm<decltype(zero)>(x); });
-  });
+  timed(
+      "squared_norm", x.device, [&] { return cost::squared_norm(x); },
+      [&] {
+        if (x.device == Device::kCuda) {
+#ifdef NANOFORGE_HAVE_CUDA
+          total = cuda::squared_norm(x);
+#else
+          missing_cuda_op("squared_norm");
+#endif
+          return;
+        }
+        on_cpu(x.dtype, "squared_norm", [&](auto zero) { total = cpu::squared_norm<decltype(zero)>(x); });
+      });
   return total;
 }
 

@@ -1,8 +1,12 @@
 // `nanoforge bench step --depth D --seq T --batch B [--device cpu|cuda] [--profile] ...`: prints the model,
-// each timed step, the median throughput with MFU and memory, per-op times when asked, and last a one-line
-// JSON record for scripts (also written to --json-out).
+// each timed step, the median throughput with MFU and memory, per-op times when asked (on a GPU the
+// performance model's prediction beside them), and last a one-line JSON record for scripts (also written to
+// --json-out). With --model-only --gpu NAME nothing runs: the performance model (train/step_model/) predicts
+// one whole training step on that GPU, kernel by kernel.
 #include <absl/flags/flag.h>
+#include <absl/flags/reflection.h>
 #include <absl/strings/str_join.h>
+#include <absl/strings/str_replace.h>
 #include <fmt/format.h>
 
 #include <optional>
@@ -19,6 +23,7 @@
 #include "train/memory_plan.h"
 #include "train/peak_flops.h"
 #include "train/run_setup.h"
+#include "train/step_model/step_report.h"
 
 ABSL_FLAG(int64_t, depth, 4, "model depth; dimensions derived as nanochat's base_train does");
 NANOFORGE_FLAG_LIMIT(depth, 1, nanoforge::kMaxLayers);
@@ -38,7 +43,20 @@ ABSL_FLAG(int64_t, aspect_ratio, 64, "model dim = depth * aspect_ratio, rounded 
 NANOFORGE_FLAG_LIMIT(aspect_ratio, 1, nanoforge::kMaxEmbd);
 ABSL_FLAG(int64_t, head_dim, 128, "attention head dimension");
 NANOFORGE_FLAG_LIMIT(head_dim, 2, nanoforge::kMaxEmbd);
-ABSL_FLAG(bool, profile, false, "run one more (untimed) step with per-op times and print them");
+ABSL_FLAG(bool, profile, false,
+          "run one more (untimed) step with per-op times and print them (on a GPU: beside the prediction)");
+ABSL_FLAG(bool, model_only, false,
+          "run nothing: predict one training step on --gpu, kernel by kernel (performance model)");
+ABSL_FLAG(std::string, gpu, "", "with --model-only: the GPU to predict for, h200, h100 or gb10");
+ABSL_FLAG(int32_t, world, 1, "with --model-only: data-parallel GPUs (ZeRO-1 collectives included)");
+NANOFORGE_FLAG_LIMIT(world, 1, 65536);
+ABSL_FLAG(int64_t, grad_accum, 1, "with --model-only: micro-batches per optimizer step");
+NANOFORGE_FLAG_LIMIT(grad_accum, 1, 1 << 20);
+ABSL_FLAG(
+    double, peak_tflops, 0,
+    "with --model-only: dense bf16 TFLOP/s to time the tensor-core work with instead of the peak table's "
+    "(MFU stays against the table's, as the trainer's)");
+NANOFORGE_FLAG_LIMIT(peak_tflops, 1, 1e5, "", 0.0);
 
 namespace nanoforge {
 namespace {
@@ -69,10 +87,88 @@ std::string bench_json(const BenchStepOptions& options, const BenchStepResult& r
       version(), git_commit());
 }
 
+// Whether a flag holds other than its default (this absl keeps "given on the command line" private).
+bool given(const char* flag) {
+  const absl::CommandLineFlag* found = absl::FindCommandLineFlag(flag);
+  return found->CurrentValue() != found->DefaultValue();
+}
+
+// --model-only: the flags that make sense with it, and those that only do without it.
+absl::Status check_model_flags(bool model_only) {
+  if (!model_only) {
+    for (const char* flag : {"gpu", "world", "grad_accum", "peak_tflops"}) {
+      if (given(flag)) {
+        return absl::InvalidArgumentError(fmt::format(
+            "--{} belongs to the performance model: add --model-only (on a GPU, bench step measures one "
+            "GPU's forward and backward and predicts them for the GPU it runs on)",
+            absl::StrReplaceAll(flag, {{"_", "-"}})));
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (absl::GetFlag(FLAGS_device) != "cuda") {
+    return absl::InvalidArgumentError(
+        fmt::format("--model-only predicts the CUDA backend: use --device cuda, not --device {}",
+                    absl::GetFlag(FLAGS_device)));
+  }
+  for (const char* flag : {"profile", "steps", "warmup", "threads"}) {
+    if (given(flag)) {
+      return absl::InvalidArgumentError(
+          fmt::format("--{} times a real step; --model-only runs nothing (drop one of them)", flag));
+    }
+  }
+  if (absl::GetFlag(FLAGS_gpu).empty() || !gpu_spec(absl::GetFlag(FLAGS_gpu))) {
+    return absl::InvalidArgumentError(fmt::format("--model-only needs --gpu {}, got '{}'",
+                                                  absl::StrJoin(gpu_spec_names(), "|"),
+                                                  absl::GetFlag(FLAGS_gpu)));
+  }
+  return absl::OkStatus();
+}
+
+// --model-only: the whole training step of one GPU among --world, predicted and printed.
+absl::Status run_step_model(const GPTConfig& config, int64_t batch) {
+  GpuSpec gpu = *gpu_spec(absl::GetFlag(FLAGS_gpu));
+  if (absl::GetFlag(FLAGS_peak_tflops) > 0) gpu.tensor_flops = 1e12 * absl::GetFlag(FLAGS_peak_tflops);
+  const StepModelSetup setup{config, batch, absl::GetFlag(FLAGS_world), absl::GetFlag(FLAGS_grad_accum),
+                             true};
+  fmt::print("model: {}\n{}", config.describe(), format_param_counts(ParamLayout(config).counts()));
+  fmt::print(
+      "step (predicted, nothing runs): batch {} x seq {} x {} micro-batches on each of {} GPUs, bf16 "
+      "activations, fp32 weights, MuonAdamW with ZeRO-1; rank 0's kernels\n",
+      batch, config.sequence_len, setup.grad_accum_steps, setup.world_size);
+  fmt::print("{}", format_assumptions(gpu));
+  const std::vector<StepEvent> events =
+      record_training_step({config, batch, setup.world_size, setup.grad_accum_steps, /*optimizer=*/true});
+  const StepPrediction prediction =
+      predict_step(events, gpu, config, batch, setup.world_size, setup.grad_accum_steps);
+  fmt::print("{}", format_prediction(prediction));
+  return print_json_record(prediction_json(setup, prediction));
+}
+
+// On a GPU with --profile: the profiled forward + backward beside the model's prediction of the same calls.
+void print_predicted_beside_measured(const BenchStepOptions& options, const BenchStepResult& result,
+                                     const std::string& device_name) {
+  const std::optional<GpuSpec> gpu = gpu_spec_for_device(device_name);
+  if (!gpu) {
+    fmt::print("no performance model for {} (it knows {}): measured times only\n", device_name,
+               absl::StrJoin(gpu_spec_names(), ", "));
+    return;
+  }
+  StepRecordingOptions recording{options.config, options.batch};
+  recording.optimizer = false;  // bench step times zero_grad + forward + backward
+  const StepPrediction prediction = predict_step(record_training_step(recording), *gpu, options.config,
+                                                 options.batch, /*world_size=*/1, /*grad_accum_steps=*/1);
+  fmt::print("predicted ({}) vs measured, per op of one forward + backward:\n{}", gpu->name,
+             format_comparison(compare_with_measured(prediction, result.op_times)));
+}
+
 absl::Status run_bench_step(const std::vector<std::string>& /*arguments*/) {
+  const bool model_only = absl::GetFlag(FLAGS_model_only);
+  NANOFORGE_RETURN_IF_ERROR(check_model_flags(model_only));
   BenchStepOptions options;
-  NANOFORGE_ASSIGN_OR_RETURN(options.device, device_from_flag());
-  NANOFORGE_ASSIGN_OR_RETURN(const std::string device_name, device_display_name(options.device));
+  if (!model_only) {
+    NANOFORGE_ASSIGN_OR_RETURN(options.device, device_from_flag());
+  }
   if (absl::GetFlag(FLAGS_depth) * absl::GetFlag(FLAGS_aspect_ratio) > kMaxEmbd) {
     return absl::InvalidArgumentError(
         fmt::format("--depth x --aspect-ratio = {} (the model's width) exceeds the "
@@ -92,6 +188,8 @@ absl::Status run_bench_step(const std::vector<std::string>& /*arguments*/) {
   if (absl::Status valid = options.config.validate(); !valid.ok()) {
     return absl::InvalidArgumentError(fmt::format("model from the flags: {}", std::string(valid.message())));
   }
+  if (model_only) return run_step_model(options.config, options.batch);
+  NANOFORGE_ASSIGN_OR_RETURN(const std::string device_name, device_display_name(options.device));
   NANOFORGE_RETURN_IF_ERROR(check_model_fits(options.config, options.device, options.batch,
                                              options.config.sequence_len, "--batch"));
   set_cpu_threads(absl::GetFlag(FLAGS_threads));
@@ -128,6 +226,7 @@ absl::Status run_bench_step(const std::vector<std::string>& /*arguments*/) {
     for (const ops::OpTime& t : result.op_times)
       fmt::print("  {:<32} {:>6} calls {:>10.3f} ms {:>6.1f}%\n", t.op, t.calls, t.milliseconds,
                  total > 0 ? 100 * t.milliseconds / total : 0.0);
+    if (options.device == Device::kCuda) print_predicted_beside_measured(options, result, device_name);
   }
   const std::string json = bench_json(options, result, device_name, backend);
   return print_json_record(json);
@@ -136,13 +235,16 @@ absl::Status run_bench_step(const std::vector<std::string>& /*arguments*/) {
 }  // namespace
 
 Command bench_step_command() {
-  return {"bench step",
-          "time forward+backward of a random model: tokens/s and GFLOP/s (last line: JSON)",
-          "--depth D --seq T --batch B [--vocab V] [--steps N] [--window-pattern P] [--threads N] "
-          "[--device cpu|cuda] [--profile] [--json-out FILE]",
-          {"depth", "seq", "batch", "vocab", "steps", "warmup", "window_pattern", "aspect_ratio", "head_dim",
-           "device", "threads", "profile", "json_out"},
-          run_bench_step};
+  return {
+      "bench step",
+      "time forward+backward of a random model: tokens/s and GFLOP/s (last line: JSON)",
+      "--depth D --seq T --batch B [--vocab V] [--steps N] [--window-pattern P] [--threads N] "
+      "[--device cpu|cuda] [--profile] [--json-out FILE]\n"
+      "       --device cuda --model-only --gpu h200|h100|gb10 --depth D --seq T --batch B [--world N] "
+      "[--grad-accum N] [--peak-tflops T]",
+      {"depth", "seq", "batch", "vocab", "steps", "warmup", "window_pattern", "aspect_ratio", "head_dim",
+       "device", "threads", "profile", "model_only", "gpu", "world", "grad_accum", "peak_tflops", "json_out"},
+      run_bench_step};
 }
 
 }  // namespace nanoforge

@@ -1,5 +1,5 @@
 // The `nanoforge` program end to end: help, version, errors for unknown commands and misplaced flags, the
-// parity command on nanochat's dev case, and bench step's JSON line.
+// parity command on nanochat's dev case, and bench step's JSON line (measured, and the performance model's).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -120,6 +120,41 @@ TEST(Cli, BenchStepEndsWithAJsonLine) {
   }
   const ProgramRun bad = run("bench step --depth 0");
   EXPECT_EQ(bad.exit_code, 1);
+}
+
+// The performance model runs without a GPU in any build: the d20 table on 8 H200s, then its JSON line.
+TEST(Cli, BenchStepModelOnlyPredictsWithoutAGpu) {
+  const ProgramRun model =
+      run("bench step --device cuda --model-only --gpu h200 --depth 20 --seq 2048 --batch 32 --world 8");
+  ASSERT_EQ(model.exit_code, 0) << model.output;
+  for (const char* text :
+       {"attention_backward", "reduce_scatter", "all_gather", "muon_nesterov_momentum", "tokens/s", "MFU"}) {
+    EXPECT_NE(model.output.find(text), std::string::npos) << text << " not in " << model.output;
+  }
+  const size_t last_line = model.output.rfind('\n', model.output.size() - 2);
+  const std::string json = model.output.substr(last_line + 1);
+  for (const char* key :
+       {"\"model_only\": true", "\"gpu\": \"h200\"", "\"world_size\": 8", "\"mfu_percent\"", "\"step_ms\""}) {
+    EXPECT_NE(json.find(key), std::string::npos) << key << " not in " << json;
+  }
+}
+
+TEST(Cli, BenchStepModelFlagsAreChecked) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"bench step --device cuda --model-only --depth 4", "--model-only needs --gpu h200|h100|gb10, got ''"},
+      {"bench step --device cuda --model-only --gpu a100",
+       "--model-only needs --gpu h200|h100|gb10, got 'a100'"},
+      {"bench step --model-only --gpu h200", "--model-only predicts the CUDA backend: use --device cuda"},
+      {"bench step --device cuda --model-only --gpu h200 --profile", "--profile times a real step"},
+      {"bench step --world 8", "--world belongs to the performance model: add --model-only"},
+      {"bench step --peak-tflops 100", "--peak-tflops belongs to the performance model"},
+      {"bench step --device cuda --model-only --gpu gb10 --world 0", "--world 0: must be in [1, 65536]"},
+  };
+  for (const auto& [arguments, message] : cases) {
+    const ProgramRun result = run(arguments);
+    EXPECT_NE(result.exit_code, 0) << arguments;
+    EXPECT_NE(result.output.find(message), std::string::npos) << arguments << ": " << result.output;
+  }
 }
 
 }  // namespace

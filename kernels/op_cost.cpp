@@ -1,0 +1,299 @@
+// The cost of each op, read off the CUDA kernels that run it (kernels/cuda/*.cu): which tensors each kernel
+// streams through DRAM, how many kernels a launcher starts, what arithmetic they do. Bytes count each operand
+// once per kernel that reads or writes it; re-reads of a tile by neighbouring blocks (GEMM operands, K/V
+// tiles, a row's previous row) are taken to hit L2. When a kernel changes, its cost here changes with it.
+#include "kernels/op_cost.h"
+
+#include <algorithm>
+
+namespace nanoforge::ops {
+namespace {
+
+thread_local OpCostSink* current_sink = nullptr;
+
+// CUDA-core operations per element of the loss, from its kernels: the forward's accurate tanhf (~20
+// instructions), exp2f (~4) and the online max / sum (~6); the backward recomputes tanh and exp and forms
+// the gradient (~35). Estimates from reading the code, not counted by a profiler.
+constexpr double kLossForwardOpsPerLogit = 30;
+constexpr double kLossBackwardOpsPerLogit = 35;
+// A few CUDA-core operations per element for plain elementwise kernels (scales, adds, rsqrt per row):
+// never the bound next to their bytes, listed so that every row has both numbers.
+constexpr double kElementwiseOpsPerElement = 4;
+
+double b(const TensorView& t) {
+  return static_cast<double>(t.bytes());
+}
+double n(const TensorView& t) {
+  return static_cast<double>(t.numel());
+}
+
+OpCost streaming(double bytes, double elements, int kernels = 1) {
+  OpCost cost;
+  cost.bytes = bytes;
+  cost.vector_flops = kElementwiseOpsPerElement * elements;
+  cost.kernels = kernels;
+  return cost;
+}
+
+// Sum of squares (blocks' partials, then a one-block fold) and a scale pass over x: normalize_frobenius,
+// rescale_frobenius and MuonEq's row version (kernels/cuda/muon_steps.cu).
+OpCost reduce_then_scale(const TensorView& x) {
+  return streaming(3 * b(x), 2 * n(x), 3);
+}
+
+}  // namespace
+
+ScopedCostRecording::ScopedCostRecording(OpCostSink& sink) {
+  NANOFORGE_CHECK(current_sink == nullptr, "cost recording scopes do not nest");
+  current_sink = &sink;
+}
+
+ScopedCostRecording::~ScopedCostRecording() {
+  current_sink = nullptr;
+}
+
+OpCostSink* cost_recording() {
+  return current_sink;
+}
+
+namespace cost {
+
+int64_t attention_tile_pairs(int64_t seq, int64_t window) {
+  const int64_t tiles = (seq + kAttentionTileRows - 1) / kAttentionTileRows;
+  int64_t pairs = 0;
+  for (int64_t query_tile = 0; query_tile < tiles; ++query_tile) {
+    const int64_t first_key_tile =
+        std::max<int64_t>(0, query_tile * kAttentionTileRows - window) / kAttentionTileRows;
+    pairs += query_tile - first_key_tile + 1;
+  }
+  return pairs;
+}
+
+OpCost fill(TensorView t, double /*value*/) {
+  return streaming(b(t), n(t));
+}
+
+OpCost copy(TensorView dst, TensorView src) {
+  return streaming(b(dst) + b(src), n(dst));
+}
+
+OpCost accumulate(TensorView into, TensorView add) {
+  return streaming(2 * b(into) + b(add), n(into));
+}
+
+OpCost convert(TensorView dst, TensorView src) {
+  return streaming(b(dst) + b(src), n(dst));
+}
+
+OpCost matmul(TensorView out, TensorView a, Transpose transpose_a, TensorView b_, Transpose /*transpose_b*/,
+              double /*alpha*/, double beta) {
+  const double m = static_cast<double>(out.shape[0]), cols = static_cast<double>(out.shape[1]);
+  const double k = static_cast<double>(transpose_a == Transpose::kYes ? a.shape[0] : a.shape[1]);
+  const double out_bytes = (beta != 0 ? 2 : 1) * b(out);  // beta != 0 reads out before writing it
+  if (k == 0) return streaming(out_bytes, n(out));        // only the scale kernel runs
+  OpCost cost;
+  cost.kind = CostClass::kGemm;
+  cost.tensor_flops = 2 * m * cols * k;
+  cost.bytes = b(a) + b(b_) + out_bytes;
+  cost.gemm_rows = out.shape[0];
+  cost.gemm_cols = out.shape[1];
+  return cost;
+}
+
+OpCost embedding_forward(TensorView out, TensorView table, TensorView ids) {
+  // One gathered fp32 table row per token, written as a bf16 row.
+  return streaming(b(ids) + n(out) * static_cast<double>(dtype_bytes(table.dtype)) + b(out), n(out));
+}
+
+OpCost embedding_backward(TensorView d_table, TensorView d_out, TensorView ids) {
+  if (deterministic()) {
+    // The ordered kernel: every table element read and written once, every d_out row read once.
+    return streaming(b(ids) + b(d_out) + 2 * b(d_table), n(d_out));
+  }
+  // fp32 atomics: a read-modify-write of one table row per token.
+  return streaming(b(ids) + b(d_out) + 2 * n(d_out) * static_cast<double>(dtype_bytes(d_table.dtype)),
+                   n(d_out));
+}
+
+OpCost rmsnorm_forward(TensorView out, TensorView rstd, TensorView x, double /*scale*/) {
+  return streaming(b(x) + b(out) + b(rstd), n(x));
+}
+
+OpCost rmsnorm_backward(TensorView d_x, TensorView d_out, TensorView out, TensorView rstd, double /*scale*/,
+                        Accumulate mode) {
+  return streaming(b(d_out) + b(out) + b(rstd) + (mode == Accumulate::kYes ? 2 : 1) * b(d_x), n(d_x));
+}
+
+OpCost rotary_forward(TensorView x, TensorView cos, TensorView /*sin*/) {
+  // In place; the rows of cos and sin for the T positions are read once (x is (B, T, heads, D)).
+  const double positions = static_cast<double>(x.shape[1]);
+  const double table_row_bytes = static_cast<double>(cos.shape[1] * dtype_bytes(cos.dtype));
+  return streaming(2 * b(x) + 2 * positions * table_row_bytes, n(x));
+}
+
+OpCost rotary_backward(TensorView d_x, TensorView cos, TensorView sin) {
+  return rotary_forward(d_x, cos, sin);
+}
+
+OpCost attention_forward(TensorView out, TensorView lse, TensorView q, TensorView k, TensorView v,
+                         int64_t window, double /*scale*/, TensorView /*workspace*/) {
+  const double batch = static_cast<double>(q.shape[0]), heads = static_cast<double>(q.shape[2]);
+  const double head_dim = static_cast<double>(q.shape[3]);
+  const double tile = static_cast<double>(kAttentionTileRows);
+  const double pairs = static_cast<double>(attention_tile_pairs(q.shape[1], window)) * batch * heads;
+  OpCost cost;
+  cost.kind = CostClass::kAttentionForward;
+  cost.tensor_flops = pairs * 2 * (2 * tile * tile * head_dim);  // S = Q K^T and O += P V per tile pair
+  cost.vector_flops = pairs * tile * tile * 8;                   // mask, exp2, max, sum per score
+  cost.bytes = b(q) + b(k) + b(v) + b(out) + b(lse);
+  return cost;
+}
+
+OpCost attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorView d_out, TensorView q,
+                          TensorView k, TensorView v, TensorView out, TensorView lse, int64_t window,
+                          double /*scale*/, TensorView /*workspace*/) {
+  const double batch = static_cast<double>(q.shape[0]), heads = static_cast<double>(q.shape[2]);
+  const double head_dim = static_cast<double>(q.shape[3]);
+  const double tile = static_cast<double>(kAttentionTileRows);
+  const double pairs = static_cast<double>(attention_tile_pairs(q.shape[1], window)) * batch * heads;
+  const double delta_bytes = b(lse);  // delta = rowsum(dO * O) is (B, H, T) f32, as lse
+  OpCost cost;
+  cost.kind = CostClass::kAttentionBackward;
+  // Seven tile GEMMs per pair: dK/dV recomputes S and dP and forms dV and dK; dQ recomputes S and dP and
+  // forms dQ (FlashAttention-2 has five: it accumulates dQ with atomics instead).
+  cost.tensor_flops = pairs * 7 * (2 * tile * tile * head_dim);
+  cost.vector_flops = pairs * tile * tile * 2 * 10 + 2 * n(d_out);
+  cost.bytes = (b(d_out) + b(out) + delta_bytes)                                           // delta kernel
+               + (b(k) + b(v) + b(q) + b(d_out) + b(lse) + delta_bytes + b(d_k) + b(d_v))  // dK, dV
+               + (b(q) + b(d_out) + b(lse) + delta_bytes + b(k) + b(v) + b(d_q));          // dQ
+  cost.kernels = 3;
+  return cost;
+}
+
+OpCost relu_squared_forward(TensorView out, TensorView x) {
+  return streaming(b(x) + b(out), n(x));
+}
+
+OpCost relu_squared_backward(TensorView d_x, TensorView d_out, TensorView x) {
+  return streaming(b(d_out) + b(x) + b(d_x), n(x));
+}
+
+OpCost smear_forward(TensorView out, TensorView gate_sigmoid, TensorView x, TensorView /*gate_weight*/,
+                     TensorView /*lambda*/) {
+  return streaming(b(x) + b(out) + b(gate_sigmoid), n(x));
+}
+
+OpCost smear_backward(TensorView d_x, TensorView /*d_gate_weight*/, TensorView /*d_lambda*/, TensorView d_out,
+                      TensorView x, TensorView gate_sigmoid, TensorView /*gate_weight*/,
+                      TensorView /*lambda*/) {
+  // The pass, then two folds of the blocks' partial sums (gate weight, lambda).
+  return streaming(b(d_out) + b(x) + b(gate_sigmoid) + b(d_x), n(x), 3);
+}
+
+OpCost value_embed_gate_forward(TensorView v, TensorView gate_sigmoid, TensorView u, TensorView gate_weight,
+                                TensorView table, TensorView ids) {
+  const double rows = static_cast<double>(u.shape[0]);
+  const double gate_bytes = rows * static_cast<double>(gate_weight.shape[1] * dtype_bytes(u.dtype));
+  const double table_rows = n(v) * static_cast<double>(dtype_bytes(table.dtype));  // one gathered row a token
+  return streaming(b(ids) + gate_bytes + table_rows + 2 * b(v) + b(gate_sigmoid), n(v));
+}
+
+OpCost value_embed_gate_backward(TensorView /*d_u*/, TensorView /*d_gate_weight*/, TensorView d_table,
+                                 TensorView d_v, TensorView u, TensorView gate_sigmoid,
+                                 TensorView gate_weight, TensorView table, TensorView ids) {
+  const double rows = static_cast<double>(u.shape[0]);
+  const double gate_bytes = rows * static_cast<double>(gate_weight.shape[1] * dtype_bytes(u.dtype));
+  const double table_row_bytes = n(d_v) * static_cast<double>(dtype_bytes(table.dtype));
+  // The pass reads d_v, the gate inputs, the sigmoids and the gathered table rows and adds into d_u[:, :G];
+  // then the fold of the gate weight's partials; the table gradient is a read-modify-write of one row per
+  // token (atomics in the pass, or the ordered scatter kernel in deterministic mode).
+  return streaming(b(ids) + b(d_v) + 3 * gate_bytes + b(gate_sigmoid) + table_row_bytes +
+                       2 * n(d_v) * static_cast<double>(dtype_bytes(d_table.dtype)),
+                   n(d_v), deterministic() ? 3 : 2);
+}
+
+OpCost residual_mix_forward(TensorView out, TensorView x, TensorView x0, TensorView /*resid_lambda*/,
+                            TensorView /*x0_lambda*/) {
+  return streaming(b(x) + b(x0) + b(out), n(x));
+}
+
+OpCost residual_mix_backward(TensorView d_x, TensorView d_x0, TensorView /*d_resid_lambda*/,
+                             TensorView /*d_x0_lambda*/, TensorView d_out, TensorView x, TensorView x0,
+                             TensorView /*resid_lambda*/, TensorView /*x0_lambda*/) {
+  // The pass (d_x0 read and written), then the fold of the two lambdas' partial sums.
+  return streaming(b(d_out) + b(x) + b(x0) + 2 * b(d_x0) + b(d_x), n(x), 2);
+}
+
+OpCost backout_forward(TensorView out, TensorView x, TensorView x_backout, TensorView /*lambda*/) {
+  return streaming(b(x) + b(x_backout) + b(out), n(x));
+}
+
+OpCost backout_backward(TensorView d_x_backout, TensorView /*d_lambda*/, TensorView d_out,
+                        TensorView x_backout, TensorView /*lambda*/) {
+  return streaming(b(d_out) + b(x_backout) + b(d_x_backout), n(d_out), 2);
+}
+
+OpCost softcap_cross_entropy_forward(TensorView losses, TensorView lse, TensorView logits, TensorView targets,
+                                     double /*softcap*/) {
+  OpCost cost = streaming(b(logits) + b(targets) + b(losses) + b(lse), n(logits));
+  cost.vector_flops = kLossForwardOpsPerLogit * n(logits);
+  return cost;
+}
+
+OpCost softcap_cross_entropy_backward(TensorView d_logits, TensorView logits, TensorView lse,
+                                      TensorView targets, double /*softcap*/, double /*grad_scale*/) {
+  OpCost cost = streaming(b(logits) + b(lse) + b(targets) + b(d_logits), n(logits));
+  cost.vector_flops = kLossBackwardOpsPerLogit * n(logits);
+  return cost;
+}
+
+OpCost sum_loss(TensorView losses, TensorView targets) {
+  OpCost cost = streaming(b(losses) + b(targets), n(losses));
+  cost.host_sync = true;
+  return cost;
+}
+
+OpCost adamw_update(TensorView param, TensorView grad, TensorView exp_avg, TensorView exp_avg_sq,
+                    const AdamWStep& /*hyper*/) {
+  // param, exp_avg, exp_avg_sq read and written, grad read.
+  OpCost cost = streaming(2 * b(param) + b(grad) + 2 * b(exp_avg) + 2 * b(exp_avg_sq), n(param));
+  cost.vector_flops = 16 * n(param);
+  return cost;
+}
+
+OpCost muon_nesterov_momentum(TensorView update, TensorView momentum_buffer, TensorView grad,
+                              double /*momentum*/) {
+  return streaming(2 * b(momentum_buffer) + b(grad) + b(update), n(grad));
+}
+
+OpCost muon_equilibrate_rows(TensorView x) {
+  return reduce_then_scale(x);
+}
+
+OpCost normalize_frobenius(TensorView x, double /*multiplier*/, double /*eps*/) {
+  return reduce_then_scale(x);
+}
+
+OpCost rescale_frobenius(TensorView x, double /*target_norm*/, double /*eps*/) {
+  return reduce_then_scale(x);
+}
+
+OpCost normuon_variance_reduce(TensorView g, TensorView second_moment, double /*beta2*/) {
+  OpCost cost = reduce_then_scale(g);
+  cost.bytes += 2 * b(second_moment);
+  return cost;
+}
+
+OpCost cautious_weight_decay_step(TensorView param, TensorView update, double /*lr*/,
+                                  double /*weight_decay*/) {
+  return streaming(2 * b(param) + b(update), n(param));
+}
+
+OpCost squared_norm(TensorView x) {
+  OpCost cost = streaming(b(x), 2 * n(x), 2);  // blocks' partial sums, then the fold
+  cost.host_sync = true;
+  return cost;
+}
+
+}  // namespace cost
+}  // namespace nanoforge::ops

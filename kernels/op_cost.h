@@ -1,0 +1,108 @@
+// What each op of kernels/ops.h costs as the CUDA backend runs it — the work its kernels do, the DRAM bytes
+// they move, how many kernels it launches — and the cost-recording mode that collects those costs from a
+// real sequence of op calls without running one: while a ScopedCostRecording lives on a thread, every op
+// that thread calls is handed to the sink (under the op profiler's name) instead of running, and device
+// memory is reserved address space, never backed, so a d20 step is recorded on any machine in milliseconds.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/ops.h"
+#include "kernels/tensor.h"
+
+namespace nanoforge::ops {
+
+// Which peak an op's arithmetic runs against: the tensor cores (GEMMs, attention) or the CUDA cores.
+enum class CostClass : uint8_t { kGemm, kAttentionForward, kAttentionBackward, kVector };
+
+struct OpCost {
+  CostClass kind = CostClass::kVector;
+  double tensor_flops = 0;  // tensor-core multiply-adds x 2, as the kernels execute them (masked tiles too)
+  double vector_flops = 0;  // CUDA-core fp32 operations (transcendentals counted by their instruction cost)
+  double bytes = 0;         // DRAM traffic: each operand read or written once (re-reads assumed to hit L2)
+  int kernels = 1;          // launches the op makes (each costs at least a kernel's minimum time)
+  bool host_sync = false;   // the host waits for a value read back (sum_loss, squared_norm)
+  int64_t gemm_rows = 0, gemm_cols = 0;  // a GEMM's output (M, N): how many output tiles fill the GPU
+};
+
+// Receives the ops recorded on its thread: `op` is the op profiler's name of the op.
+class OpCostSink {
+ public:
+  virtual ~OpCostSink() = default;
+  virtual void record(const char* op, const OpCost& cost) = 0;
+};
+
+// Cost recording on this thread for the scope's lifetime (scopes do not nest).
+class ScopedCostRecording {
+ public:
+  explicit ScopedCostRecording(OpCostSink& sink);
+  ~ScopedCostRecording();
+  ScopedCostRecording(const ScopedCostRecording&) = delete;
+  ScopedCostRecording& operator=(const ScopedCostRecording&) = delete;
+};
+
+// This thread's sink while recording, else nullptr.
+OpCostSink* cost_recording();
+
+// One function per op, with the op's own arguments.
+namespace cost {
+OpCost fill(TensorView t, double value);
+OpCost copy(TensorView dst, TensorView src);
+OpCost accumulate(TensorView into, TensorView add);
+OpCost convert(TensorView dst, TensorView src);
+OpCost matmul(TensorView out, TensorView a, Transpose transpose_a, TensorView b, Transpose transpose_b,
+              double alpha, double beta);
+OpCost embedding_forward(TensorView out, TensorView table, TensorView ids);
+OpCost embedding_backward(TensorView d_table, TensorView d_out, TensorView ids);
+OpCost rmsnorm_forward(TensorView out, TensorView rstd, TensorView x, double scale);
+OpCost rmsnorm_backward(TensorView d_x, TensorView d_out, TensorView out, TensorView rstd, double scale,
+                        Accumulate mode);
+OpCost rotary_forward(TensorView x, TensorView cos, TensorView sin);
+OpCost rotary_backward(TensorView d_x, TensorView cos, TensorView sin);
+OpCost attention_forward(TensorView out, TensorView lse, TensorView q, TensorView k, TensorView v,
+                         int64_t window, double scale, TensorView workspace);
+OpCost attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorView d_out, TensorView q,
+                          TensorView k, TensorView v, TensorView out, TensorView lse, int64_t window,
+                          double scale, TensorView workspace);
+OpCost relu_squared_forward(TensorView out, TensorView x);
+OpCost relu_squared_backward(TensorView d_x, TensorView d_out, TensorView x);
+OpCost smear_forward(TensorView out, TensorView gate_sigmoid, TensorView x, TensorView gate_weight,
+                     TensorView lambda);
+OpCost smear_backward(TensorView d_x, TensorView d_gate_weight, TensorView d_lambda, TensorView d_out,
+                      TensorView x, TensorView gate_sigmoid, TensorView gate_weight, TensorView lambda);
+OpCost value_embed_gate_forward(TensorView v, TensorView gate_sigmoid, TensorView u, TensorView gate_weight,
+                                TensorView table, TensorView ids);
+OpCost value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorView d_table, TensorView d_v,
+                                 TensorView u, TensorView gate_sigmoid, TensorView gate_weight,
+                                 TensorView table, TensorView ids);
+OpCost residual_mix_forward(TensorView out, TensorView x, TensorView x0, TensorView resid_lambda,
+                            TensorView x0_lambda);
+OpCost residual_mix_backward(TensorView d_x, TensorView d_x0, TensorView d_resid_lambda,
+                             TensorView d_x0_lambda, TensorView d_out, TensorView x, TensorView x0,
+                             TensorView resid_lambda, TensorView x0_lambda);
+OpCost backout_forward(TensorView out, TensorView x, TensorView x_backout, TensorView lambda);
+OpCost backout_backward(TensorView d_x_backout, TensorView d_lambda, TensorView d_out, TensorView x_backout,
+                        TensorView lambda);
+OpCost softcap_cross_entropy_forward(TensorView losses, TensorView lse, TensorView logits, TensorView targets,
+                                     double softcap);
+OpCost softcap_cross_entropy_backward(TensorView d_logits, TensorView logits, TensorView lse,
+                                      TensorView targets, double softcap, double grad_scale);
+OpCost sum_loss(TensorView losses, TensorView targets);
+OpCost adamw_update(TensorView param, TensorView grad, TensorView exp_avg, TensorView exp_avg_sq,
+                    const AdamWStep& hyper);
+OpCost muon_nesterov_momentum(TensorView update, TensorView momentum_buffer, TensorView grad,
+                              double momentum);
+OpCost muon_equilibrate_rows(TensorView x);
+OpCost normalize_frobenius(TensorView x, double multiplier, double eps);
+OpCost rescale_frobenius(TensorView x, double target_norm, double eps);
+OpCost normuon_variance_reduce(TensorView g, TensorView second_moment, double beta2);
+OpCost cautious_weight_decay_step(TensorView param, TensorView update, double lr, double weight_decay);
+OpCost squared_norm(TensorView x);
+
+// The (query tile, key tile) pairs the flash-attention kernels visit for one (batch, head): 64-row tiles,
+// from the first key tile a query tile's window reaches to the diagonal (kernels/cuda/flash_attention*.cu).
+int64_t attention_tile_pairs(int64_t seq, int64_t window);
+inline constexpr int64_t kAttentionTileRows = 64;
+}  // namespace cost
+
+}  // namespace nanoforge::ops

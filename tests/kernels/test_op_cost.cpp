@@ -1,0 +1,148 @@
+// The ops' costs (kernels/op_cost.h) against hand counts of what their kernels move and compute, and the
+// cost-recording mode: recorded ops do not run, buffers allocated while recording are never backed.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "kernels/device_buffer.h"
+#include "kernels/op_cost.h"
+#include "kernels/ops.h"
+
+namespace nanoforge {
+namespace {
+
+using ops::OpCost;
+
+TensorView shaped(std::initializer_list<int64_t> dims, DType dtype) {
+  return TensorView(nullptr, dims, dtype, Device::kCuda);  // costs read shapes and dtypes only
+}
+
+TEST(OpCost, RmsnormForwardReadsXWritesOutAndRstd) {
+  // x, out (4, 8) bf16: 64 bytes each; rstd (4) f32: 16 bytes.
+  const OpCost cost = ops::cost::rmsnorm_forward(shaped({4, 8}, DType::kBF16), shaped({4}, DType::kF32),
+                                                 shaped({4, 8}, DType::kBF16), 1.0);
+  EXPECT_EQ(cost.bytes, 64 + 64 + 16);
+  EXPECT_EQ(cost.kernels, 1);
+  EXPECT_EQ(cost.tensor_flops, 0);
+}
+
+TEST(OpCost, MatmulCountsTwoMnkAndReadsOutOnlyWithBeta) {
+  // out (4, 16) = a (4, 8) @ b^T with b (16, 8); bf16 in, f32 out (a weight gradient's dtype).
+  const TensorView out = shaped({4, 16}, DType::kF32), a = shaped({4, 8}, DType::kBF16),
+                   b = shaped({16, 8}, DType::kBF16);
+  const OpCost overwrite = ops::cost::matmul(out, a, ops::Transpose::kNo, b, ops::Transpose::kYes, 1.0, 0.0);
+  EXPECT_EQ(overwrite.kind, ops::CostClass::kGemm);
+  EXPECT_EQ(overwrite.tensor_flops, 2 * 4 * 16 * 8);
+  EXPECT_EQ(overwrite.bytes, 4 * 8 * 2 + 16 * 8 * 2 + 4 * 16 * 4);
+  const OpCost accumulate = ops::cost::matmul(out, a, ops::Transpose::kNo, b, ops::Transpose::kYes, 1.0, 1.0);
+  EXPECT_EQ(accumulate.bytes, overwrite.bytes + 4 * 16 * 4);
+  EXPECT_EQ(accumulate.gemm_rows, 4);
+  EXPECT_EQ(accumulate.gemm_cols, 16);
+  // a^T: K is a's first dimension.
+  const OpCost transposed =
+      ops::cost::matmul(shaped({8, 16}, DType::kF32), shaped({4, 8}, DType::kBF16), ops::Transpose::kYes,
+                        shaped({4, 16}, DType::kBF16), ops::Transpose::kNo, 1.0, 0.0);
+  EXPECT_EQ(transposed.tensor_flops, 2 * 8 * 16 * 4);
+}
+
+TEST(OpCost, AdamwMovesSevenFloatsAnElement) {
+  // param, exp_avg, exp_avg_sq read and written, grad read: 7 x 4 bytes per element.
+  const TensorView t = shaped({10}, DType::kF32);
+  EXPECT_EQ(ops::cost::adamw_update(t, t, t, t, {}).bytes, 10 * 7 * 4);
+}
+
+TEST(OpCost, LossReadsTheLogitsOnceEachWay) {
+  const TensorView logits = shaped({6, 100}, DType::kBF16), rows = shaped({6}, DType::kF32),
+                   targets = shaped({6}, DType::kI32);
+  const OpCost forward = ops::cost::softcap_cross_entropy_forward(rows, rows, logits, targets, 15.0);
+  EXPECT_EQ(forward.bytes, 6 * 100 * 2 + 6 * 4 + 6 * 4 + 6 * 4);
+  const OpCost backward = ops::cost::softcap_cross_entropy_backward(logits, logits, rows, targets, 15.0, 1.0);
+  EXPECT_EQ(backward.bytes, 2 * 6 * 100 * 2 + 6 * 4 + 6 * 4);
+  EXPECT_GT(backward.vector_flops, 0);
+  EXPECT_TRUE(ops::cost::sum_loss(rows, targets).host_sync);
+}
+
+// The tile pairs as diagonals: pairs (i, j) with 0 <= i - j <= w/64 over n tiles is the sum over the
+// diagonal offsets d of (n - d) — a different count from the kernel's per-query-tile loop.
+int64_t pairs_by_diagonals(int64_t tiles, int64_t window_tiles) {
+  int64_t pairs = 0;
+  for (int64_t d = 0; d <= std::min(window_tiles, tiles - 1); ++d)
+    pairs += tiles - d;
+  return pairs;
+}
+
+TEST(OpCost, AttentionTilePairsMatchTheDiagonalCount) {
+  EXPECT_EQ(ops::cost::attention_tile_pairs(2048, 2048), 32 * 33 / 2);  // plain causal: a triangle
+  EXPECT_EQ(ops::cost::attention_tile_pairs(2048, 2048), pairs_by_diagonals(32, 32));
+  EXPECT_EQ(ops::cost::attention_tile_pairs(2048, 512), pairs_by_diagonals(32, 8));
+  EXPECT_EQ(ops::cost::attention_tile_pairs(256, 128), pairs_by_diagonals(4, 2));
+  // A window that is not a multiple of the tile: the kernel's first key tile rounds down.
+  EXPECT_EQ(ops::cost::attention_tile_pairs(256, 100), 1 + 2 + 3 + 3);
+}
+
+TEST(OpCost, AttentionFlopsAreTwoTileGemmsForwardSevenBackward) {
+  const int64_t batch = 2, seq = 256, heads = 4, head_dim = 64;
+  const TensorView q = shaped({batch, seq, heads, head_dim}, DType::kBF16);
+  const TensorView kv = shaped({batch, seq, 2, head_dim}, DType::kBF16);
+  const TensorView lse = shaped({batch, heads, seq}, DType::kF32);
+  const double pair_gemm = 2.0 * 64 * 64 * head_dim;
+  const double pairs = static_cast<double>(pairs_by_diagonals(4, 2) * batch * heads);
+  const OpCost forward = ops::cost::attention_forward(q, lse, q, kv, kv, 128, 0.125, lse);
+  EXPECT_EQ(forward.tensor_flops, 2 * pair_gemm * pairs);
+  EXPECT_EQ(forward.bytes, 2 * q.bytes() + 2 * kv.bytes() + lse.bytes());
+  const OpCost backward = ops::cost::attention_backward(q, kv, kv, q, q, kv, kv, q, lse, 128, 0.125, lse);
+  EXPECT_EQ(backward.tensor_flops, 7 * pair_gemm * pairs);
+  EXPECT_EQ(backward.kernels, 3);
+}
+
+class Recorded final : public ops::OpCostSink {
+ public:
+  void record(const char* op, const OpCost& cost) override {
+    names.push_back(op);
+    costs.push_back(cost);
+  }
+  std::vector<std::string> names;
+  std::vector<OpCost> costs;
+};
+
+TEST(CostRecording, OpsAreRecordedUnderTheProfilersNameAndDoNotRun) {
+  DeviceBuffer buffer(Device::kCpu, 8 * sizeof(float));
+  const TensorView x(buffer.data(), {2, 4}, DType::kF32, Device::kCpu);
+  ops::fill(x, 3.0);
+  Recorded recorded;
+  {
+    const ops::ScopedCostRecording recording(recorded);
+    ops::fill(x, 7.0);
+    ops::relu_squared_forward(x, x);
+    EXPECT_EQ(ops::squared_norm(x), 0.0);  // recorded, not computed
+  }
+  EXPECT_EQ(recorded.names, (std::vector<std::string>{"fill", "relu_squared_forward", "squared_norm"}));
+  EXPECT_EQ(recorded.costs[0].bytes, 8 * 4);
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(x.as<float>()[i], 3.0f) << i;  // the fill inside the scope never ran
+  EXPECT_EQ(ops::squared_norm(x), 8 * 9.0);  // and ops run again after it
+}
+
+TEST(CostRecording, CudaOpsAreRecordedInAnyBuild) {
+  Recorded recorded;
+  const ops::ScopedCostRecording recording(recorded);
+  const DeviceBuffer buffer(Device::kCuda, 1 << 20);  // reserved, not allocated: no GPU needed
+  const TensorView t(buffer.data(), {1024}, DType::kF32, Device::kCuda);
+  ops::copy(t.rows(0, 512), t.rows(512, 512));
+  ASSERT_EQ(recorded.names.size(), 1u);
+  EXPECT_EQ(recorded.names[0], "copy");
+  EXPECT_EQ(recorded.costs[0].bytes, 2 * 512 * 4);
+}
+
+TEST(CostRecordingDeathTest, BuffersReservedWhileRecordingAreNeverBacked) {
+  Recorded recorded;
+  const ops::ScopedCostRecording recording(recorded);
+  const DeviceBuffer buffer(Device::kCpu, 4096);
+  EXPECT_NE(buffer.data(), nullptr);
+  EXPECT_DEATH(static_cast<volatile char*>(buffer.data())[0] = 1, "");
+}
+
+}  // namespace
+}  // namespace nanoforge

@@ -1,0 +1,315 @@
+// The performance model (train/step_model/): the recorded step against independent counts of the model's
+// FLOPs (6 x GEMM weights x tokens, attention tile pairs by diagonals) and of ZeRO-1's collectives and Muon's
+// GEMMs, the recorded op names and counts against the CPU op profiler's of a real step, the roofline and
+// timeline arithmetic on hand-made GPUs, and the JSON line parsed back.
+#include <gtest/gtest.h>
+#include <simdjson.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/device_buffer.h"
+#include "kernels/host_transfer.h"
+#include "kernels/op_profile.h"
+#include "model/flops.h"
+#include "model/gpt.h"
+#include "model/param_layout.h"
+#include "train/step_model/step_report.h"
+
+namespace nanoforge {
+namespace {
+
+// depth 4: C = 256, 2 heads of 128, windows S S S L = 128, 128, 128, 256 at seq 256; two value-embedding
+// layers.
+GPTConfig small_config() {
+  return GPTConfig::from_depth(4, 512, 256);
+}
+
+double flops_of(const std::vector<StepEvent>& events, const std::string& op, StepPhase phase) {
+  double total = 0;
+  for (const StepEvent& event : events) {
+    if (event.kind == StepEvent::Kind::kOp && event.op == op && event.phase == phase)
+      total += event.cost.tensor_flops;
+  }
+  return total;
+}
+
+int64_t count_of(const std::vector<StepEvent>& events, const std::string& op, StepPhase phase) {
+  int64_t count = 0;
+  for (const StepEvent& event : events)
+    count += event.kind == StepEvent::Kind::kOp && event.op == op && event.phase == phase;
+  return count;
+}
+
+// The weights the GEMMs multiply by, from the architecture: per layer q, k, v, proj, fc, mlp proj; lm_head's
+// vocab rows (not its padding).
+int64_t gemm_weights(const GPTConfig& c) {
+  const int64_t C = c.n_embd, kv = c.n_kv_head * (c.n_embd / c.n_head);
+  return c.n_layer * (C * C + 2 * C * kv + C * C + 2 * C * 4 * C) + c.vocab_size * C;
+}
+
+StepRecordingOptions forward_backward(const GPTConfig& config, int64_t batch) {
+  StepRecordingOptions options{config, batch};
+  options.optimizer = false;
+  return options;
+}
+
+TEST(StepModel, GemmFlopsAreSixPerGemmWeightPerToken) {
+  for (const GPTConfig& config : {small_config(), GPTConfig::from_depth(20, 32768, 2048)}) {
+    const int64_t batch = config.n_layer == 20 ? 32 : 3;  // d20 at its real size: nothing is allocated
+    const std::vector<StepEvent> events = record_training_step(forward_backward(config, batch));
+    const double tokens = static_cast<double>(batch * config.sequence_len);
+    const double gemm =
+        flops_of(events, "matmul", StepPhase::kForward) + flops_of(events, "matmul", StepPhase::kBackward);
+    EXPECT_EQ(gemm, 6 * tokens * static_cast<double>(gemm_weights(config))) << config.describe();
+    EXPECT_EQ(flops_of(events, "matmul", StepPhase::kForward), 2 * tokens * gemm_weights(config));
+    // nanochat's count (model/flops.h) has the same weights plus the value gates, the smear gate and the
+    // lm_head padding, which no GEMM multiplies by.
+    const ParamLayout layout(config);
+    int64_t gates = 0;
+    for (int64_t layer = 0; layer < config.n_layer; ++layer)
+      gates += config.has_value_embed(layer) ? config.n_kv_head * kValueGateChannels : 0;
+    EXPECT_EQ(matmul_params(config), gemm_weights(config) + gates + kSmearGateChannels +
+                                         (config.padded_vocab_size() - config.vocab_size) * config.n_embd);
+  }
+}
+
+// Tile pairs counted along the diagonals (see tests/kernels/test_op_cost.cpp).
+int64_t pairs_by_diagonals(int64_t tiles, int64_t window_tiles) {
+  int64_t pairs = 0;
+  for (int64_t d = 0; d <= std::min(window_tiles, tiles - 1); ++d)
+    pairs += tiles - d;
+  return pairs;
+}
+
+TEST(StepModel, AttentionFlopsFollowEachLayersWindow) {
+  const GPTConfig config = small_config();
+  const int64_t batch = 3, tiles = config.sequence_len / 64;
+  ASSERT_EQ(config.window(0), 128);
+  ASSERT_EQ(config.window(3), 256);
+  double expected = 0;
+  for (int64_t layer = 0; layer < config.n_layer; ++layer) {
+    expected +=
+        2.0 * (2 * 64 * 64 * config.head_dim()) *
+        static_cast<double>(pairs_by_diagonals(tiles, config.window(layer) / 64) * batch * config.n_head);
+  }
+  const std::vector<StepEvent> events = record_training_step(forward_backward(config, batch));
+  EXPECT_EQ(flops_of(events, "attention_forward", StepPhase::kForward), expected);
+  EXPECT_EQ(flops_of(events, "attention_backward", StepPhase::kBackward), 3.5 * expected);
+  EXPECT_EQ(count_of(events, "attention_forward", StepPhase::kForward), config.n_layer);
+}
+
+// The recording is the real call sequence: a profiled CPU step has the same op names with the same counts.
+TEST(StepModel, RecordedOpsMatchTheProfiledCpuStepRowByRow) {
+  const GPTConfig config = GPTConfig::from_depth(2, 256, 128);
+  const int64_t batch = 2;
+  GPT model(config, Device::kCpu, DType::kF32);
+  model.init_weights(7);
+  model.plan(batch, config.sequence_len);
+  std::vector<int32_t> tokens(static_cast<size_t>(batch * config.sequence_len));
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<int32_t>((i * 37) % 256);
+  DeviceBuffer buffer(Device::kCpu, 2 * static_cast<int64_t>(tokens.size() * sizeof(int32_t)));
+  const TensorView ids(buffer.data(), {batch, config.sequence_len}, DType::kI32, Device::kCpu);
+  const TensorView targets(static_cast<int32_t*>(buffer.data()) + tokens.size(), {batch, config.sequence_len},
+                           DType::kI32, Device::kCpu);
+  upload(ids, tokens.data());
+  upload(targets, tokens.data());
+  ops::reset_op_profile();
+  ops::set_op_profiling(true);
+  model.zero_grad();
+  model.forward(ids, targets);
+  model.backward();
+  ops::set_op_profiling(false);
+  const std::vector<ops::OpTime> measured = ops::op_profile();
+
+  StepRecordingOptions recording = forward_backward(config, batch);
+  recording.device = Device::kCpu;
+  const StepPrediction prediction =
+      predict_step(record_training_step(recording), *gpu_spec("h100"), config, batch, 1, 1);
+  const std::vector<ComparedRow> rows = compare_with_measured(prediction, measured);
+  ASSERT_EQ(rows.size(), measured.size());
+  for (const ComparedRow& row : rows) {
+    EXPECT_EQ(row.predicted_calls, row.measured_calls) << row.name;
+    EXPECT_GT(row.predicted_ms, 0) << row.name;
+  }
+}
+
+// Muon matrices per shape of a depth-4 model without GQA: (C, C) q, k, v, proj per layer; (4C, C) fc and
+// (C, 4C) proj per layer; the value gates (n_kv_head, 12) on the value-embedding layers.
+std::vector<int64_t> muon_matrices_per_shape(const GPTConfig& c) {
+  int64_t gates = 0;
+  for (int64_t layer = 0; layer < c.n_layer; ++layer)
+    gates += c.has_value_embed(layer);
+  return {4 * c.n_layer, c.n_layer, c.n_layer, gates};
+}
+
+TEST(StepModel, DataParallelStepHasZeroOneCollectivesAndRankZerosMuonWork) {
+  const GPTConfig config = small_config();
+  for (const int world : {1, 8}) {
+    StepRecordingOptions options{config, 2};
+    options.world_size = world;
+    const std::vector<StepEvent> events = record_training_step(options);
+    std::map<std::string, int64_t> issued_bytes, issued_count;
+    int64_t waited = 0;
+    for (const StepEvent& event : events) {
+      if (event.kind == StepEvent::Kind::kCollectiveIssued) {
+        issued_bytes[collective_name(event.collective.kind)] += event.collective.bytes;
+        issued_count[collective_name(event.collective.kind)] += 1;
+      }
+      waited += event.kind == StepEvent::Kind::kCollectiveWaited;
+    }
+    // Rank 0 owns the first matrix of every stack of `world` matrices: 3 GEMMs x 5 Polar Express iterations
+    // for each.
+    int64_t stacks = 0;
+    for (const int64_t matrices : muon_matrices_per_shape(config))
+      stacks += (matrices + world - 1) / world;
+    EXPECT_EQ(count_of(events, "matmul", StepPhase::kOptimizer), 15 * stacks) << world;
+    if (world == 1) {
+      EXPECT_TRUE(issued_count.empty());  // one rank: the single engine copies, nothing goes on a link
+      continue;
+    }
+    const int64_t buckets = issued_count["reduce_scatter"];
+    EXPECT_GT(buckets, 0);
+    EXPECT_EQ(issued_count["all_gather"], buckets);
+    EXPECT_EQ(issued_count["all_reduce"], 1);  // the loss and gradient norm
+    EXPECT_EQ(waited, 2 * buckets + 1);
+    EXPECT_EQ(issued_bytes["reduce_scatter"], issued_bytes["all_gather"]);
+    EXPECT_GE(issued_bytes["reduce_scatter"], 4 * ParamLayout(config).total_numel());
+  }
+}
+
+GpuSpec round_gpu() {
+  GpuSpec gpu;
+  gpu.name = "h200";  // for MFU's peak
+  gpu.tensor_flops = 1e15;
+  gpu.fp32_flops = 1e14;
+  gpu.memory_bytes_per_s = 1e12;
+  gpu.link_bytes_per_s = 1e11;
+  gpu.sms = 10;
+  gpu.gemm_efficiency = 0.5;
+  gpu.attention_forward_efficiency = 0.25;
+  gpu.attention_backward_efficiency = 0.2;
+  gpu.fp32_efficiency = 0.5;
+  gpu.memory_efficiency = 0.5;
+  gpu.link_efficiency = 0.5;
+  gpu.link_latency_seconds = 1e-5;
+  gpu.kernel_floor_seconds = 1e-6;
+  gpu.host_sync_seconds = 1e-5;
+  return gpu;
+}
+
+TEST(StepModel, OpTimeIsTheSlowestOfItsRoofs) {
+  const GpuSpec gpu = round_gpu();
+  ops::OpCost gemm;
+  gemm.kind = ops::CostClass::kGemm;
+  gemm.tensor_flops = 1e12;
+  gemm.bytes = 1e6;
+  gemm.gemm_rows = 128 * 10;  // 10 x 10 tiles on 10 SMs: full waves
+  gemm.gemm_cols = 128 * 10;
+  EXPECT_DOUBLE_EQ(predict_op(gemm, gpu).seconds, 1e12 / (1e15 * 0.5));
+  EXPECT_EQ(predict_op(gemm, gpu).bound, Bound::kTensor);
+  gemm.gemm_cols = 128;  // 10 tiles, one wave: full
+  EXPECT_DOUBLE_EQ(gemm_wave_fill(gemm.gemm_rows, gemm.gemm_cols, gpu.sms), 1.0);
+  EXPECT_DOUBLE_EQ(gemm_wave_fill(128 * 11, 128, gpu.sms), 11.0 / 20.0);  // a second wave of one tile
+  ops::OpCost stream;
+  stream.bytes = 1e9;
+  stream.vector_flops = 1e9;
+  EXPECT_DOUBLE_EQ(predict_op(stream, gpu).seconds, 1e9 / (1e12 * 0.5));
+  EXPECT_EQ(predict_op(stream, gpu).bound, Bound::kMemory);
+  ops::OpCost tiny;
+  tiny.bytes = 8;
+  tiny.kernels = 3;
+  tiny.host_sync = true;
+  EXPECT_DOUBLE_EQ(predict_op(tiny, gpu).seconds, 3e-6 + 1e-5);
+  EXPECT_EQ(predict_op(tiny, gpu).bound, Bound::kLaunch);
+  const CollectiveCall gather{0, CollectiveKind::kAllGather, 8000000, 8};
+  EXPECT_DOUBLE_EQ(collective_seconds(gather, gpu), 1e-5 + 7.0 / 8 * 8e6 / (1e11 * 0.5));
+}
+
+StepEvent op_event(double bytes) {
+  StepEvent event;
+  event.op = "copy";
+  event.cost.bytes = bytes;
+  return event;
+}
+
+TEST(StepModel, OnlyCommunicationNotHiddenBehindComputeIsExposed) {
+  const GpuSpec gpu = round_gpu();  // copies at 5e11 B/s: 5e8 bytes take 1 ms
+  StepEvent issue;
+  issue.kind = StepEvent::Kind::kCollectiveIssued;
+  // 2 ms on the link between 2 GPUs: latency 10 us + 1/2 x 199 MB / 5e10 B/s.
+  issue.collective = {0, CollectiveKind::kReduceScatter, 199000000, 2};
+  StepEvent wait;
+  wait.kind = StepEvent::Kind::kCollectiveWaited;
+  wait.collective.id = 0;
+  // 1 ms of compute, the collective issued, 0.5 ms more compute, then the wait: 1.5 ms stalled.
+  const std::vector<StepEvent> events = {op_event(5e8), issue, op_event(2.5e8), wait, op_event(5e8)};
+  const GPTConfig config = small_config();
+  const StepPrediction p = predict_step(events, gpu, config, 1, 2, 1);
+  EXPECT_NEAR(p.exposed_comm_seconds, 1.5e-3, 1e-12);  // 1e-12 s: double rounding of ms-sized sums
+  EXPECT_NEAR(p.step_seconds, 4e-3, 1e-12);
+  EXPECT_NEAR(p.compute_seconds, 2.5e-3, 1e-12);
+  EXPECT_NEAR(p.comm_seconds, 2e-3, 1e-12);
+}
+
+TEST(StepModel, JsonLineParsesAndAgreesWithItself) {
+  const GPTConfig config = small_config();
+  StepRecordingOptions options{config, 4};
+  options.world_size = 2;
+  options.grad_accum_steps = 3;
+  const StepPrediction p = predict_step(record_training_step(options), *gpu_spec("h200"), config, 4, 2, 3);
+  const std::string json = prediction_json({config, 4, 2, 3, true}, p);
+  simdjson::dom::parser parser;
+  simdjson::dom::element record;
+  ASSERT_EQ(parser.parse(json).get(record), simdjson::SUCCESS) << json;
+  EXPECT_EQ(std::string_view(record["gpu"]), "h200");
+  EXPECT_EQ(int64_t(record["tokens_per_step"]), 4 * 256 * 3 * 2);
+  const double step_ms = double(record["step_ms"]), tokens_per_s = double(record["tokens_per_s"]);
+  const double mfu = double(record["mfu_percent"]);
+  // The JSON rounds step_ms to 1 us and tokens/s to 0.1: relative 1e-3 covers both at these sizes.
+  EXPECT_NEAR(tokens_per_s, 4 * 256 * 3 * 2 / (step_ms / 1e3), 1e-3 * tokens_per_s);
+  // MFU as the trainer defines it, against the H200 datasheet's 989 TFLOP/s dense bf16, over 2 GPUs.
+  EXPECT_NEAR(mfu, 100 * tokens_per_s * static_cast<double>(flops_per_token(config)) / (989e12 * 2),
+              1e-2);  // printed with two decimals
+  double kernel_ms = 0;
+  for (simdjson::dom::element row : record["kernels"].get_array()) {
+    if (!bool(row["collective"])) kernel_ms += double(row["ms"]);
+  }
+  EXPECT_NEAR(kernel_ms, double(record["compute_ms"]), 1e-3 * kernel_ms);  // rows rounded to 0.1 us each
+  EXPECT_NEAR(step_ms, double(record["compute_ms"]) + double(record["exposed_comm_ms"]), 2e-3);
+}
+
+TEST(StepModel, ComparisonKeepsRowsOnlyOneSideHas) {
+  StepPrediction prediction;
+  prediction.rows = {{"matmul", false, 10, 0, 0, 0, 2e-3, Bound::kTensor},
+                     {"fill", false, 1, 0, 0, 0, 1e-5, Bound::kLaunch},
+                     {"all_gather", true, 3, 0, 0, 0, 1e-3, Bound::kLink}};
+  const std::vector<ComparedRow> rows =
+      compare_with_measured(prediction, {{"matmul", 10, 2.5}, {"new_fused_op", 4, 0.7}});
+  ASSERT_EQ(rows.size(), 3u);  // matmul, fill, new_fused_op; the collective is not an op
+  EXPECT_EQ(rows[0].name, "matmul");
+  EXPECT_DOUBLE_EQ(rows[0].predicted_ms, 2.0);
+  EXPECT_DOUBLE_EQ(rows[0].measured_ms, 2.5);
+  EXPECT_EQ(rows[1].name, "fill");
+  EXPECT_EQ(rows[1].measured_calls, 0);
+  EXPECT_EQ(rows[2].name, "new_fused_op");
+  EXPECT_EQ(rows[2].predicted_calls, 0);
+  EXPECT_EQ(rows[2].measured_calls, 4);
+  EXPECT_NE(format_comparison(rows).find("new_fused_op"), std::string::npos);
+}
+
+TEST(GpuSpecs, NamesAndDevices) {
+  ASSERT_TRUE(gpu_spec("H200"));
+  EXPECT_EQ(gpu_spec("h200")->tensor_flops, 989e12);
+  EXPECT_EQ(gpu_spec("gb10")->memory_bytes_per_s, 273e9);
+  EXPECT_FALSE(gpu_spec("a100"));
+  EXPECT_EQ(gpu_spec_for_device("NVIDIA H100 80GB HBM3")->name, "h100");
+  EXPECT_EQ(gpu_spec_for_device("NVIDIA GB10")->name, "gb10");
+  EXPECT_FALSE(gpu_spec_for_device("NVIDIA H200 NVL"));  // another bandwidth: no spec rather than a wrong one
+}
+
+}  // namespace
+}  // namespace nanoforge

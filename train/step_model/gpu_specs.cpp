@@ -1,0 +1,99 @@
+// The GPU table. Hardware numbers are NVIDIA's published figures (sources per line); the dense bf16 peak is
+// the peak table's (train/peak_flops.cpp), so predicted MFU and the trainer's MFU share one denominator.
+// Efficiencies are this model's assumptions, each with its reasoning; docs/kernels.md discusses them.
+#include "train/step_model/gpu_specs.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "train/peak_flops.h"
+
+namespace nanoforge {
+namespace {
+
+// Efficiencies shared by the Hopper parts (H100 and H200 are the same GH100 die, 132 SMs).
+GpuSpec hopper(std::string name, std::string description, double memory_bytes_per_s) {
+  GpuSpec spec;
+  spec.name = std::move(name);
+  spec.description = std::move(description);
+  spec.tensor_flops = peak_flops(spec.name)->flops_per_second;  // 989e12: datasheets' 1,979 TFLOPS sparse / 2
+  spec.fp32_flops = 67e12;  // H100 SXM / H200 SXM datasheets: FP32 67 TFLOPS
+  spec.memory_bytes_per_s = memory_bytes_per_s;
+  spec.link_bytes_per_s = 450e9;      // NVLink 4: 900 GB/s per GPU both directions (datasheets), 450 each way
+  spec.link_latency_seconds = 20e-6;  // assumed: NCCL ring/NVLS collective start-up on one HGX node
+  spec.sms = 132;                     // H100 SXM5 (NVIDIA H100 whitepaper); the H200 is the same die
+  // cuBLASLt bf16 GEMMs of a few thousand per side reach 600-750 TFLOP/s on H100 SXM in public
+  // benchmarks: 0.70 of 989.
+  spec.gemm_efficiency = 0.70;
+  // The current flash attention (kernels/cuda/flash_attention*.cu): wmma 16x16x16 fragments, 4 warps on
+  // 64x64 tiles, fp32 scores and bf16 P staged through shared memory, synchronous tile loads with two
+  // barriers each. FlashAttention-2 (mma.sync, P in registers) reaches ~35 % of an H100's peak forward;
+  // the shared-memory round trips give ~9 FLOP per shared-memory byte where the tensor cores need ~32, a
+  // ceiling near 28 %, and the unpipelined loads halve that: 0.14 forward; the backward stages both P^T and
+  // dS^T and runs seven tile GEMMs per pair: 0.12. The least certain numbers of the model.
+  spec.attention_forward_efficiency = 0.14;
+  spec.attention_backward_efficiency = 0.12;
+  spec.fp32_efficiency = 0.60;    // assumed: transcendental-heavy code with reductions
+  spec.memory_efficiency = 0.85;  // STREAM-like copies reach 85-90 % of HBM bandwidth on Hopper
+  spec.link_efficiency = 0.80;    // nccl-tests' bus bandwidth on 8-GPU NVLink 4 nodes: ~360 of 450 GB/s
+  // Assumed: a small kernel in a busy stream occupies ~3 us (launch, block ramp-up, tail) in Nsight traces
+  // of Hopper training steps; the host round trip of a read-back (copy, synchronise, relaunch) ~20 us.
+  spec.kernel_floor_seconds = 3e-6;
+  spec.host_sync_seconds = 20e-6;
+  return spec;
+}
+
+GpuSpec gb10() {
+  GpuSpec spec;
+  spec.name = "gb10";
+  spec.description = "NVIDIA GB10 (DGX Spark, LPDDR5x, ConnectX-7)";
+  // 209e12, the peak table's (nanochat's GB10 pull request #722). NVIDIA publishes only "1 PFLOP FP4
+  // (sparse)"; scaled as an RTX 5090's 3,352 sparse FP4 to its 419 dense bf16 this gives ~125 TFLOP/s, so
+  // the table may overstate the peak and this model then understates GB10 GEMM times (docs/kernels.md).
+  spec.tensor_flops = peak_flops(spec.name)->flops_per_second;
+  // Derived, not published: 6,144 CUDA cores (DGX Spark specifications) x 2 FLOP per FMA x ~2.5 GHz.
+  spec.fp32_flops = 30.7e12;
+  spec.memory_bytes_per_s = 273e9;    // DGX Spark specifications: 128 GB LPDDR5x, 273 GB/s
+  spec.link_bytes_per_s = 25e9;       // DGX Spark: ConnectX-7 at 200 Gb/s = 25 GB/s each way
+  spec.link_latency_seconds = 30e-6;  // assumed: NCCL over RoCE between two boxes
+  spec.sms = 48;                      // 6,144 CUDA cores / 128 per Blackwell SM
+  // No public measurements of these kernels' kind on a GB10: Hopper's fractions, stated as such.
+  spec.gemm_efficiency = 0.70;
+  spec.attention_forward_efficiency = 0.14;
+  spec.attention_backward_efficiency = 0.12;
+  spec.fp32_efficiency = 0.60;
+  spec.memory_efficiency = 0.85;
+  spec.link_efficiency = 0.80;
+  spec.kernel_floor_seconds = 3e-6;
+  spec.host_sync_seconds = 20e-6;
+  return spec;
+}
+
+std::string lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  return text;
+}
+
+}  // namespace
+
+std::optional<GpuSpec> gpu_spec(const std::string& name) {
+  const std::string key = lower(name);
+  if (key == "h200")
+    return hopper("h200", "NVIDIA H200 SXM (HBM3e, NVLink 4)", 4.8e12);  // datasheet: 4.8 TB/s
+  if (key == "h100")
+    return hopper("h100", "NVIDIA H100 SXM (HBM3, NVLink 4)", 3.35e12);  // datasheet: 3.35 TB/s
+  if (key == "gb10") return gb10();
+  return std::nullopt;
+}
+
+std::vector<std::string> gpu_spec_names() {
+  return {"h200", "h100", "gb10"};
+}
+
+std::optional<GpuSpec> gpu_spec_for_device(const std::string& device_name) {
+  const std::optional<DevicePeak> peak = peak_flops(device_name);
+  if (!peak) return std::nullopt;
+  return gpu_spec(peak->label);  // "h200 nvl" and other variants have no spec: their bandwidths differ
+}
+
+}  // namespace nanoforge

@@ -1,0 +1,42 @@
+// The performance model's input: one training step of nanoforge's real code — GPT::forward and backward,
+// the DataParallelOptimizer's step, the bf16 weight refresh, in Trainer::train_step's order — run in
+// cost-recording mode (kernels/op_cost.h), so every op call is recorded with its shapes and cost instead of
+// running, and every collective through a RecordingCommunicator. Nothing is allocated: a d20 step on 8 GPUs
+// is recorded on a laptop. When kernels are fused or ops added, the recording follows the code.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dist/recording_communicator.h"
+#include "kernels/op_cost.h"
+#include "model/gpt_config.h"
+
+namespace nanoforge {
+
+enum class StepPhase { kForward, kBackward, kOptimizer, kWeightRefresh, kStepEnd };
+const char* step_phase_name(StepPhase phase);
+
+struct StepEvent {
+  enum class Kind { kOp, kCollectiveIssued, kCollectiveWaited } kind = Kind::kOp;
+  StepPhase phase = StepPhase::kForward;
+  std::string op;             // kOp: the op profiler's name ("matmul", "attention_backward", ...)
+  ops::OpCost cost;           // kOp
+  CollectiveCall collective;  // kCollectiveIssued; kCollectiveWaited: only collective.id
+};
+
+struct StepRecordingOptions {
+  GPTConfig config;    // sequence_len is the step's sequence length
+  int64_t batch = 1;   // rows per GPU per micro-batch
+  int world_size = 1;  // data-parallel GPUs; the recording is rank 0's (it owns a matrix in every Muon stack)
+  int64_t grad_accum_steps = 1;
+  // false: zero_grad + forward + backward only, what `bench step` times on a GPU.
+  bool optimizer = true;
+  int64_t bucket_bytes = 25 << 20;  // recipe dist.bucket_mb's default
+  Device device = Device::kCuda;    // the CPU records the same calls (its f32 dtypes), for name checks
+};
+
+std::vector<StepEvent> record_training_step(const StepRecordingOptions& options);
+
+}  // namespace nanoforge
