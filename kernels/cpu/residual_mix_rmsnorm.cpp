@@ -1,7 +1,8 @@
 // CPU pass of nanochat's per-layer residual mix resid_lambda * x + x0_lambda * x0 with the RMSNorm that
 // follows it (every block's input), forward and backward, one row at a time. Each row does the arithmetic
 // of the unfused sequence (the mix, then rmsnorm_rows.h), so the results are bitwise those of the separate
-// mix and norm ops this pass replaced. Lambda gradients are ordered sums over rows (thread-count independent).
+// mix and norm ops this pass replaced. Lambda gradients are ordered sums over rows (thread-count
+// independent).
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/ordered_sums.h"
 #include "kernels/cpu/rmsnorm_rows.h"

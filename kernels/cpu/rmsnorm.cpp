@@ -37,8 +37,7 @@ void rmsnorm_backward(TensorView d_x, TensorView d_out, TensorView out, TensorVi
   const bool add = mode == Accumulate::kYes;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
-    rmsnorm_row_backward(result + r * width, grad + r * width, y + r * width, inv_rms[r], width, factor,
-                         add);
+    rmsnorm_row_backward(result + r * width, grad + r * width, y + r * width, inv_rms[r], width, factor, add);
   }
 }
 

@@ -21,7 +21,8 @@ HeadRows check_shapes(const TensorView& x, const TensorView& rstd, const TensorV
   NANOFORGE_CHECK(shape.head_dim % 2 == 0, "{}: head dim {} must be even", op, shape.head_dim);
   NANOFORGE_CHECK(cos.dim(-1) == half && sin.dim(-1) == half && cos.numel() / half >= shape.seq &&
                       sin.numel() == cos.numel(),
-                  "{}: tables {} / {} must be (>= {}, {})", op, cos.describe(), sin.describe(), shape.seq, half);
+                  "{}: tables {} / {} must be (>= {}, {})", op, cos.describe(), sin.describe(), shape.seq,
+                  half);
   NANOFORGE_CHECK(rstd.numel() == shape.batch * shape.seq * shape.heads,
                   "{}: rstd {} must hold one value per head of x {}", op, rstd.describe(), x.describe());
   return shape;
@@ -91,7 +92,8 @@ void rotary_rmsnorm_backward(TensorView d_x, TensorView out, TensorView rstd, Te
 
 template void rotary_rmsnorm_forward<float>(TensorView, TensorView, TensorView, TensorView, double);
 template void rotary_rmsnorm_forward<double>(TensorView, TensorView, TensorView, TensorView, double);
-template void rotary_rmsnorm_backward<float>(TensorView, TensorView, TensorView, TensorView, TensorView, double);
+template void rotary_rmsnorm_backward<float>(TensorView, TensorView, TensorView, TensorView, TensorView,
+                                             double);
 template void rotary_rmsnorm_backward<double>(TensorView, TensorView, TensorView, TensorView, TensorView,
                                               double);
 

@@ -111,8 +111,8 @@ __global__ void residual_mix_rmsnorm_backward_kernel(__nv_bfloat16* d_residual, 
       Pack<__nv_bfloat16, kCount> grad_x0 = pack_at<kCount>(d_x0 + offset, p);
 #pragma unroll
       for (int k = 0; k < kCount; ++k) {
-        const float norm_grad = inv_rms * __bfloat162float(grad.values[k]) -
-                                inv_rms * __bfloat162float(y.values[k]) * projection;
+        const float norm_grad =
+            inv_rms * __bfloat162float(grad.values[k]) - inv_rms * __bfloat162float(y.values[k]) * projection;
         const float g =
             __bfloat162float(__float2bfloat16_rn(norm_grad + __bfloat162float(residual_grad.values[k])));
         dot_x += g * __bfloat162float(in.values[k]);
@@ -183,8 +183,7 @@ void residual_mix_rmsnorm_forward(TensorView residual, TensorView out, TensorVie
   check_scalar(resid_lambda, kOp, "resid_lambda");
   check_scalar(x0_lambda, kOp, "x0_lambda");
   if (shape.rows == 0) return;
-  const bool packable =
-      rows_packable<__nv_bfloat16>(shape.width, {residual.data, out.data, x.data, x0.data});
+  const bool packable = rows_packable<__nv_bfloat16>(shape.width, {residual.data, out.data, x.data, x0.data});
   with_pack_count<__nv_bfloat16>(packable, [&](auto count) {
     launch_kernel<residual_mix_rmsnorm_forward_kernel<decltype(count)::value>>(
         blocks_for(shape.rows, kRowsPerBlock, std::numeric_limits<int>::max()), kThreadsPerBlock)(
@@ -223,7 +222,8 @@ void residual_mix_rmsnorm_backward(TensorView d_residual, TensorView d_x0, Tenso
         resid_lambda.as<float>(), x0_lambda.as<float>(), shape.rows, shape.width);
   });
   launch_kernel<fold_partials_kernel<AddToLambdaGradients>>(2, kSumThreads)(
-      partials, blocks, /*values=*/2, AddToLambdaGradients{d_resid_lambda.as<float>(), d_x0_lambda.as<float>()});
+      partials, blocks, /*values=*/2,
+      AddToLambdaGradients{d_resid_lambda.as<float>(), d_x0_lambda.as<float>()});
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
 }
 

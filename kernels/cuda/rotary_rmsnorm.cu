@@ -95,9 +95,10 @@ __global__ void rotary_rmsnorm_forward_kernel(__nv_bfloat16* x, float* rstd, con
 
 // d_x, out: (rows, 2 * half) bf16, d_x in place (out is the forward's output); rstd (rows) f32.
 template <int kCount>
-__global__ void rotary_rmsnorm_backward_kernel(__nv_bfloat16* d_x, const __nv_bfloat16* out, const float* rstd,
-                                               const float* __restrict__ cos, const float* __restrict__ sin,
-                                               int64_t rows, int seq, int heads, int half, float scale) {
+__global__ void rotary_rmsnorm_backward_kernel(__nv_bfloat16* d_x, const __nv_bfloat16* out,
+                                               const float* rstd, const float* __restrict__ cos,
+                                               const float* __restrict__ sin, int64_t rows, int seq,
+                                               int heads, int half, float scale) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
   if (row >= rows) return;  // the whole warp leaves together, so the shuffles below stay full-warp
   const int lane = threadIdx.x % kWarpSize;
@@ -157,8 +158,8 @@ struct HeadRows {
   int seq, heads, half;
 };
 
-HeadRows check_shapes(const TensorView& x, const TensorView& rstd, const TensorView& cos, const TensorView& sin,
-                      const char* op) {
+HeadRows check_shapes(const TensorView& x, const TensorView& rstd, const TensorView& cos,
+                      const TensorView& sin, const char* op) {
   check_tensor(x, DType::kBF16, op, "x");
   check_tensor(rstd, DType::kF32, op, "rstd");
   check_tensor(cos, DType::kF32, op, "cos");
@@ -197,7 +198,7 @@ void rotary_rmsnorm_forward(TensorView x, TensorView rstd, TensorView cos, Tenso
   const bool packable = rows_packable<__nv_bfloat16>(shape.half, {x.data, cos.data, sin.data});
   with_pack_count<__nv_bfloat16>(packable, [&](auto count) {
     launch_kernel<rotary_rmsnorm_forward_kernel<decltype(count)::value>>(row_blocks(shape.rows),
-                                                                        kThreadsPerBlock)(
+                                                                         kThreadsPerBlock)(
         x.as<__nv_bfloat16>(), rstd.as<float>(), cos.as<float>(), sin.as<float>(), shape.rows, shape.seq,
         shape.heads, shape.half, static_cast<float>(scale), static_cast<float>(ops::kRmsNormEps));
   });
@@ -214,7 +215,7 @@ void rotary_rmsnorm_backward(TensorView d_x, TensorView out, TensorView rstd, Te
   const bool packable = rows_packable<__nv_bfloat16>(shape.half, {d_x.data, out.data, cos.data, sin.data});
   with_pack_count<__nv_bfloat16>(packable, [&](auto count) {
     launch_kernel<rotary_rmsnorm_backward_kernel<decltype(count)::value>>(row_blocks(shape.rows),
-                                                                         kThreadsPerBlock)(
+                                                                          kThreadsPerBlock)(
         d_x.as<__nv_bfloat16>(), out.as<__nv_bfloat16>(), rstd.as<float>(), cos.as<float>(), sin.as<float>(),
         shape.rows, shape.seq, shape.heads, shape.half, static_cast<float>(scale));
   });

@@ -92,8 +92,8 @@ TEST(ResidualMixRmsNorm, BackwardWithXBeingX0MatchesFiniteDifferences) {
   HostTensor<double> w_residual = random_tensor<double>(t.x.shape, 140);
   HostTensor<double> w_out = random_tensor<double>(t.x.shape, 141);
   const Objective objective = [&] {
-    ops::residual_mix_rmsnorm_forward(t.residual.view(), t.out.view(), t.rstd.view(), t.x0.view(), t.x0.view(),
-                                      t.resid_lambda.view(), t.x0_lambda.view());
+    ops::residual_mix_rmsnorm_forward(t.residual.view(), t.out.view(), t.rstd.view(), t.x0.view(),
+                                      t.x0.view(), t.resid_lambda.view(), t.x0_lambda.view());
     const ObjectiveValue a = weighted_sum(w_residual, t.residual), b = weighted_sum(w_out, t.out);
     return ObjectiveValue{a.value + b.value, a.magnitude + b.magnitude};
   };
@@ -142,10 +142,10 @@ TEST(ResidualMixRmsNormContracts, RejectsBadShapes) {
   EXPECT_DEATH(ops::residual_mix_rmsnorm_forward(t.residual.view(), t.out.view(), t.rstd.view(), t.x.view(),
                                                  wrong.view(), t.resid_lambda.view(), t.x0_lambda.view()),
                "shapes differ");
-  EXPECT_DEATH(ops::residual_mix_rmsnorm_forward(t.residual.view(), t.out.view(), short_rstd.view(),
-                                                 t.x.view(), t.x0.view(), t.resid_lambda.view(),
-                                                 t.x0_lambda.view()),
-               "rstd .* must hold 4 rows");
+  EXPECT_DEATH(
+      ops::residual_mix_rmsnorm_forward(t.residual.view(), t.out.view(), short_rstd.view(), t.x.view(),
+                                        t.x0.view(), t.resid_lambda.view(), t.x0_lambda.view()),
+      "rstd .* must hold 4 rows");
 }
 
 }  // namespace

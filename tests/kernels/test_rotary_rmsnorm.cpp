@@ -1,7 +1,7 @@
-// rotary_rmsnorm_forward / _backward: nanochat's rotary embedding (halves, rotation by -theta) with the QK-norm
-// that follows it, in one pass. The forward against the formula in ops.h (rotation, then the per-head RMSNorm
-// times the scale) with tables longer than the sequence, the backward against central differences, and the
-// shape checks.
+// rotary_rmsnorm_forward / _backward: nanochat's rotary embedding (halves, rotation by -theta) with the
+// QK-norm that follows it, in one pass. The forward against the formula in ops.h (rotation, then the per-head
+// RMSNorm times the scale) with tables longer than the sequence, the backward against central differences,
+// and the shape checks.
 #include <cmath>
 
 #include "tests/kernels/op_test_util.h"
