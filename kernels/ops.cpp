@@ -301,14 +301,15 @@ void softcap_cross_entropy_forward(TensorView losses, TensorView lse, TensorView
   NANOFORGE_CPU(softcap_cross_entropy_forward, logits, losses, lse, logits, targets, softcap);
 }
 
-void softcap_cross_entropy_backward(TensorView d_logits, TensorView logits, TensorView lse,
-                                    TensorView targets, double softcap, double grad_scale) {
-  if (common_device({&d_logits, &logits, &lse, &targets}, "softcap_cross_entropy_backward") ==
+void softcap_cross_entropy_forward_backward(TensorView losses, TensorView lse, TensorView logits,
+                                            TensorView targets, double softcap, double loss_scale) {
+  if (common_device({&losses, &lse, &logits, &targets}, "softcap_cross_entropy_forward_backward") ==
       Device::kCuda) {
-    return NANOFORGE_CUDA(softcap_cross_entropy_backward, d_logits, logits, lse, targets, softcap,
-                          grad_scale);
+    return NANOFORGE_CUDA(softcap_cross_entropy_forward_backward, losses, lse, logits, targets, softcap,
+                          loss_scale);
   }
-  NANOFORGE_CPU(softcap_cross_entropy_backward, logits, d_logits, logits, lse, targets, softcap, grad_scale);
+  NANOFORGE_CPU(softcap_cross_entropy_forward_backward, logits, losses, lse, logits, targets, softcap,
+                loss_scale);
 }
 
 bool softcap_leaves_capped_logits(Device device) {

@@ -137,19 +137,21 @@ void backout_backward(TensorView d_x_backout, TensorView d_lambda, TensorView d_
 // ---- loss: logit softcap fused with cross-entropy ----
 // logits (N, V) hold the raw logits x. With z = softcap * tanh(x / softcap): for each row with targets[n] !=
 // -1, losses[n] = logsumexp(z[n]) - z[n, targets[n]]; rows with target -1 get loss 0. lse (N) keeps
-// logsumexp(z[n]) for the backward pass. targets (N) i32. What the forward leaves in logits depends on the
-// backend (softcap_leaves_capped_logits): the CPU replaces x by z in place (fp32/f64, so z loses nothing and
-// the backward need not cap again); the GPU leaves x, because bf16 would round z (up to ~3 % on a softmax
-// probability near |z| = softcap), and caps again in fp32 in the backward, as nanochat caps fp32 copies of
-// its bf16 logits.
+// logsumexp(z[n]). targets (N) i32. What the forward leaves in logits depends on the backend
+// (softcap_leaves_capped_logits): the CPU replaces x by z in place (fp32/f64, so z loses nothing); the GPU
+// leaves x, because bf16 would round z (up to ~3 % on a softmax probability near |z| = softcap), as nanochat
+// caps fp32 copies of its bf16 logits. For evaluation; training uses the forward-backward below.
 void softcap_cross_entropy_forward(TensorView losses, TensorView lse, TensorView logits, TensorView targets,
                                    double softcap);
-// d_logits (N, V) = grad_scale * (softmax(z) - onehot(target)) * (1 - (z / softcap)^2), 0 for ignored rows.
-// logits is the buffer exactly as the forward left it. d_logits may alias logits.
-void softcap_cross_entropy_backward(TensorView d_logits, TensorView logits, TensorView lse,
-                                    TensorView targets, double softcap, double grad_scale);
 // Whether the loss forward leaves z (true: the CPU) or the raw logits x (false: the GPU) in its logits.
 bool softcap_leaves_capped_logits(Device device);
+// The forward above and the gradient of loss_scale * mean(losses over the rows whose target is not -1) with
+// respect to the raw logits, in one pass over them: losses and lse as the forward writes them, and logits
+// overwritten by
+//   d_logits = grad_scale * (softmax(z) - onehot(target)) * (1 - (z / softcap)^2),  0 for ignored rows,
+// with grad_scale = loss_scale / (the number of targets that are not -1), or 0 when there are none.
+void softcap_cross_entropy_forward_backward(TensorView losses, TensorView lse, TensorView logits,
+                                            TensorView targets, double softcap, double loss_scale);
 
 // Sum of losses over rows whose target is not -1, and how many such rows there are; the mean loss is
 // sum / count (count 0 means every target was ignored). Read back to the host.

@@ -145,6 +145,14 @@ void GPT::zero_grad() {
 }
 
 double GPT::forward(TensorView ids, TensorView targets) {
+  return forward_pass(ids, targets, nullptr);
+}
+
+double GPT::forward_for_backward(TensorView ids, TensorView targets, double loss_scale) {
+  return forward_pass(ids, targets, &loss_scale);
+}
+
+double GPT::forward_pass(TensorView ids, TensorView targets, const double* loss_scale) {
   Activations& a = activations_;
   const ModelWeights& w = compute_weights_;
   NANOFORGE_CHECK(
@@ -172,9 +180,15 @@ double GPT::forward(TensorView ids, TensorView targets) {
                        w.backout_lambda);
   ops::rmsnorm_forward(a.final_norm, a.final_rstd, a.final_norm, 1.0);
   linear_forward(a.logits, a.final_norm, w.lm_head, Accumulate::kNo);
-  ops::softcap_cross_entropy_forward(a.losses, a.logits_lse, a.logits, a.targets, kLogitSoftcap);
+  if (loss_scale != nullptr) {
+    ops::softcap_cross_entropy_forward_backward(a.losses, a.logits_lse, a.logits, a.targets, kLogitSoftcap,
+                                                *loss_scale);
+    logits_hold_ = LogitsHold::kGradient;
+  } else {
+    ops::softcap_cross_entropy_forward(a.losses, a.logits_lse, a.logits, a.targets, kLogitSoftcap);
+    logits_hold_ = LogitsHold::kLogits;
+  }
   const ops::LossSum loss = ops::sum_loss(a.losses, a.targets);
-  valid_targets_ = loss.count;
   return loss.count > 0 ? loss.sum / static_cast<double>(loss.count)
                         : std::numeric_limits<double>::quiet_NaN();
 }
@@ -205,16 +219,16 @@ void GPT::block_forward(int64_t layer) {
   linear_forward(l.residual, l.fc_act, w.mlp_proj, Accumulate::kYes);
 }
 
-void GPT::backward(double loss_scale) {
+void GPT::backward() {
   Activations& a = activations_;
   const ModelWeights& w = compute_weights_;
   const ModelWeights& g = weight_grads_;
-  NANOFORGE_CHECK(valid_targets_ >= 0, "GPT::backward: call forward first (once per backward)");
+  NANOFORGE_CHECK(logits_hold_ == LogitsHold::kGradient,
+                  "GPT::backward: call forward_for_backward first (once per backward)");
+  logits_hold_ = LogitsHold::kNothing;
   const int64_t C = config_.n_embd;
-  const double grad_scale = valid_targets_ > 0 ? loss_scale / static_cast<double>(valid_targets_) : 0.0;
-  valid_targets_ = -1;
 
-  ops::softcap_cross_entropy_backward(a.logits, a.logits, a.logits_lse, a.targets, kLogitSoftcap, grad_scale);
+  // The logits hold their gradient (forward_for_backward).
   linear_backward(a.d_norm, Accumulate::kNo, g.lm_head, a.logits, a.final_norm, w.lm_head);
   ops::rmsnorm_backward(a.d_residual, a.d_norm, a.final_norm, a.final_rstd, 1.0, Accumulate::kNo);
   ops::backout_backward(a.d_backout, g.backout_lambda, a.d_residual,
@@ -268,6 +282,9 @@ void GPT::block_backward(int64_t layer) {
 }
 
 std::vector<float> GPT::capped_logits(int64_t row, int64_t count) const {
+  NANOFORGE_CHECK(logits_hold_ == LogitsHold::kLogits,
+                  "GPT::capped_logits: the logits are read after forward(); forward_for_backward() replaces "
+                  "them by their gradient");
   const TensorView rows = activations_.logits.rows(row, count);
   if (ops::softcap_leaves_capped_logits(device_)) return download<float>(rows);
   std::vector<double> raw = download<double>(rows);

@@ -90,8 +90,8 @@ template <class T>
 void softcap_cross_entropy_forward(TensorView losses, TensorView lse, TensorView logits, TensorView targets,
                                    double softcap);
 template <class T>
-void softcap_cross_entropy_backward(TensorView d_logits, TensorView logits_capped, TensorView lse,
-                                    TensorView targets, double softcap, double grad_scale);
+void softcap_cross_entropy_forward_backward(TensorView losses, TensorView lse, TensorView logits,
+                                            TensorView targets, double softcap, double loss_scale);
 template <class T>
 ops::LossSum sum_loss(TensorView losses, TensorView targets);
 

@@ -80,8 +80,8 @@ void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorV
 // ---- loss (softcap_cross_entropy.cu) ----
 void softcap_cross_entropy_forward(TensorView losses, TensorView lse, TensorView logits, TensorView targets,
                                    double softcap);
-void softcap_cross_entropy_backward(TensorView d_logits, TensorView logits, TensorView lse,
-                                    TensorView targets, double softcap, double grad_scale);
+void softcap_cross_entropy_forward_backward(TensorView losses, TensorView lse, TensorView logits,
+                                            TensorView targets, double softcap, double loss_scale);
 ops::LossSum sum_loss(TensorView losses, TensorView targets);
 
 // ---- optimizer (adamw.cu, muon_steps.cu) ----
