@@ -124,15 +124,21 @@ OpCost rmsnorm_backward(TensorView d_x, TensorView d_out, TensorView out, Tensor
   return streaming(b(d_out) + b(out) + b(rstd) + (mode == Accumulate::kYes ? 2 : 1) * b(d_x), n(d_x));
 }
 
-OpCost rotary_forward(TensorView x, TensorView cos, TensorView /*sin*/) {
-  // In place; the rows of cos and sin for the T positions are read once (x is (B, T, heads, D)).
+OpCost rotary_rmsnorm_forward(TensorView x, TensorView rstd, TensorView cos, TensorView /*sin*/,
+                              double /*scale*/) {
+  // In place, one warp per (position, head): x read and written once, rstd written; the rows of cos and sin
+  // for the T positions are read once (x is (B, T, heads, D)).
   const double positions = static_cast<double>(x.shape[1]);
   const double table_row_bytes = static_cast<double>(cos.shape[1] * dtype_bytes(cos.dtype));
-  return streaming(2 * b(x) + 2 * positions * table_row_bytes, n(x));
+  return streaming(2 * b(x) + b(rstd) + 2 * positions * table_row_bytes, 2 * n(x));
 }
 
-OpCost rotary_backward(TensorView d_x, TensorView cos, TensorView sin) {
-  return rotary_forward(d_x, cos, sin);
+OpCost rotary_rmsnorm_backward(TensorView d_x, TensorView out, TensorView rstd, TensorView cos,
+                               TensorView sin, double scale) {
+  // d_x read and written, the forward's output and rstd read.
+  OpCost cost = rotary_rmsnorm_forward(d_x, rstd, cos, sin, scale);
+  cost.bytes += b(out);
+  return cost;
 }
 
 OpCost attention_forward(TensorView out, TensorView lse, TensorView q, TensorView k, TensorView v,
@@ -212,16 +218,19 @@ OpCost value_embed_gate_backward(TensorView /*d_u*/, TensorView /*d_gate_weight*
                    n(d_v), deterministic() ? 3 : 2);
 }
 
-OpCost residual_mix_forward(TensorView out, TensorView x, TensorView x0, TensorView /*resid_lambda*/,
-                            TensorView /*x0_lambda*/) {
-  return streaming(b(x) + b(x0) + b(out), n(x));
+OpCost residual_mix_rmsnorm_forward(TensorView residual, TensorView out, TensorView rstd, TensorView x,
+                                    TensorView x0, TensorView /*resid_lambda*/, TensorView /*x0_lambda*/) {
+  // One warp per row: x and x0 read, the residual, the normalised row and rstd written.
+  return streaming(b(x) + b(x0) + b(residual) + b(out) + b(rstd), 2 * n(x));
 }
 
-OpCost residual_mix_backward(TensorView d_x, TensorView d_x0, TensorView /*d_resid_lambda*/,
-                             TensorView /*d_x0_lambda*/, TensorView d_out, TensorView x, TensorView x0,
-                             TensorView /*resid_lambda*/, TensorView /*x0_lambda*/) {
-  // The pass (d_x0 read and written), then the fold of the two lambdas' partial sums.
-  return streaming(b(d_out) + b(x) + b(x0) + 2 * b(d_x0) + b(d_x), n(x), 2);
+OpCost residual_mix_rmsnorm_backward(TensorView d_residual, TensorView d_x0, TensorView /*d_resid_lambda*/,
+                                     TensorView /*d_x0_lambda*/, TensorView d_out, TensorView out,
+                                     TensorView rstd, TensorView x, TensorView x0,
+                                     TensorView /*resid_lambda*/, TensorView /*x0_lambda*/) {
+  // The pass (d_residual read and written in place, d_x0 read and written, d_out, out, rstd, x, x0 read),
+  // then one fold of the two lambdas' partial sums.
+  return streaming(2 * b(d_residual) + 2 * b(d_x0) + b(d_out) + b(out) + b(rstd) + b(x) + b(x0), 2 * n(x), 2);
 }
 
 OpCost backout_forward(TensorView out, TensorView x, TensorView x_backout, TensorView /*lambda*/) {
@@ -240,10 +249,12 @@ OpCost softcap_cross_entropy_forward(TensorView losses, TensorView lse, TensorVi
   return cost;
 }
 
-OpCost softcap_cross_entropy_backward(TensorView d_logits, TensorView logits, TensorView lse,
-                                      TensorView targets, double /*softcap*/, double /*grad_scale*/) {
-  OpCost cost = streaming(b(logits) + b(lse) + b(targets) + b(d_logits), n(logits));
-  cost.vector_flops = kLossBackwardOpsPerLogit * n(logits);
+OpCost softcap_cross_entropy_forward_backward(TensorView losses, TensorView lse, TensorView logits,
+                                              TensorView targets, double /*softcap*/, double /*loss_scale*/) {
+  // A one-block kernel counts the valid targets; then each row's block reads its logits, and sweeps the row
+  // again (from L2) to write the gradient over them: the logits cross DRAM once each way.
+  OpCost cost = streaming(2 * b(logits) + 2 * b(targets) + b(losses) + b(lse), n(logits), 2);
+  cost.vector_flops = (kLossForwardOpsPerLogit + kLossBackwardOpsPerLogit) * n(logits);
   return cost;
 }
 

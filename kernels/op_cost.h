@@ -57,8 +57,9 @@ OpCost embedding_backward(TensorView d_table, TensorView d_out, TensorView ids);
 OpCost rmsnorm_forward(TensorView out, TensorView rstd, TensorView x, double scale);
 OpCost rmsnorm_backward(TensorView d_x, TensorView d_out, TensorView out, TensorView rstd, double scale,
                         Accumulate mode);
-OpCost rotary_forward(TensorView x, TensorView cos, TensorView sin);
-OpCost rotary_backward(TensorView d_x, TensorView cos, TensorView sin);
+OpCost rotary_rmsnorm_forward(TensorView x, TensorView rstd, TensorView cos, TensorView sin, double scale);
+OpCost rotary_rmsnorm_backward(TensorView d_x, TensorView out, TensorView rstd, TensorView cos,
+                               TensorView sin, double scale);
 OpCost attention_forward(TensorView out, TensorView lse, TensorView q, TensorView k, TensorView v,
                          int64_t window, double scale, TensorView workspace);
 OpCost attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorView d_out, TensorView q,
@@ -75,18 +76,19 @@ OpCost value_embed_gate_forward(TensorView v, TensorView gate_sigmoid, TensorVie
 OpCost value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorView d_table, TensorView d_v,
                                  TensorView u, TensorView gate_sigmoid, TensorView gate_weight,
                                  TensorView table, TensorView ids);
-OpCost residual_mix_forward(TensorView out, TensorView x, TensorView x0, TensorView resid_lambda,
-                            TensorView x0_lambda);
-OpCost residual_mix_backward(TensorView d_x, TensorView d_x0, TensorView d_resid_lambda,
-                             TensorView d_x0_lambda, TensorView d_out, TensorView x, TensorView x0,
-                             TensorView resid_lambda, TensorView x0_lambda);
+OpCost residual_mix_rmsnorm_forward(TensorView residual, TensorView out, TensorView rstd, TensorView x,
+                                    TensorView x0, TensorView resid_lambda, TensorView x0_lambda);
+OpCost residual_mix_rmsnorm_backward(TensorView d_residual, TensorView d_x0, TensorView d_resid_lambda,
+                                     TensorView d_x0_lambda, TensorView d_out, TensorView out,
+                                     TensorView rstd, TensorView x, TensorView x0, TensorView resid_lambda,
+                                     TensorView x0_lambda);
 OpCost backout_forward(TensorView out, TensorView x, TensorView x_backout, TensorView lambda);
 OpCost backout_backward(TensorView d_x_backout, TensorView d_lambda, TensorView d_out, TensorView x_backout,
                         TensorView lambda);
 OpCost softcap_cross_entropy_forward(TensorView losses, TensorView lse, TensorView logits, TensorView targets,
                                      double softcap);
-OpCost softcap_cross_entropy_backward(TensorView d_logits, TensorView logits, TensorView lse,
-                                      TensorView targets, double softcap, double grad_scale);
+OpCost softcap_cross_entropy_forward_backward(TensorView losses, TensorView lse, TensorView logits,
+                                              TensorView targets, double softcap, double loss_scale);
 OpCost sum_loss(TensorView losses, TensorView targets);
 OpCost adamw_update(TensorView param, TensorView grad, TensorView exp_avg, TensorView exp_avg_sq,
                     const AdamWStep& hyper);

@@ -182,17 +182,17 @@ void rmsnorm_backward(TensorView d_x, TensorView d_out, TensorView out, TensorVi
   NANOFORGE_CPU(rmsnorm_backward, out, d_x, d_out, out, rstd, scale, mode);
 }
 
-void rotary_forward(TensorView x, TensorView cos, TensorView sin) {
-  if (common_device({&x, &cos, &sin}, "rotary_forward") == Device::kCuda)
-    return NANOFORGE_CUDA(rotary_forward, x, cos, sin);
-  NANOFORGE_CPU(rotary_forward, x, x, cos, sin);
+void rotary_rmsnorm_forward(TensorView x, TensorView rstd, TensorView cos, TensorView sin, double scale) {
+  if (common_device({&x, &rstd, &cos, &sin}, "rotary_rmsnorm_forward") == Device::kCuda)
+    return NANOFORGE_CUDA(rotary_rmsnorm_forward, x, rstd, cos, sin, scale);
+  NANOFORGE_CPU(rotary_rmsnorm_forward, x, x, rstd, cos, sin, scale);
 }
 
-void rotary_backward(TensorView d_x, TensorView cos, TensorView sin) {
-  if (common_device({&d_x, &cos, &sin}, "rotary_backward") == Device::kCuda) {
-    return NANOFORGE_CUDA(rotary_backward, d_x, cos, sin);
-  }
-  NANOFORGE_CPU(rotary_backward, d_x, d_x, cos, sin);
+void rotary_rmsnorm_backward(TensorView d_x, TensorView out, TensorView rstd, TensorView cos, TensorView sin,
+                             double scale) {
+  if (common_device({&d_x, &out, &rstd, &cos, &sin}, "rotary_rmsnorm_backward") == Device::kCuda)
+    return NANOFORGE_CUDA(rotary_rmsnorm_backward, d_x, out, rstd, cos, sin, scale);
+  NANOFORGE_CPU(rotary_rmsnorm_backward, d_x, d_x, out, rstd, cos, sin, scale);
 }
 
 int64_t attention_workspace_bytes(Device device, DType dtype, [[maybe_unused]] int64_t batch, int64_t seq,
@@ -282,24 +282,27 @@ void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorV
                 table, ids);
 }
 
-void residual_mix_forward(TensorView out, TensorView x, TensorView x0, TensorView resid_lambda,
-                          TensorView x0_lambda) {
-  if (common_device({&out, &x, &x0, &resid_lambda, &x0_lambda}, "residual_mix_forward") == Device::kCuda) {
-    return NANOFORGE_CUDA(residual_mix_forward, out, x, x0, resid_lambda, x0_lambda);
+void residual_mix_rmsnorm_forward(TensorView residual, TensorView out, TensorView rstd, TensorView x,
+                                  TensorView x0, TensorView resid_lambda, TensorView x0_lambda) {
+  if (common_device({&residual, &out, &rstd, &x, &x0, &resid_lambda, &x0_lambda},
+                    "residual_mix_rmsnorm_forward") == Device::kCuda) {
+    return NANOFORGE_CUDA(residual_mix_rmsnorm_forward, residual, out, rstd, x, x0, resid_lambda, x0_lambda);
   }
-  NANOFORGE_CPU(residual_mix_forward, x, out, x, x0, resid_lambda, x0_lambda);
+  NANOFORGE_CPU(residual_mix_rmsnorm_forward, x, residual, out, rstd, x, x0, resid_lambda, x0_lambda);
 }
 
-void residual_mix_backward(TensorView d_x, TensorView d_x0, TensorView d_resid_lambda, TensorView d_x0_lambda,
-                           TensorView d_out, TensorView x, TensorView x0, TensorView resid_lambda,
-                           TensorView x0_lambda) {
-  if (common_device({&d_x, &d_x0, &d_resid_lambda, &d_x0_lambda, &d_out, &x, &x0, &resid_lambda, &x0_lambda},
-                    "residual_mix_backward") == Device::kCuda) {
-    return NANOFORGE_CUDA(residual_mix_backward, d_x, d_x0, d_resid_lambda, d_x0_lambda, d_out, x, x0,
-                          resid_lambda, x0_lambda);
+void residual_mix_rmsnorm_backward(TensorView d_residual, TensorView d_x0, TensorView d_resid_lambda,
+                                   TensorView d_x0_lambda, TensorView d_out, TensorView out, TensorView rstd,
+                                   TensorView x, TensorView x0, TensorView resid_lambda,
+                                   TensorView x0_lambda) {
+  if (common_device({&d_residual, &d_x0, &d_resid_lambda, &d_x0_lambda, &d_out, &out, &rstd, &x, &x0,
+                     &resid_lambda, &x0_lambda},
+                    "residual_mix_rmsnorm_backward") == Device::kCuda) {
+    return NANOFORGE_CUDA(residual_mix_rmsnorm_backward, d_residual, d_x0, d_resid_lambda, d_x0_lambda, d_out,
+                          out, rstd, x, x0, resid_lambda, x0_lambda);
   }
-  NANOFORGE_CPU(residual_mix_backward, x, d_x, d_x0, d_resid_lambda, d_x0_lambda, d_out, x, x0, resid_lambda,
-                x0_lambda);
+  NANOFORGE_CPU(residual_mix_rmsnorm_backward, x, d_residual, d_x0, d_resid_lambda, d_x0_lambda, d_out, out,
+                rstd, x, x0, resid_lambda, x0_lambda);
 }
 
 void backout_forward(TensorView out, TensorView x, TensorView x_backout, TensorView lambda) {
@@ -326,14 +329,15 @@ void softcap_cross_entropy_forward(TensorView losses, TensorView lse, TensorView
   NANOFORGE_CPU(softcap_cross_entropy_forward, logits, losses, lse, logits, targets, softcap);
 }
 
-void softcap_cross_entropy_backward(TensorView d_logits, TensorView logits, TensorView lse,
-                                    TensorView targets, double softcap, double grad_scale) {
-  if (common_device({&d_logits, &logits, &lse, &targets}, "softcap_cross_entropy_backward") ==
+void softcap_cross_entropy_forward_backward(TensorView losses, TensorView lse, TensorView logits,
+                                            TensorView targets, double softcap, double loss_scale) {
+  if (common_device({&losses, &lse, &logits, &targets}, "softcap_cross_entropy_forward_backward") ==
       Device::kCuda) {
-    return NANOFORGE_CUDA(softcap_cross_entropy_backward, d_logits, logits, lse, targets, softcap,
-                          grad_scale);
+    return NANOFORGE_CUDA(softcap_cross_entropy_forward_backward, losses, lse, logits, targets, softcap,
+                          loss_scale);
   }
-  NANOFORGE_CPU(softcap_cross_entropy_backward, logits, d_logits, logits, lse, targets, softcap, grad_scale);
+  NANOFORGE_CPU(softcap_cross_entropy_forward_backward, logits, losses, lse, logits, targets, softcap,
+                loss_scale);
 }
 
 bool softcap_leaves_capped_logits(Device device) {

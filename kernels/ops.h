@@ -55,13 +55,17 @@ void rmsnorm_forward(TensorView out, TensorView rstd, TensorView x, double scale
 void rmsnorm_backward(TensorView d_x, TensorView d_out, TensorView out, TensorView rstd, double scale,
                       Accumulate mode);
 
-// ---- rotary position embedding (nanochat's convention) ----
-// x (B, T, heads, D) rotated in place. With x1 = x[..., :D/2], x2 = x[..., D/2:], position t:
-//   out = cat(x1 cos + x2 sin, -x1 sin + x2 cos)    (a rotation by -theta; halves, not interleaved)
+// ---- rotary position embedding with nanochat's QK-norm, one pass ----
+// x (B, T, heads, D), q or k, in place: rotated, then RMS-normalised per head and scaled (nanochat's
+// apply_rotary_emb then norm(), times 1.2). With x1 = x[..., :D/2], x2 = x[..., D/2:], position t:
+//   r = cat(x1 cos + x2 sin, -x1 sin + x2 cos)    (a rotation by -theta; halves, not interleaved)
+//   x = scale * r * rstd,  rstd (B*T*heads) = 1 / sqrt(mean(r^2) + kRmsNormEps), in the accumulation type.
 // cos, sin (T_max, D/2), T_max >= T; row t holds position t.
-void rotary_forward(TensorView x, TensorView cos, TensorView sin);
-// The transpose rotation, in place on the gradient: d_x = R^T d_out.
-void rotary_backward(TensorView d_x, TensorView cos, TensorView sin);
+void rotary_rmsnorm_forward(TensorView x, TensorView rstd, TensorView cos, TensorView sin, double scale);
+// In place on the gradient d_x (B, T, heads, D): the RMSNorm backward from the forward's output `out` (x
+// after rotary_rmsnorm_forward) and rstd (rmsnorm_backward's formula), then the transpose rotation R^T.
+void rotary_rmsnorm_backward(TensorView d_x, TensorView out, TensorView rstd, TensorView cos, TensorView sin,
+                             double scale);
 
 // ---- causal attention with a sliding window ----
 // q (B, T, H, D), k and v (B, T, Hkv, D), H % Hkv == 0 (query head h reads kv head h / (H / Hkv)).
@@ -108,15 +112,19 @@ void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorV
                                TensorView u, TensorView gate_sigmoid, TensorView gate_weight,
                                TensorView table, TensorView ids);
 
-// ---- per-layer residual scalars ----
-// out = resid_lambda * x + x0_lambda * x0, with 1-element lambda views (parameters, read on the device).
-void residual_mix_forward(TensorView out, TensorView x, TensorView x0, TensorView resid_lambda,
-                          TensorView x0_lambda);
-// d_x = resid_lambda * d_out (written; may alias d_out); d_x0 += x0_lambda * d_out;
-// d_resid_lambda += sum(d_out * x); d_x0_lambda += sum(d_out * x0).
-void residual_mix_backward(TensorView d_x, TensorView d_x0, TensorView d_resid_lambda, TensorView d_x0_lambda,
-                           TensorView d_out, TensorView x, TensorView x0, TensorView resid_lambda,
-                           TensorView x0_lambda);
+// ---- the per-layer residual mix with the RMSNorm that follows it, one pass ----
+// residual = resid_lambda * x + x0_lambda * x0 (1-element lambda views: parameters, read on the device);
+// out = rmsnorm(residual) with scale 1 and rstd (rows) as rmsnorm_forward. x may be x0 (block 0).
+void residual_mix_rmsnorm_forward(TensorView residual, TensorView out, TensorView rstd, TensorView x,
+                                  TensorView x0, TensorView resid_lambda, TensorView x0_lambda);
+// The gradient of the mixed residual is g = d_residual + rmsnorm_backward(d_out, out, rstd) (its own
+// gradient from the block above plus the norm's). Then d_x = resid_lambda * g, written over d_residual
+// (d_x must be d_residual: the op works in place); d_x0 += x0_lambda * g; d_resid_lambda += sum(g * x);
+// d_x0_lambda += sum(g * x0).
+void residual_mix_rmsnorm_backward(TensorView d_residual, TensorView d_x0, TensorView d_resid_lambda,
+                                   TensorView d_x0_lambda, TensorView d_out, TensorView out, TensorView rstd,
+                                   TensorView x, TensorView x0, TensorView resid_lambda,
+                                   TensorView x0_lambda);
 
 // ---- backout: subtract a scaled mid-network snapshot before the final norm ----
 // out = x - lambda * x_backout. out may alias x.
@@ -129,19 +137,21 @@ void backout_backward(TensorView d_x_backout, TensorView d_lambda, TensorView d_
 // ---- loss: logit softcap fused with cross-entropy ----
 // logits (N, V) hold the raw logits x. With z = softcap * tanh(x / softcap): for each row with targets[n] !=
 // -1, losses[n] = logsumexp(z[n]) - z[n, targets[n]]; rows with target -1 get loss 0. lse (N) keeps
-// logsumexp(z[n]) for the backward pass. targets (N) i32. What the forward leaves in logits depends on the
-// backend (softcap_leaves_capped_logits): the CPU replaces x by z in place (fp32/f64, so z loses nothing and
-// the backward need not cap again); the GPU leaves x, because bf16 would round z (up to ~3 % on a softmax
-// probability near |z| = softcap), and caps again in fp32 in the backward, as nanochat caps fp32 copies of
-// its bf16 logits.
+// logsumexp(z[n]). targets (N) i32. What the forward leaves in logits depends on the backend
+// (softcap_leaves_capped_logits): the CPU replaces x by z in place (fp32/f64, so z loses nothing); the GPU
+// leaves x, because bf16 would round z (up to ~3 % on a softmax probability near |z| = softcap), as nanochat
+// caps fp32 copies of its bf16 logits. For evaluation; training uses the forward-backward below.
 void softcap_cross_entropy_forward(TensorView losses, TensorView lse, TensorView logits, TensorView targets,
                                    double softcap);
-// d_logits (N, V) = grad_scale * (softmax(z) - onehot(target)) * (1 - (z / softcap)^2), 0 for ignored rows.
-// logits is the buffer exactly as the forward left it. d_logits may alias logits.
-void softcap_cross_entropy_backward(TensorView d_logits, TensorView logits, TensorView lse,
-                                    TensorView targets, double softcap, double grad_scale);
 // Whether the loss forward leaves z (true: the CPU) or the raw logits x (false: the GPU) in its logits.
 bool softcap_leaves_capped_logits(Device device);
+// The forward above and the gradient of loss_scale * mean(losses over the rows whose target is not -1) with
+// respect to the raw logits, in one pass over them: losses and lse as the forward writes them, and logits
+// overwritten by
+//   d_logits = grad_scale * (softmax(z) - onehot(target)) * (1 - (z / softcap)^2),  0 for ignored rows,
+// with grad_scale = loss_scale / (the number of targets that are not -1), or 0 when there are none.
+void softcap_cross_entropy_forward_backward(TensorView losses, TensorView lse, TensorView logits,
+                                            TensorView targets, double softcap, double loss_scale);
 
 // Sum of losses over rows whose target is not -1, and how many such rows there are; the mean loss is
 // sum / count (count 0 means every target was ignored). Read back to the host.

@@ -33,13 +33,9 @@ void linear_backward(TensorView d_x, Accumulate mode, TensorView d_weight, Tenso
   ops::matmul(d_x, d_y, Transpose::kNo, weight, Transpose::kNo, 1.0, mode == Accumulate::kYes ? 1.0 : 0.0);
 }
 
-// A (B, T, heads, D) tensor as (B*T, heads*D) for GEMMs, (B*T*heads, D) for per-head norms, or
-// (B*T, heads, D) for the value-embedding gate.
+// A (B, T, heads, D) tensor as (B*T, heads*D) for GEMMs, or (B*T, heads, D) for the value-embedding gate.
 TensorView as_rows(TensorView t) {
   return t.reshaped({t.shape[0] * t.shape[1], t.shape[2] * t.shape[3]});
-}
-TensorView as_heads(TensorView t) {
-  return t.reshaped({t.shape[0] * t.shape[1] * t.shape[2], t.shape[3]});
 }
 TensorView as_token_heads(TensorView t) {
   return t.reshaped({t.shape[0] * t.shape[1], t.shape[2], t.shape[3]});
@@ -149,6 +145,14 @@ void GPT::zero_grad() {
 }
 
 double GPT::forward(TensorView ids, TensorView targets) {
+  return forward_pass(ids, targets, nullptr);
+}
+
+double GPT::forward_for_backward(TensorView ids, TensorView targets, double loss_scale) {
+  return forward_pass(ids, targets, &loss_scale);
+}
+
+double GPT::forward_pass(TensorView ids, TensorView targets, const double* loss_scale) {
   Activations& a = activations_;
   const ModelWeights& w = compute_weights_;
   NANOFORGE_CHECK(
@@ -176,9 +180,15 @@ double GPT::forward(TensorView ids, TensorView targets) {
                        w.backout_lambda);
   ops::rmsnorm_forward(a.final_norm, a.final_rstd, a.final_norm, 1.0);
   linear_forward(a.logits, a.final_norm, w.lm_head, Accumulate::kNo);
-  ops::softcap_cross_entropy_forward(a.losses, a.logits_lse, a.logits, a.targets, kLogitSoftcap);
+  if (loss_scale != nullptr) {
+    ops::softcap_cross_entropy_forward_backward(a.losses, a.logits_lse, a.logits, a.targets, kLogitSoftcap,
+                                                *loss_scale);
+    logits_hold_ = LogitsHold::kGradient;
+  } else {
+    ops::softcap_cross_entropy_forward(a.losses, a.logits_lse, a.logits, a.targets, kLogitSoftcap);
+    logits_hold_ = LogitsHold::kLogits;
+  }
   const ops::LossSum loss = ops::sum_loss(a.losses, a.targets);
-  valid_targets_ = loss.count;
   return loss.count > 0 ? loss.sum / static_cast<double>(loss.count)
                         : std::numeric_limits<double>::quiet_NaN();
 }
@@ -188,9 +198,8 @@ void GPT::block_forward(int64_t layer) {
   LayerActivations& l = a.layers[layer];
   const BlockWeights& w = compute_weights_.blocks[layer];
   const TensorView x_in = layer == 0 ? a.x0 : a.layers[layer - 1].residual;
-  ops::residual_mix_forward(l.residual, x_in, a.x0, w.resid_lambda, w.x0_lambda);
-  // Attention.
-  ops::rmsnorm_forward(l.norm1, l.rstd1, l.residual, 1.0);
+  // Attention, on norm(resid_lambda * x_in + x0_lambda * x0).
+  ops::residual_mix_rmsnorm_forward(l.residual, l.norm1, l.rstd1, x_in, a.x0, w.resid_lambda, w.x0_lambda);
   linear_forward(as_rows(l.q), l.norm1, w.c_q, Accumulate::kNo);
   linear_forward(as_rows(l.k), l.norm1, w.c_k, Accumulate::kNo);
   linear_forward(as_rows(l.v), l.norm1, w.c_v, Accumulate::kNo);
@@ -198,10 +207,8 @@ void GPT::block_forward(int64_t layer) {
     ops::value_embed_gate_forward(as_token_heads(l.v), l.value_gate, l.norm1, w.ve_gate, w.value_embed,
                                   a.ids);
   }
-  ops::rotary_forward(l.q, rotary_cos_, rotary_sin_);
-  ops::rotary_forward(l.k, rotary_cos_, rotary_sin_);
-  ops::rmsnorm_forward(as_heads(l.q), l.q_rstd, as_heads(l.q), kQKNormScale);
-  ops::rmsnorm_forward(as_heads(l.k), l.k_rstd, as_heads(l.k), kQKNormScale);
+  ops::rotary_rmsnorm_forward(l.q, l.q_rstd, rotary_cos_, rotary_sin_, kQKNormScale);
+  ops::rotary_rmsnorm_forward(l.k, l.k_rstd, rotary_cos_, rotary_sin_, kQKNormScale);
   ops::attention_forward(l.attention, l.lse, l.q, l.k, l.v, config_.window(layer), attention_scale(),
                          a.attention_workspace);
   linear_forward(l.residual, as_rows(l.attention), w.c_proj, Accumulate::kYes);
@@ -212,16 +219,16 @@ void GPT::block_forward(int64_t layer) {
   linear_forward(l.residual, l.fc_act, w.mlp_proj, Accumulate::kYes);
 }
 
-void GPT::backward(double loss_scale) {
+void GPT::backward() {
   Activations& a = activations_;
   const ModelWeights& w = compute_weights_;
   const ModelWeights& g = weight_grads_;
-  NANOFORGE_CHECK(valid_targets_ >= 0, "GPT::backward: call forward first (once per backward)");
+  NANOFORGE_CHECK(logits_hold_ == LogitsHold::kGradient,
+                  "GPT::backward: call forward_for_backward first (once per backward)");
+  logits_hold_ = LogitsHold::kNothing;
   const int64_t C = config_.n_embd;
-  const double grad_scale = valid_targets_ > 0 ? loss_scale / static_cast<double>(valid_targets_) : 0.0;
-  valid_targets_ = -1;
 
-  ops::softcap_cross_entropy_backward(a.logits, a.logits, a.logits_lse, a.targets, kLogitSoftcap, grad_scale);
+  // The logits hold their gradient (forward_for_backward).
   linear_backward(a.d_norm, Accumulate::kNo, g.lm_head, a.logits, a.final_norm, w.lm_head);
   ops::rmsnorm_backward(a.d_residual, a.d_norm, a.final_norm, a.final_rstd, 1.0, Accumulate::kNo);
   ops::backout_backward(a.d_backout, g.backout_lambda, a.d_residual,
@@ -259,12 +266,8 @@ void GPT::block_backward(int64_t layer) {
                   w.c_proj);
   ops::attention_backward(a.d_q, a.d_k, a.d_v, a.d_attention, l.q, l.k, l.v, l.attention, l.lse,
                           config_.window(layer), attention_scale(), a.attention_workspace);
-  ops::rmsnorm_backward(as_heads(a.d_q), as_heads(a.d_q), as_heads(l.q), l.q_rstd, kQKNormScale,
-                        Accumulate::kNo);
-  ops::rmsnorm_backward(as_heads(a.d_k), as_heads(a.d_k), as_heads(l.k), l.k_rstd, kQKNormScale,
-                        Accumulate::kNo);
-  ops::rotary_backward(a.d_q, rotary_cos_, rotary_sin_);
-  ops::rotary_backward(a.d_k, rotary_cos_, rotary_sin_);
+  ops::rotary_rmsnorm_backward(a.d_q, l.q, l.q_rstd, rotary_cos_, rotary_sin_, kQKNormScale);
+  ops::rotary_rmsnorm_backward(a.d_k, l.k, l.k_rstd, rotary_cos_, rotary_sin_, kQKNormScale);
   linear_backward(a.d_norm, Accumulate::kNo, g.c_q, as_rows(a.d_q), l.norm1, w.c_q);
   linear_backward(a.d_norm, Accumulate::kYes, g.c_k, as_rows(a.d_k), l.norm1, w.c_k);
   linear_backward(a.d_norm, Accumulate::kYes, g.c_v, as_rows(a.d_v), l.norm1, w.c_v);
@@ -272,14 +275,16 @@ void GPT::block_backward(int64_t layer) {
     ops::value_embed_gate_backward(a.d_norm, g.ve_gate, g.value_embed, as_token_heads(a.d_v), l.norm1,
                                    l.value_gate, w.ve_gate, w.value_embed, a.ids);
   }
-  ops::rmsnorm_backward(a.d_residual, a.d_norm, l.norm1, l.rstd1, 1.0, Accumulate::kYes);
-  // Mix: residual = resid_lambda * x_in + x0_lambda * x0.
+  // norm1 = norm(residual), residual = resid_lambda * x_in + x0_lambda * x0: d_residual becomes d_x_in.
   const TensorView x_in = layer == 0 ? a.x0 : a.layers[layer - 1].residual;
-  ops::residual_mix_backward(a.d_residual, a.d_x0, g.resid_lambda, g.x0_lambda, a.d_residual, x_in, a.x0,
-                             w.resid_lambda, w.x0_lambda);
+  ops::residual_mix_rmsnorm_backward(a.d_residual, a.d_x0, g.resid_lambda, g.x0_lambda, a.d_norm, l.norm1,
+                                     l.rstd1, x_in, a.x0, w.resid_lambda, w.x0_lambda);
 }
 
 std::vector<float> GPT::capped_logits(int64_t row, int64_t count) const {
+  NANOFORGE_CHECK(logits_hold_ == LogitsHold::kLogits,
+                  "GPT::capped_logits: the logits are read after forward(); forward_for_backward() replaces "
+                  "them by their gradient");
   const TensorView rows = activations_.logits.rows(row, count);
   if (ops::softcap_leaves_capped_logits(device_)) return download<float>(rows);
   std::vector<double> raw = download<double>(rows);

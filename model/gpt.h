@@ -72,8 +72,13 @@ class GPT {
   // the targets that are not ignored (NaN when all are, as PyTorch does). On the GPU the compute copies must
   // be current (refresh_compute_weights).
   double forward(TensorView ids, TensorView targets);
-  // Adds the gradient of loss_scale * (the last forward's mean loss) to grads(). One backward per forward.
-  void backward(double loss_scale = 1.0);
+  // forward() for training: the loss pass also writes the gradient of loss_scale * (the mean loss) with
+  // respect to the logits over them (one pass over the logits: ops::softcap_cross_entropy_forward_backward),
+  // so the logits are gone afterwards (capped_logits() refuses) and backward() must follow.
+  double forward_for_backward(TensorView ids, TensorView targets, double loss_scale = 1.0);
+  // Adds the gradient of loss_scale * (the last forward_for_backward's mean loss) to grads(). Once per
+  // forward_for_backward.
+  void backward();
   // Called during backward() each time more gradients are final, with n: the first n elements of grads() are
   // (the buffer is in backward order, so they complete as a growing prefix). Data parallelism starts reducing
   // them then. An empty function turns it off.
@@ -83,8 +88,8 @@ class GPT {
   void zero_grad();
 
   // The logits (B*T, vocab_size) of the last forward in the activation dtype, as the loss left them: capped
-  // on the CPU, raw on the GPU (ops::softcap_leaves_capped_logits); backward() overwrites them with their
-  // gradient. capped_logits() reads them capped on any device.
+  // on the CPU, raw on the GPU (ops::softcap_leaves_capped_logits); forward_for_backward() leaves their
+  // gradient instead. capped_logits() reads them capped on any device, after forward().
   TensorView logits() const { return activations_.logits; }
   // Rows [row, row + count) of the last forward's softcapped logits, 15 tanh(x / 15), on the host.
   std::vector<float> capped_logits(int64_t row, int64_t count) const;
@@ -97,6 +102,8 @@ class GPT {
   TensorView param_view(const DeviceBuffer& buffer, const ParamInfo& info) const;
 
   double attention_scale() const;  // 1/sqrt(head dim), the default of FA3 and SDPA that nanochat keeps
+  // forward() (no loss_scale) or forward_for_backward().
+  double forward_pass(TensorView ids, TensorView targets, const double* loss_scale);
   void block_forward(int64_t layer);
   void block_backward(int64_t layer);
 
@@ -116,7 +123,10 @@ class GPT {
   TensorView rotary_cos_, rotary_sin_;  // (max_positions, D/2)
   DeviceBuffer activation_buffer_;
   Activations activations_;
-  int64_t valid_targets_ = -1;  // from the last forward; -1 before any
+  // What the logits buffer holds: the last forward()'s logits, or forward_for_backward()'s gradient until
+  // backward() has used it.
+  enum class LogitsHold { kNothing, kLogits, kGradient };
+  LogitsHold logits_hold_ = LogitsHold::kNothing;
   std::function<void(int64_t)> gradient_ready_;
   std::vector<int64_t> ready_after_layer_;  // grads() elements final once layer i's backward is done
   int64_t ready_after_head_ = 0;            // ... once lm_head's and backout's are

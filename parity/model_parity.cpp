@@ -92,6 +92,8 @@ ParityResult run_parity(const ParityCase& parity_case, DType dtype) {
   result.loss = model.forward(ids_view, targets_view);
   result.logits.shape = {batch, seq, config.vocab_size};
   result.logits.values = model.capped_logits(0, batch * seq);  // nanochat's logits are the capped ones
+  // The gradients: the same forward again, with the loss's gradient written over the logits.
+  model.forward_for_backward(ids_view, targets_view);
   model.backward();
   for (const ParamInfo& param : model.layout().params()) {
     HostArray<float> grad;

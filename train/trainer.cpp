@@ -335,12 +335,13 @@ absl::Status Trainer::train_step(int64_t step) {
     NANOFORGE_ASSIGN_OR_RETURN(const TokenBatch token_batch, train_loader_->next());
     data_seconds += seconds_since(data_start);
     tensors_.fill(token_batch);
-    loss_sum += model_.forward(tensors_.ids(), tensors_.targets());
+    loss_sum += model_.forward_for_backward(tensors_.ids(), tensors_.targets(),
+                                            1.0 / static_cast<double>(setup_.grad_accum_steps));
     // Only the last micro-batch's backward starts the reductions: the gradients are summed locally before.
     const bool last = micro + 1 == setup_.grad_accum_steps;
     if (last)
       model_.set_gradient_ready_callback([this](int64_t ready) { optimizer_.gradients_ready(ready); });
-    model_.backward(1.0 / static_cast<double>(setup_.grad_accum_steps));
+    model_.backward();
     if (last) model_.set_gradient_ready_callback({});
   }
   const ScheduleValues schedule = schedule_at(setup_.schedule, step);

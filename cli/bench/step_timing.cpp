@@ -56,7 +56,7 @@ BenchStepResult bench_step(const BenchStepOptions& options) {
 
   auto run_step = [&] {
     model.zero_grad();
-    model.forward(step_tokens.ids, step_tokens.targets);
+    model.forward_for_backward(step_tokens.ids, step_tokens.targets);
     model.backward();
     wait_for_device(device);
   };

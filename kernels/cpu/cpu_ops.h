@@ -37,9 +37,10 @@ void rmsnorm_backward(TensorView d_x, TensorView d_out, TensorView out, TensorVi
                       Accumulate mode);
 
 template <class T>
-void rotary_forward(TensorView x, TensorView cos, TensorView sin);
+void rotary_rmsnorm_forward(TensorView x, TensorView rstd, TensorView cos, TensorView sin, double scale);
 template <class T>
-void rotary_backward(TensorView d_x, TensorView cos, TensorView sin);
+void rotary_rmsnorm_backward(TensorView d_x, TensorView out, TensorView rstd, TensorView cos, TensorView sin,
+                             double scale);
 
 int64_t attention_workspace_bytes(DType dtype, int64_t seq, int64_t window);
 template <class T>
@@ -71,12 +72,13 @@ void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorV
                                TensorView table, TensorView ids);
 
 template <class T>
-void residual_mix_forward(TensorView out, TensorView x, TensorView x0, TensorView resid_lambda,
-                          TensorView x0_lambda);
+void residual_mix_rmsnorm_forward(TensorView residual, TensorView out, TensorView rstd, TensorView x,
+                                  TensorView x0, TensorView resid_lambda, TensorView x0_lambda);
 template <class T>
-void residual_mix_backward(TensorView d_x, TensorView d_x0, TensorView d_resid_lambda, TensorView d_x0_lambda,
-                           TensorView d_out, TensorView x, TensorView x0, TensorView resid_lambda,
-                           TensorView x0_lambda);
+void residual_mix_rmsnorm_backward(TensorView d_residual, TensorView d_x0, TensorView d_resid_lambda,
+                                   TensorView d_x0_lambda, TensorView d_out, TensorView out, TensorView rstd,
+                                   TensorView x, TensorView x0, TensorView resid_lambda,
+                                   TensorView x0_lambda);
 
 template <class T>
 void backout_forward(TensorView out, TensorView x, TensorView x_backout, TensorView lambda);
@@ -88,8 +90,8 @@ template <class T>
 void softcap_cross_entropy_forward(TensorView losses, TensorView lse, TensorView logits, TensorView targets,
                                    double softcap);
 template <class T>
-void softcap_cross_entropy_backward(TensorView d_logits, TensorView logits_capped, TensorView lse,
-                                    TensorView targets, double softcap, double grad_scale);
+void softcap_cross_entropy_forward_backward(TensorView losses, TensorView lse, TensorView logits,
+                                            TensorView targets, double softcap, double loss_scale);
 template <class T>
 ops::LossSum sum_loss(TensorView losses, TensorView targets);
 

@@ -1,9 +1,8 @@
-// CPU RMSNorm without a learned weight (nanochat's norm and, with scale 1.2, its QK-norm), one row per
-// iteration. The backward uses the saved output and rstd instead of the input:
+// CPU RMSNorm without a learned weight (nanochat's norm), one row per iteration (rmsnorm_rows.h). The
+// backward uses the saved output and rstd instead of the input:
 //   d_x = rstd * (scale * d_out - out * mean(d_out * out) / scale).
-#include <cmath>
-
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/rmsnorm_rows.h"
 
 namespace nanoforge::cpu {
 
@@ -18,21 +17,8 @@ void rmsnorm_forward(TensorView out, TensorView rstd, TensorView x, double scale
   T* inv_rms = rstd.as<T>();
   const T factor = static_cast<T>(scale);
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* row = in + r * width;
-    T sum_squares = 0;
-#pragma omp simd reduction(+ : sum_squares)
-    for (int64_t c = 0; c < width; ++c)
-      sum_squares += row[c] * row[c];
-    const T inv =
-        static_cast<T>(1) / std::sqrt(sum_squares / static_cast<T>(width) + static_cast<T>(ops::kRmsNormEps));
-    inv_rms[r] = inv;
-    const T multiplier = inv * factor;
-    T* dst = result + r * width;
-#pragma omp simd
-    for (int64_t c = 0; c < width; ++c)
-      dst[c] = row[c] * multiplier;
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    inv_rms[r] = rmsnorm_row_forward(result + r * width, in + r * width, width, factor);
 }
 
 template <class T>
@@ -51,25 +37,7 @@ void rmsnorm_backward(TensorView d_x, TensorView d_out, TensorView out, TensorVi
   const bool add = mode == Accumulate::kYes;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
-    const T* g = grad + r * width;
-    const T* yr = y + r * width;
-    T dot = 0;
-#pragma omp simd reduction(+ : dot)
-    for (int64_t c = 0; c < width; ++c)
-      dot += g[c] * yr[c];
-    const T inv = inv_rms[r];
-    const T projection = dot / static_cast<T>(width) / factor;
-    const T g_scale = inv * factor;
-    T* dst = result + r * width;
-    if (add) {
-#pragma omp simd
-      for (int64_t c = 0; c < width; ++c)
-        dst[c] += g_scale * g[c] - inv * yr[c] * projection;
-    } else {
-#pragma omp simd
-      for (int64_t c = 0; c < width; ++c)
-        dst[c] = g_scale * g[c] - inv * yr[c] * projection;
-    }
+    rmsnorm_row_backward(result + r * width, grad + r * width, y + r * width, inv_rms[r], width, factor, add);
   }
 }
 

@@ -1,7 +1,8 @@
 // CPU logit softcap fused with cross-entropy. The forward caps the logits in place (z = c tanh(l / c)) and
 // keeps each row's log-sum-exp; because |z| <= c, the exponentials are shifted by c instead of by a row
-// maximum, which saves a pass and cannot overflow. The backward overwrites the capped logits with their
-// gradient, so the (N, V) logits buffer is the only vocabulary-sized tensor.
+// maximum, which saves a pass and cannot overflow. The forward-backward then overwrites each row's capped
+// logits with their gradient right away, while the row is in cache, so the (N, V) logits buffer is the only
+// vocabulary-sized tensor; per row it is the arithmetic the separate backward op did (the same bits).
 #include <cmath>
 
 #include "kernels/cpu/cpu_ops.h"
@@ -21,16 +22,44 @@ void check_loss_shapes(const TensorView& logits, const TensorView& targets, cons
   NANOFORGE_CHECK(softcap > 0, "{}: softcap must be positive, got {}", op, softcap);
 }
 
-}  // namespace
-
+// Caps one row of logits in place (z = cap tanh(l / cap)) and returns its log-sum-exp.
 template <class T>
-void softcap_cross_entropy_forward(TensorView losses, TensorView lse, TensorView logits, TensorView targets,
-                                   double softcap) {
-  check_loss_shapes(logits, targets, losses, softcap, "softcap_cross_entropy_forward");
-  NANOFORGE_CHECK(lse.numel() == logits.shape[0], "softcap_cross_entropy_forward: lse {} needs {} rows",
-                  lse.describe(), logits.shape[0]);
+T cap_row(T* row, int64_t vocab, T cap, T inv_cap) {
+  T sum = 0;
+  for (int64_t j = 0; j < vocab; ++j) {
+    row[j] = cap * std::tanh(row[j] * inv_cap);
+    sum += std::exp(row[j] - cap);
+  }
+  return cap + std::log(sum);
+}
+
+// The gradient of scale * (lse - z[target]) with respect to the raw logits, over the row's capped logits z
+// (in place: the target's z is read first).
+template <class T>
+void gradient_row(T* row, int64_t vocab, int32_t target, T lse, T inv_cap, T scale) {
+  if (target == kIgnoreIndex) {
+    for (int64_t j = 0; j < vocab; ++j)
+      row[j] = 0;
+    return;
+  }
+  const T target_capped = row[target] * inv_cap;
+  for (int64_t j = 0; j < vocab; ++j) {
+    const T capped = row[j] * inv_cap;
+    row[j] = scale * std::exp(row[j] - lse) * (T{1} - capped * capped);
+  }
+  row[target] -= scale * (T{1} - target_capped * target_capped);
+}
+
+// The forward over every row, and (with a gradient scale) each row's gradient right after its forward.
+template <class T>
+void softcap_rows(TensorView losses, TensorView lse, TensorView logits, TensorView targets, double softcap,
+                  const double* grad_scale, const char* op) {
+  check_loss_shapes(logits, targets, losses, softcap, op);
+  NANOFORGE_CHECK(lse.numel() == logits.shape[0], "{}: lse {} needs {} rows", op, lse.describe(),
+                  logits.shape[0]);
   const int64_t rows = logits.shape[0], vocab = logits.shape[1];
   const T cap = static_cast<T>(softcap), inv_cap = static_cast<T>(1.0 / softcap);
+  const T scale = grad_scale != nullptr ? static_cast<T>(*grad_scale) : T{0};
   T* z = logits.as<T>();
   const int32_t* target = targets.as<int32_t>();
   T* loss = losses.as<T>();
@@ -38,47 +67,32 @@ void softcap_cross_entropy_forward(TensorView losses, TensorView lse, TensorView
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < rows; ++n) {
     NANOFORGE_CHECK(target[n] == kIgnoreIndex || (target[n] >= 0 && target[n] < vocab),
-                    "softcap_cross_entropy_forward: target {} at row {} outside [0, {}) and not -1",
-                    target[n], n, vocab);
+                    "{}: target {} at row {} outside [0, {}) and not -1", op, target[n], n, vocab);
     T* row = z + n * vocab;
-    T sum = 0;
-    for (int64_t j = 0; j < vocab; ++j) {
-      row[j] = cap * std::tanh(row[j] * inv_cap);
-      sum += std::exp(row[j] - cap);
-    }
-    row_lse[n] = cap + std::log(sum);
+    row_lse[n] = cap_row(row, vocab, cap, inv_cap);
     loss[n] = target[n] == kIgnoreIndex ? T{0} : row_lse[n] - row[target[n]];
+    if (grad_scale != nullptr) gradient_row(row, vocab, target[n], row_lse[n], inv_cap, scale);
   }
 }
 
+}  // namespace
+
 template <class T>
-void softcap_cross_entropy_backward(TensorView d_logits, TensorView logits_capped, TensorView lse,
-                                    TensorView targets, double softcap, double grad_scale) {
-  check_loss_shapes(logits_capped, targets, lse, softcap, "softcap_cross_entropy_backward");
-  check_same_shape(d_logits, logits_capped, "softcap_cross_entropy_backward");
-  const int64_t rows = logits_capped.shape[0], vocab = logits_capped.shape[1];
-  const T inv_cap = static_cast<T>(1.0 / softcap), scale = static_cast<T>(grad_scale);
-  const T* z = logits_capped.as<T>();
-  const T* row_lse = lse.as<T>();
+void softcap_cross_entropy_forward(TensorView losses, TensorView lse, TensorView logits, TensorView targets,
+                                   double softcap) {
+  softcap_rows<T>(losses, lse, logits, targets, softcap, nullptr, "softcap_cross_entropy_forward");
+}
+
+template <class T>
+void softcap_cross_entropy_forward_backward(TensorView losses, TensorView lse, TensorView logits,
+                                            TensorView targets, double softcap, double loss_scale) {
   const int32_t* target = targets.as<int32_t>();
-  T* grad = d_logits.as<T>();
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < rows; ++n) {
-    const T* zr = z + n * vocab;
-    T* gr = grad + n * vocab;
-    if (target[n] == kIgnoreIndex) {
-      for (int64_t j = 0; j < vocab; ++j)
-        gr[j] = 0;
-      continue;
-    }
-    const T l = row_lse[n];
-    const T target_capped = zr[target[n]] * inv_cap;  // read before d_logits (which may alias) overwrites it
-    for (int64_t j = 0; j < vocab; ++j) {
-      const T capped = zr[j] * inv_cap;
-      gr[j] = scale * std::exp(zr[j] - l) * (T{1} - capped * capped);
-    }
-    gr[target[n]] -= scale * (T{1} - target_capped * target_capped);
-  }
+  int64_t valid = 0;
+  for (int64_t n = 0; n < targets.numel(); ++n)
+    valid += target[n] != kIgnoreIndex ? 1 : 0;
+  const double grad_scale = valid > 0 ? loss_scale / static_cast<double>(valid) : 0.0;
+  softcap_rows<T>(losses, lse, logits, targets, softcap, &grad_scale,
+                  "softcap_cross_entropy_forward_backward");
 }
 
 template <class T>
@@ -100,10 +114,10 @@ ops::LossSum sum_loss(TensorView losses, TensorView targets) {
 
 template void softcap_cross_entropy_forward<float>(TensorView, TensorView, TensorView, TensorView, double);
 template void softcap_cross_entropy_forward<double>(TensorView, TensorView, TensorView, TensorView, double);
-template void softcap_cross_entropy_backward<float>(TensorView, TensorView, TensorView, TensorView, double,
-                                                    double);
-template void softcap_cross_entropy_backward<double>(TensorView, TensorView, TensorView, TensorView, double,
-                                                     double);
+template void softcap_cross_entropy_forward_backward<float>(TensorView, TensorView, TensorView, TensorView,
+                                                            double, double);
+template void softcap_cross_entropy_forward_backward<double>(TensorView, TensorView, TensorView, TensorView,
+                                                             double, double);
 template ops::LossSum sum_loss<float>(TensorView, TensorView);
 template ops::LossSum sum_loss<double>(TensorView, TensorView);
 

@@ -38,9 +38,10 @@ void rmsnorm_forward(TensorView out, TensorView rstd, TensorView x, double scale
 void rmsnorm_backward(TensorView d_x, TensorView d_out, TensorView out, TensorView rstd, double scale,
                       ops::Accumulate mode);
 
-// ---- rotary (rotary.cu) ----
-void rotary_forward(TensorView x, TensorView cos, TensorView sin);
-void rotary_backward(TensorView d_x, TensorView cos, TensorView sin);
+// ---- rotary with the QK-norm (rotary_rmsnorm.cu) ----
+void rotary_rmsnorm_forward(TensorView x, TensorView rstd, TensorView cos, TensorView sin, double scale);
+void rotary_rmsnorm_backward(TensorView d_x, TensorView out, TensorView rstd, TensorView cos, TensorView sin,
+                             double scale);
 
 // ---- attention (flash_attention*.cu) ----
 int64_t attention_workspace_bytes(int64_t batch, int64_t seq, int64_t heads, int64_t kv_heads,
@@ -51,14 +52,16 @@ void attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorVi
                         TensorView k, TensorView v, TensorView out, TensorView lse, int64_t window,
                         double scale, TensorView workspace);
 
-// ---- elementwise layers (relu_squared.cu, residual_scalars.cu) ----
+// ---- elementwise layers (relu_squared.cu, backout.cu) and the residual mix with its norm
+// (residual_mix_rmsnorm.cu) ----
 void relu_squared_forward(TensorView out, TensorView x);
 void relu_squared_backward(TensorView d_x, TensorView d_out, TensorView x);
-void residual_mix_forward(TensorView out, TensorView x, TensorView x0, TensorView resid_lambda,
-                          TensorView x0_lambda);
-void residual_mix_backward(TensorView d_x, TensorView d_x0, TensorView d_resid_lambda, TensorView d_x0_lambda,
-                           TensorView d_out, TensorView x, TensorView x0, TensorView resid_lambda,
-                           TensorView x0_lambda);
+void residual_mix_rmsnorm_forward(TensorView residual, TensorView out, TensorView rstd, TensorView x,
+                                  TensorView x0, TensorView resid_lambda, TensorView x0_lambda);
+void residual_mix_rmsnorm_backward(TensorView d_residual, TensorView d_x0, TensorView d_resid_lambda,
+                                   TensorView d_x0_lambda, TensorView d_out, TensorView out, TensorView rstd,
+                                   TensorView x, TensorView x0, TensorView resid_lambda,
+                                   TensorView x0_lambda);
 void backout_forward(TensorView out, TensorView x, TensorView x_backout, TensorView lambda);
 void backout_backward(TensorView d_x_backout, TensorView d_lambda, TensorView d_out, TensorView x_backout,
                       TensorView lambda);
@@ -77,8 +80,8 @@ void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorV
 // ---- loss (softcap_cross_entropy.cu) ----
 void softcap_cross_entropy_forward(TensorView losses, TensorView lse, TensorView logits, TensorView targets,
                                    double softcap);
-void softcap_cross_entropy_backward(TensorView d_logits, TensorView logits, TensorView lse,
-                                    TensorView targets, double softcap, double grad_scale);
+void softcap_cross_entropy_forward_backward(TensorView losses, TensorView lse, TensorView logits,
+                                            TensorView targets, double softcap, double loss_scale);
 ops::LossSum sum_loss(TensorView losses, TensorView targets);
 
 // ---- optimizer (adamw.cu, muon_steps.cu) ----

@@ -1,5 +1,5 @@
 // CUDA elementwise layers (bf16 activations, 1-element f32 lambdas on the device) against the CPU ops in fp32
-// on the same bf16-valued inputs: ReLU^2, the residual mix and the backout, forward and backward, with the
+// on the same bf16-valued inputs: ReLU^2 and the backout, forward and backward, with the
 // aliasing the contracts allow. Sizes: 7 x 77 (a tail after the last 16-byte pack), 37 x 1280 (whole packs)
 // and 4099 x 1280 (5.2M elements: more than one pack per thread of the lambda reductions' largest grid), each
 // as views at the start of their buffers and one element in (no packs), with the elements around every
@@ -148,66 +148,6 @@ TEST_P(CudaElementwise, ReluSquaredIsTheCpuResultRounded) {
   expect_same_values(gradient_in_place.values(), d_x, "relu_squared_backward in place");
 }
 
-TEST_P(CudaElementwise, ResidualMixMatchesCpu) {
-  NANOFORGE_SKIP_WITHOUT_GPU();
-  const Shape& s = shape();
-  std::mt19937 rng(42);
-  std::vector<float> x = positive_bf16(s.numel(), rng);
-  std::vector<float> x0 = normal_bf16(s.numel(), rng);
-  std::vector<float> d_out = positive_bf16(s.numel(), rng);
-  const std::vector<float> d_x0_initial = normal_bf16(s.numel(), rng);
-  float resid_lambda = 0.9f, x0_lambda = -0.3f;
-  const float d_resid_initial = 0.5f, d_x0_lambda_initial = -0.25f;
-
-  std::vector<float> out_cpu(x.size()), d_x_cpu(x.size()), d_x0_cpu = d_x0_initial;
-  float d_resid_cpu = d_resid_initial, d_x0_lambda_cpu = d_x0_lambda_initial;
-  ops::residual_mix_forward(cpu_view(out_cpu, s), cpu_view(x, s), cpu_view(x0, s), cpu_scalar(resid_lambda),
-                            cpu_scalar(x0_lambda));
-  ops::residual_mix_backward(cpu_view(d_x_cpu, s), cpu_view(d_x0_cpu, s), cpu_scalar(d_resid_cpu),
-                             cpu_scalar(d_x0_lambda_cpu), cpu_view(d_out, s), cpu_view(x, s), cpu_view(x0, s),
-                             cpu_scalar(resid_lambda), cpu_scalar(x0_lambda));
-
-  const Bf16OnGpu x_gpu(x, s), x0_gpu(x0, s), d_out_gpu(d_out, s);
-  const ScalarOnGpu resid_lambda_gpu(resid_lambda), x0_lambda_gpu(x0_lambda);
-  const Bf16OnGpu out_gpu(std::vector<float>(x.size(), 3.0f), s);
-  ops::residual_mix_forward(out_gpu.view(), x_gpu.view(), x0_gpu.view(), resid_lambda_gpu.view(),
-                            x0_lambda_gpu.view());
-  const std::vector<float> out = out_gpu.values();
-  for (size_t i = 0; i < out.size(); ++i) {
-    // a x + b x0 in fp32 (either side may fuse one product into an FMA: at most 2 roundings of 2^-24 of the
-    // terms apart), then the GPU's rounding to bf16.
-    const double terms = std::abs(resid_lambda * x[i]) + std::abs(x0_lambda * x0[i]);
-    ASSERT_NEAR(out[i], out_cpu[i], kBf16Rounding * std::abs(out_cpu[i]) + 4 * kFp32Rounding * terms)
-        << "out element " << i;
-  }
-
-  // Backward, out of place and with d_x aliasing d_out; both must give the same bits.
-  for (bool in_place : {false, true}) {
-    SCOPED_TRACE(in_place ? "d_x aliases d_out" : "d_x apart from d_out");
-    const Bf16OnGpu gradient(d_out, s);
-    const Bf16OnGpu separate_d_x(std::vector<float>(x.size(), 3.0f), s);
-    const Bf16OnGpu d_x0_gpu(d_x0_initial, s);
-    const ScalarOnGpu d_resid_gpu(d_resid_initial), d_x0_lambda_gpu(d_x0_lambda_initial);
-    const TensorView d_x_view = in_place ? gradient.view() : separate_d_x.view();
-    ops::residual_mix_backward(d_x_view, d_x0_gpu.view(), d_resid_gpu.view(), d_x0_lambda_gpu.view(),
-                               gradient.view(), x_gpu.view(), x0_gpu.view(), resid_lambda_gpu.view(),
-                               x0_lambda_gpu.view());
-    // d_x = a d_out: one fp32 product on both sides, then the GPU's rounding.
-    expect_cpu_rounded(in_place ? gradient.values() : separate_d_x.values(), d_x_cpu, "d_x");
-    const std::vector<float> d_x0 = d_x0_gpu.values();
-    for (size_t i = 0; i < d_x0.size(); ++i) {
-      // d_x0 + b d_out in fp32 (one FMA or two roundings), then the GPU's rounding to bf16.
-      const double terms = std::abs(d_x0_initial[i]) + std::abs(x0_lambda * d_out[i]);
-      ASSERT_NEAR(d_x0[i], d_x0_cpu[i], kBf16Rounding * std::abs(d_x0_cpu[i]) + 4 * kFp32Rounding * terms)
-          << "d_x0 element " << i;
-    }
-    EXPECT_NEAR(d_resid_gpu.value(), d_resid_cpu,
-                lambda_tolerance(s.channels, sum_of_magnitudes(d_out, x), d_resid_cpu));
-    EXPECT_NEAR(d_x0_lambda_gpu.value(), d_x0_lambda_cpu,
-                lambda_tolerance(s.channels, sum_of_magnitudes(d_out, x0), d_x0_lambda_cpu));
-  }
-}
-
 TEST_P(CudaElementwise, BackoutMatchesCpu) {
   NANOFORGE_SKIP_WITHOUT_GPU();
   const Shape& s = shape();
@@ -273,10 +213,10 @@ TEST(CudaElementwiseContract, RejectsWrongDtypesAndShapes) {
   const TensorView two_lambdas(nullptr, {2}, DType::kF32, Device::kCuda);
   EXPECT_DEATH(ops::relu_squared_forward(f32, f32), "relu_squared_forward on CUDA: out must be bf16");
   EXPECT_DEATH(ops::relu_squared_backward(bf16, bf16, other_shape), "relu_squared_backward");
-  EXPECT_DEATH(ops::residual_mix_forward(bf16, bf16, bf16, lambda_bf16, lambda),
-               "residual_mix_forward on CUDA: resid_lambda must be f32");
-  EXPECT_DEATH(ops::residual_mix_backward(bf16, bf16, two_lambdas, lambda, bf16, bf16, bf16, lambda, lambda),
-               "residual_mix_backward on CUDA: d_resid_lambda must have one element");
+  EXPECT_DEATH(ops::backout_forward(bf16, bf16, bf16, lambda_bf16),
+               "backout_forward on CUDA: lambda must be f32");
+  EXPECT_DEATH(ops::backout_backward(bf16, two_lambdas, bf16, bf16, lambda),
+               "backout_backward on CUDA: d_lambda must have one element");
   EXPECT_DEATH(ops::backout_forward(bf16, bf16, other_shape, lambda), "backout_forward");
   EXPECT_DEATH(ops::backout_backward(f32, lambda, bf16, bf16, lambda),
                "backout_backward on CUDA: d_x_backout must be bf16");

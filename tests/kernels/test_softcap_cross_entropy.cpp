@@ -1,7 +1,7 @@
-// softcap_cross_entropy_forward / _backward and sum_loss: the forward (capped logits written in place,
-// log-sum-exp, per-row losses, 0 for target -1) against the formula in double, the backward against central
-// differences of grad_scale * sum(losses) in the raw logits, all-ignored batches, and a thread-count-
-// independent sum_loss.
+// softcap_cross_entropy_forward / _forward_backward and sum_loss: the forward (capped logits written in
+// place, log-sum-exp, per-row losses, 0 for target -1) against the formula in double, the forward-backward's
+// gradient against central differences of loss_scale * mean(losses) in the raw logits, all-ignored batches,
+// and thread-count independence.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -83,12 +83,22 @@ TEST(SoftcapCrossEntropy, ForwardMatchesReferenceF32) {
   check_loss_forward<float>(2e-5);
 }
 
-// L = grad_scale * sum(losses) in the raw logits; d_logits is written (starts NaN), ignored rows get 0.
-TEST(SoftcapCrossEntropy, BackwardMatchesFiniteDifferences) {
+// The forward-backward on a copy of the raw logits: the losses and lse it writes, and the gradient it leaves.
+template <class T>
+HostTensor<T> forward_backward(LossTensors<T>& t, double loss_scale) {
+  HostTensor<T> gradient = t.logits;
+  ops::softcap_cross_entropy_forward_backward(t.losses.view(), t.lse.view(), gradient.view(),
+                                              t.targets.view(), kSoftcap, loss_scale);
+  return gradient;
+}
+
+// L = loss_scale * mean(losses over the rows not ignored) in the raw logits; ignored rows get 0. The
+// forward-backward's losses and lse are the forward's, bit for bit.
+TEST(SoftcapCrossEntropy, ForwardBackwardMatchesFiniteDifferences) {
   LossTensors<double> t(6, 37, 161);
-  const double grad_scale = 1.0 / 5;  // the mean over the 5 rows that are not ignored (row 2 is)
+  const double loss_scale = 0.75, grad_scale = loss_scale / 5;  // 5 of the 6 rows are not ignored (row 2 is)
   const Objective objective = [&] {
-    const HostTensor<double> capped = t.forward();
+    t.forward();
     ObjectiveValue result;
     for (int64_t n = 0; n < t.targets.numel(); ++n) {
       result.value += grad_scale * t.losses[n];
@@ -96,46 +106,42 @@ TEST(SoftcapCrossEntropy, BackwardMatchesFiniteDifferences) {
     }
     return result;
   };
-  HostTensor<double> capped = t.forward();
-  HostTensor<double> d_logits(capped.shape, kNaN);
-  ops::softcap_cross_entropy_backward(d_logits.view(), capped.view(), t.lse.view(), t.targets.view(),
-                                      kSoftcap, grad_scale);
+  t.forward();
+  const HostTensor<double> losses = t.losses, lse = t.lse;
+  const HostTensor<double> d_logits = forward_backward(t, loss_scale);
+  EXPECT_TRUE(bitwise_equal(t.losses, losses));
+  EXPECT_TRUE(bitwise_equal(t.lse, lse));
   EXPECT_TRUE(gradient_matches(t.logits, d_logits.as_double(), objective, 162, t.logits.numel()));
   for (int64_t j = 0; j < 37; ++j)
     EXPECT_EQ(d_logits[2 * 37 + j], 0.0) << "ignored row 2, column " << j;
-
-  // d_logits may alias the capped logits: the same bits.
-  ops::softcap_cross_entropy_backward(capped.view(), capped.view(), t.lse.view(), t.targets.view(), kSoftcap,
-                                      grad_scale);
-  EXPECT_TRUE(bitwise_equal(capped, d_logits));
 }
 
-// The f32 backward against the f64 one on the same inputs: exp(z - lse) and (1 - (z/c)^2), a few roundings.
-TEST(SoftcapCrossEntropy, BackwardF32MatchesF64) {
+// The f32 gradient against the f64 one on the same inputs: exp(z - lse) and (1 - (z/c)^2), a few roundings.
+TEST(SoftcapCrossEntropy, ForwardBackwardF32MatchesF64) {
   LossTensors<float> t(12, 300, 163);
   LossTensors<double> t64(12, 300, 163);
   t64.logits = t.logits.cast<double>();
-  HostTensor<float> capped = t.forward();
-  HostTensor<double> capped64 = t64.forward();
-  HostTensor<float> d_logits(capped.shape);
-  HostTensor<double> d_logits64(capped.shape);
-  ops::softcap_cross_entropy_backward(d_logits.view(), capped.view(), t.lse.view(), t.targets.view(),
-                                      kSoftcap, 0.1);
-  ops::softcap_cross_entropy_backward(d_logits64.view(), capped64.view(), t64.lse.view(), t64.targets.view(),
-                                      kSoftcap, 0.1);
+  const HostTensor<float> d_logits = forward_backward(t, 1.2);
+  const HostTensor<double> d_logits64 = forward_backward(t64, 1.2);
   // exp(z - lse) with |z - lse| up to ~35 turns the absolute error of lse (~1e-6) into a relative one: 2e-5.
   EXPECT_TRUE(all_close(d_logits, d_logits64.as_double(), 2e-5));
+}
+
+// Rows are independent and the target count a plain integer: the same bits for 1, 2 or 3 threads.
+TEST(SoftcapCrossEntropy, ForwardBackwardIsThreadCountIndependent) {
+  LossTensors<float> t(40, 300, 167);
+  EXPECT_TRUE(same_bits_for_every_thread_count<float>([&] {
+    const HostTensor<float> gradient = forward_backward(t, 1.0);
+    return std::vector<HostTensor<float>>{gradient, t.losses, t.lse};
+  }));
 }
 
 TEST(SoftcapCrossEntropy, AllTargetsIgnored) {
   LossTensors<double> t(5, 20, 164);
   std::fill(t.targets.data.begin(), t.targets.data.end(), -1);
-  HostTensor<double> capped = t.forward();
+  const HostTensor<double> d_logits = forward_backward(t, 1.0);
   for (int64_t n = 0; n < 5; ++n)
     EXPECT_EQ(t.losses[n], 0.0) << "row " << n;
-  HostTensor<double> d_logits(capped.shape, kNaN);
-  ops::softcap_cross_entropy_backward(d_logits.view(), capped.view(), t.lse.view(), t.targets.view(),
-                                      kSoftcap, 1.0);
   for (double g : d_logits.data)
     ASSERT_EQ(g, 0.0);
   const ops::LossSum total = ops::sum_loss(t.losses.view(), t.targets.view());

@@ -67,7 +67,7 @@ double relative_frobenius_error(const std::vector<float>& actual, const std::vec
 
 struct Pass {
   double loss = 0;
-  std::vector<float> logits;  // (N, vocab) capped, before backward overwrites them
+  std::vector<float> logits;  // (N, vocab) capped, read after forward()
   std::vector<float> grads;   // flat, layout order
 };
 
@@ -81,6 +81,8 @@ Pass run_cpu(const GPTConfig& config, const std::vector<float>& weights, std::ve
   pass.loss = model.forward(TensorView(ids.data(), {kBatch, kSeq}, DType::kI32, Device::kCpu),
                             TensorView(targets.data(), {kBatch, kSeq}, DType::kI32, Device::kCpu));
   pass.logits = model.capped_logits(0, kBatch * kSeq);
+  model.forward_for_backward(TensorView(ids.data(), {kBatch, kSeq}, DType::kI32, Device::kCpu),
+                             TensorView(targets.data(), {kBatch, kSeq}, DType::kI32, Device::kCpu));
   model.backward();
   pass.grads = download<float>(model.grads());
   return pass;
@@ -100,6 +102,8 @@ Pass run_gpu(const GPTConfig& config, const std::vector<float>& weights, const s
                             TensorView(targets_gpu.data(), {kBatch, kSeq}, DType::kI32, Device::kCuda));
   EXPECT_EQ(model.logits().dtype, DType::kBF16);
   pass.logits = model.capped_logits(0, kBatch * kSeq);  // both sides compare the capped logits
+  model.forward_for_backward(TensorView(ids_gpu.data(), {kBatch, kSeq}, DType::kI32, Device::kCuda),
+                             TensorView(targets_gpu.data(), {kBatch, kSeq}, DType::kI32, Device::kCuda));
   model.backward();
   pass.grads = download<float>(model.grads());
   return pass;

@@ -49,6 +49,10 @@ class GptGradientTest : public ::testing::Test {
   TensorView ids() { return TensorView(ids_.data(), {kBatch, kSeq}, DType::kI32, Device::kCpu); }
   TensorView targets() { return TensorView(targets_.data(), {kBatch, kSeq}, DType::kI32, Device::kCpu); }
   double loss() { return model_.forward(ids(), targets()); }
+  // The loss of a forward whose loss pass also writes the logits' gradient, which backward() then uses.
+  double loss_for_backward(double loss_scale = 1.0) {
+    return model_.forward_for_backward(ids(), targets(), loss_scale);
+  }
 
   GPT model_;
   std::vector<int32_t> ids_, targets_;
@@ -56,7 +60,7 @@ class GptGradientTest : public ::testing::Test {
 
 TEST_F(GptGradientTest, EveryParameterMatchesFiniteDifferences) {
   model_.zero_grad();
-  loss();
+  loss_for_backward();
   model_.backward();
   const std::vector<double> grads = download<double>(model_.grads());
   double* params = model_.params().as<double>();
@@ -91,7 +95,7 @@ TEST_F(GptGradientTest, EveryParameterMatchesFiniteDifferences) {
 
 TEST_F(GptGradientTest, PaddedVocabularyRowsGetNoGradient) {
   model_.zero_grad();
-  loss();
+  loss_for_backward();
   model_.backward();
   for (const char* name : {"lm_head.weight", "transformer.wte.weight", "value_embeds.2.weight"}) {
     const std::vector<double> grad = download<double>(model_.grad(name));
@@ -106,15 +110,15 @@ TEST_F(GptGradientTest, PaddedVocabularyRowsGetNoGradient) {
 
 TEST_F(GptGradientTest, BackwardAccumulatesAndScales) {
   model_.zero_grad();
-  loss();
+  loss_for_backward();
   model_.backward();
   const std::vector<double> once = download<double>(model_.grads());
-  loss();
+  loss_for_backward();
   model_.backward();
   const std::vector<double> twice = download<double>(model_.grads());
   model_.zero_grad();
-  loss();
-  model_.backward(2.0);
+  loss_for_backward(2.0);
+  model_.backward();
   const std::vector<double> scaled = download<double>(model_.grads());
   double largest = 0;
   for (double g : once)
@@ -131,11 +135,13 @@ TEST_F(GptGradientTest, BackwardAccumulatesAndScales) {
 
 TEST_F(GptGradientTest, ForwardAndBackwardAreDeterministic) {
   model_.zero_grad();
-  const double first = loss();
+  const double first = loss_for_backward();
   model_.backward();
   const std::vector<double> grads = download<double>(model_.grads());
   model_.zero_grad();
-  EXPECT_EQ(loss(), first);
+  EXPECT_EQ(loss_for_backward(), first);
+  EXPECT_EQ(loss(), first);  // the evaluation forward computes the same loss
+  loss_for_backward();
   model_.backward();
   EXPECT_EQ(download<double>(model_.grads()), grads);
 }
@@ -143,10 +149,20 @@ TEST_F(GptGradientTest, ForwardAndBackwardAreDeterministic) {
 TEST_F(GptGradientTest, AllTargetsIgnoredGivesNanLossAndNoGradient) {
   std::fill(targets_.begin(), targets_.end(), -1);
   model_.zero_grad();
-  EXPECT_TRUE(std::isnan(loss()));
+  EXPECT_TRUE(std::isnan(loss_for_backward()));
   model_.backward();
   for (double g : download<double>(model_.grads()))
     ASSERT_EQ(g, 0.0);
+}
+
+// The logits buffer holds either the logits (forward) or their gradient (forward_for_backward): backward
+// needs the second, capped_logits the first.
+TEST_F(GptGradientTest, BackwardNeedsTheTrainingForwardAndCappedLogitsTheOther) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  loss();
+  EXPECT_DEATH(model_.backward(), "call forward_for_backward first");
+  loss_for_backward();
+  EXPECT_DEATH(model_.capped_logits(0, 1), "the logits are read after forward\\(\\)");
 }
 
 }  // namespace
