@@ -107,12 +107,12 @@ std::vector<StepEvent> record_training_step(const StepRecordingOptions& options)
   model.zero_grad();
   for (int64_t micro = 0; micro < options.grad_accum_steps; ++micro) {
     recorder.set_phase(StepPhase::kForward);
-    model.forward(ids, targets);
+    model.forward_for_backward(ids, targets, 1.0 / static_cast<double>(options.grad_accum_steps));
     recorder.set_phase(StepPhase::kBackward);
     const bool last = micro + 1 == options.grad_accum_steps;
     if (last && options.optimizer)
       model.set_gradient_ready_callback([&](int64_t ready) { optimizer.gradients_ready(ready); });
-    model.backward(1.0 / static_cast<double>(options.grad_accum_steps));
+    model.backward();
     model.set_gradient_ready_callback({});
   }
   if (options.optimizer) {

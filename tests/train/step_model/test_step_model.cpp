@@ -120,7 +120,7 @@ TEST(StepModel, RecordedOpsMatchTheProfiledCpuStepRowByRow) {
   ops::reset_op_profile();
   ops::set_op_profiling(true);
   model.zero_grad();
-  model.forward(ids, targets);
+  model.forward_for_backward(ids, targets);
   model.backward();
   ops::set_op_profiling(false);
   const std::vector<ops::OpTime> measured = ops::op_profile();
