@@ -24,6 +24,9 @@ find_package(MPI COMPONENTS CXX)
 nanoforge_require(MPI_CXX_FOUND "MPI (C++)" "libopenmpi-dev openmpi-bin")
 find_package(OpenMP COMPONENTS CXX)
 nanoforge_require(OpenMP_CXX_FOUND "OpenMP" g++)
+# OpenSSL's libcrypto: HMAC-SHA256 and random nonces for the TCP rendezvous's authentication.
+find_package(OpenSSL COMPONENTS Crypto)
+nanoforge_require(OpenSSL_FOUND "OpenSSL (libcrypto)" libssl-dev)
 
 # OpenBLAS, the OpenMP flavour: our kernels parallelise with OpenMP and call sgemm from inside parallel
 # regions (attention blocks); the OpenMP build of OpenBLAS then runs single-threaded there instead of

@@ -9,6 +9,7 @@ packages=(
   libfmt-dev libabsl-dev libhdf5-dev libgtest-dev
   libopenblas-openmp-dev libopenblas0-openmp
   libopenmpi-dev openmpi-bin libibverbs-dev rdma-core libpcre2-dev libtomlplusplus-dev libsimdjson-dev
+  libssl-dev
   python3-h5py python3-numpy python3-matplotlib
   bible-kjv bible-kjv-text
 )
