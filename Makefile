@@ -1,5 +1,7 @@
 # nanoforge's two everyday commands. `make test` is what CI runs (.ci/run) on a clean clone: install the
 # missing Debian packages, configure, build with every core, run the tests (output shown on failure).
+# `make sanitize` (CI's second stage) runs the tests again in a CPU-only tree built with AddressSanitizer and
+# UndefinedBehaviorSanitizer (cmake/Sanitizers.cmake, tools/sanitizers/; SANITIZE=thread for ThreadSanitizer).
 # `make demo` trains a small model from scratch on this machine: tokenizer and shards from the demo corpus,
 # recipes/tiny.toml, evaluation, a sample, and a plot of the run. It builds only the program, in a tree of
 # its own: for the CPU, or for this machine's GPU alone when it has one (not every architecture).
@@ -7,6 +9,10 @@
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+SANITIZE ?= address,undefined
+SANITIZE_BUILD_DIR ?= build-sanitize
+SANITIZE_CMAKE_FLAGS ?= -DNANOFORGE_CUDA=OFF
+SANITIZE_CTEST_FLAGS ?=
 DEMO_BUILD_DIR ?= build-demo
 DEMO_CMAKE_FLAGS ?= $(shell nvidia-smi >/dev/null 2>&1 && echo -DCMAKE_CUDA_ARCHITECTURES=native \
                       || echo -DNANOFORGE_CUDA=OFF)
@@ -16,7 +22,7 @@ DEMO_RUN ?= runs/tiny
 # A python3 that has matplotlib (a pyenv python3 first on PATH may not see Debian's packages).
 PYTHON := $(shell python3 -c 'import matplotlib' >/dev/null 2>&1 && echo python3 || echo /usr/bin/python3)
 
-.PHONY: all deps configure build test demo demo-build demo-data format clean
+.PHONY: all deps configure build test sanitize demo demo-build demo-data format clean
 
 all: build
 
@@ -31,6 +37,12 @@ build: configure
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+sanitize: deps
+	cmake -S . -B $(SANITIZE_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNANOFORGE_SANITIZE=$(SANITIZE) \
+	    $(SANITIZE_CMAKE_FLAGS)
+	cmake --build $(SANITIZE_BUILD_DIR) -j $(JOBS)
+	cd $(SANITIZE_BUILD_DIR) && ctest --output-on-failure -j $(JOBS) $(SANITIZE_CTEST_FLAGS)
 
 demo-build: deps
 	cmake -S . -B $(DEMO_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release $(DEMO_CMAKE_FLAGS)
@@ -55,4 +67,4 @@ format:
 	git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD_DIR) $(DEMO_BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(SANITIZE_BUILD_DIR) $(DEMO_BUILD_DIR)

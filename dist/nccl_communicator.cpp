@@ -435,12 +435,13 @@ absl::Status share_unique_id(const LaunchEnv& env, MpiRuntime* mpi, const Rendez
                              ncclUniqueId& id, double timeout_seconds) {
   auto* bytes = reinterpret_cast<uint8_t*>(&id);
   if (mpi != nullptr) return mpi->broadcast_bytes({bytes, sizeof(id)}, 0, timeout_seconds);
-  RendezvousOptions options{.master_addr = env.master_addr,
-                            .master_port = env.master_port,
-                            .rank = env.rank,
-                            .world_size = env.world_size,
-                            .timeout_seconds = timeout_seconds,
-                            .key = key};
+  RendezvousOptions options;
+  options.master_addr = env.master_addr;
+  options.master_port = env.master_port;
+  options.rank = env.rank;
+  options.world_size = env.world_size;
+  options.timeout_seconds = timeout_seconds;
+  options.key = key;
   NANOFORGE_ASSIGN_OR_RETURN(std::vector<uint8_t> received,
                              tcp_rendezvous(options, {bytes, env.rank == 0 ? sizeof(id) : 0}));
   if (received.size() != sizeof(id)) {
