@@ -310,7 +310,8 @@ class RendezvousServer {
       std::array<uint8_t, 256> buffer;
       const size_t wanted = std::min(buffer.size(), connection.expected_bytes - connection.received.size());
       const ssize_t got = ::recv(connection.socket.fd(), buffer.data(), wanted, 0);
-      if (got == 0) {
+      // A peer that closes before reading the challenge resets the connection instead: the same to us.
+      if (got == 0 || (got < 0 && errno == ECONNRESET)) {
         refused(connection,
                 fmt::format("it closed the connection before its hello was complete ({} of {} bytes)",
                             connection.received.size(), connection.expected_bytes));
