@@ -6,7 +6,6 @@
 
 #include <absl/strings/str_join.h>
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <netdb.h>
 #include <netinet/in.h>
