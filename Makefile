@@ -1,5 +1,8 @@
-# nanoforge's two everyday commands. `make test` is what CI runs (.ci/run) on a clean clone: install the
+# nanoforge's everyday commands. `make test` is what CI runs (.ci/run) on a clean clone: install the
 # missing Debian packages, configure, build with every core, run the tests (output shown on failure).
+# `make sanitize` (CI's second stage) runs the whole test suite again in a CPU-only tree built with
+# AddressSanitizer and UndefinedBehaviorSanitizer, then the tests that run MPI in one built with
+# ThreadSanitizer (cmake/Sanitizers.cmake, tools/sanitizers/, docs/build.md).
 # `make demo` trains a small model from scratch on this machine: tokenizer and shards from the demo corpus,
 # recipes/tiny.toml, evaluation (bits per byte, and CORE on the small test bundle), a sample, and a plot of
 # the run. It builds only the program, in a tree of its own: for the CPU, or for this machine's GPU alone when
@@ -10,6 +13,14 @@ JOBS ?= $(shell nproc)
 # The build tree's Python (scripts/install-deps.sh): pyarrow for parquet input, tiktoken and torch for tools/.
 BUILD_PYTHON_ENV := $(abspath $(BUILD_DIR))/python
 CMAKE_FLAGS ?=
+SANITIZE_CMAKE_FLAGS ?= -DNANOFORGE_CUDA=OFF
+ASAN_BUILD_DIR ?= build-sanitize
+TSAN_BUILD_DIR ?= build-sanitize-thread
+# What ThreadSanitizer checks: the programs and tests that run under mpirun (KilledDuringACollective is left
+# out: its 3 s watchdog fires before the victim dies, as 64 MB all-reduces take longer than that under TSan).
+TSAN_TARGETS := nanoforge dist_mpi_tests lost_rank_worker dist_lost_rank_tests train_data_parallel_tests
+TSAN_TESTS := dist_mpi_collectives|LostRank|DataParallel|parity_optim_.*_np
+TSAN_EXCLUDED := KilledDuringACollective
 DEMO_BUILD_DIR ?= build-demo
 DEMO_CMAKE_FLAGS ?= $(shell nvidia-smi >/dev/null 2>&1 && echo -DCMAKE_CUDA_ARCHITECTURES=native \
                       || echo -DNANOFORGE_CUDA=OFF)
@@ -19,7 +30,7 @@ DEMO_RUN ?= runs/tiny
 # A python3 that has matplotlib (a pyenv python3 first on PATH may not see Debian's packages).
 PYTHON := $(shell python3 -c 'import matplotlib' >/dev/null 2>&1 && echo python3 || echo /usr/bin/python3)
 
-.PHONY: all deps configure build test demo demo-build demo-data format clean
+.PHONY: all deps configure build test sanitize sanitize-address sanitize-thread demo demo-build demo-data format clean
 
 all: build
 
@@ -35,6 +46,24 @@ build: configure
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+sanitize: sanitize-address sanitize-thread
+
+sanitize-address: deps
+	cmake -S . -B $(ASAN_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	    -DNANOFORGE_SANITIZE=address,undefined -DPython3_EXECUTABLE=$(BUILD_PYTHON_ENV)/bin/python3 \
+	    $(SANITIZE_CMAKE_FLAGS)
+	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
+	cd $(ASAN_BUILD_DIR) && ctest --output-on-failure --no-tests=error -j $(JOBS)
+
+# One OpenMP thread: GCC's libgomp is not built for ThreadSanitizer, whose every parallel region would
+# otherwise report races it cannot see synchronised; the threads left are nanoforge's own.
+sanitize-thread: deps
+	cmake -S . -B $(TSAN_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNANOFORGE_SANITIZE=thread \
+	    $(SANITIZE_CMAKE_FLAGS)
+	cmake --build $(TSAN_BUILD_DIR) -j $(JOBS) --target $(TSAN_TARGETS)
+	cd $(TSAN_BUILD_DIR) && OMP_NUM_THREADS=1 ctest --output-on-failure --no-tests=error -j $(JOBS) \
+	    -R '$(TSAN_TESTS)' -E '$(TSAN_EXCLUDED)'
 
 demo-build:
 	scripts/install-deps.sh
@@ -61,4 +90,4 @@ format:
 	git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD_DIR) $(DEMO_BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(TSAN_BUILD_DIR) $(DEMO_BUILD_DIR)

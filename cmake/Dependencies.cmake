@@ -36,6 +36,9 @@ if(PkgConfig_FOUND)
   pkg_check_modules(ZSTD IMPORTED_TARGET libzstd)
 endif()
 nanoforge_require(ZSTD_FOUND "zstd" libzstd-dev)
+# OpenSSL's libcrypto: HMAC-SHA256 and random nonces for the TCP rendezvous's authentication.
+find_package(OpenSSL COMPONENTS Crypto)
+nanoforge_require(OpenSSL_FOUND "OpenSSL (libcrypto)" libssl-dev)
 
 # OpenBLAS, the OpenMP flavour: our kernels parallelise with OpenMP and call sgemm from inside parallel
 # regions (attention blocks); the OpenMP build of OpenBLAS then runs single-threaded there instead of
