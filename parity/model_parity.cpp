@@ -30,7 +30,7 @@ absl::Status check_range(const H5File& file, const char* dataset, const HostArra
 }  // namespace
 
 absl::StatusOr<ParityCase> read_parity_case(const std::string& path) {
-  NANOFORGE_ASSIGN_OR_RETURN(H5File file, H5File::open_read(path));
+  NANOFORGE_ASSIGN_OR_RETURN(H5File file, H5File::open_read(path, H5File::VariableLengthStrings::kTrust));
   ParityCase result;
   result.path = path;
   NANOFORGE_ASSIGN_OR_RETURN(result.config, read_gpt_config(file));

@@ -61,7 +61,7 @@ absl::StatusOr<std::map<std::string, HostArray<float>>> read_tensors(const H5Fil
 }  // namespace
 
 absl::StatusOr<OptimGolden> read_optim_golden(const std::string& path) {
-  NANOFORGE_ASSIGN_OR_RETURN(H5File file, H5File::open_read(path));
+  NANOFORGE_ASSIGN_OR_RETURN(H5File file, H5File::open_read(path, H5File::VariableLengthStrings::kTrust));
   OptimGolden golden;
   golden.path = path;
   NANOFORGE_ASSIGN_OR_RETURN(golden.config, read_gpt_config(file));

@@ -10,6 +10,8 @@ packages=(
   libopenblas-openmp-dev libopenblas0-openmp
   libopenmpi-dev openmpi-bin libibverbs-dev rdma-core libpcre2-dev libtomlplusplus-dev libsimdjson-dev
   python3-h5py python3-numpy python3-matplotlib
+  # clang with libFuzzer, the sanitizer runtimes and its OpenMP: the fuzz targets (make fuzz)
+  clang libclang-rt-14-dev libomp-dev
   bible-kjv bible-kjv-text
 )
 

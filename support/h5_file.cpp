@@ -11,6 +11,9 @@
 #include <type_traits>
 #include <utility>
 
+#include "support/h5_attribute_check.h"
+#include "support/status.h"
+
 namespace nanoforge {
 namespace {
 
@@ -79,22 +82,46 @@ const char* class_name(H5T_class_t type_class) {
   }
 }
 
+// Whether `dims` values of `element_bytes` each fit in a file of `file_bytes`: the bound on every array read
+// from a file (nanoforge writes no compressed data, so a dataset never holds more than its file), checked
+// before anything is allocated. An error naming the file and `what` otherwise.
+absl::Status check_fits_in_file(const std::vector<hsize_t>& dims, size_t element_bytes, int64_t file_bytes,
+                                const std::string& file_path, const std::string& what) {
+  uint64_t bytes = element_bytes;
+  bool overflow = false;
+  for (const hsize_t extent : dims)
+    overflow = overflow || __builtin_mul_overflow(bytes, extent, &bytes);
+  if (overflow || bytes > static_cast<uint64_t>(file_bytes)) {
+    return absl::DataLossError(
+        fmt::format("{}: {} claims {} values of {} bytes, more than the whole file ({} "
+                    "bytes) holds (corrupt file?)",
+                    file_path, what, fmt::join(dims, " x "), element_bytes, file_bytes));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-absl::StatusOr<H5File> H5File::open_read(const std::string& path) {
+absl::StatusOr<H5File> H5File::open_read(const std::string& path, VariableLengthStrings strings) {
   silence_hdf5_errors();
   if (!std::filesystem::is_regular_file(path))
     return absl::NotFoundError(fmt::format("{}: no such file", path));
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     return absl::InvalidArgumentError(fmt::format("{}: not an HDF5 file (truncated or wrong file?)", path));
   }
+  std::error_code error;
+  const uintmax_t file_bytes = std::filesystem::file_size(path, error);
+  if (error) return absl::NotFoundError(fmt::format("{}: cannot read its size: {}", path, error.message()));
   hid_t handle = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (handle < 0) {
     const std::string cause = innermost_hdf5_error();
     return absl::DataLossError(fmt::format("{}: cannot open as HDF5 (truncated or corrupt?){}", path,
                                            cause.empty() ? "" : ": HDF5 says " + cause));
   }
-  return H5File(path, handle);
+  H5File file(path, handle);
+  file.file_bytes_ = static_cast<int64_t>(file_bytes);
+  file.variable_length_strings_ = strings;
+  return file;
 }
 
 absl::StatusOr<H5File> H5File::create(const std::string& path) {
@@ -119,7 +146,11 @@ absl::StatusOr<H5File> H5File::create(const std::string& path, int64_t alignment
   return H5File(path, handle);
 }
 
-H5File::H5File(H5File&& other) noexcept : path_(std::move(other.path_)), handle_(other.handle_) {
+H5File::H5File(H5File&& other) noexcept
+    : path_(std::move(other.path_)),
+      handle_(other.handle_),
+      file_bytes_(other.file_bytes_),
+      variable_length_strings_(other.variable_length_strings_) {
   other.handle_ = -1;
 }
 
@@ -128,6 +159,8 @@ H5File& H5File::operator=(H5File&& other) noexcept {
     if (handle_ >= 0) H5Fclose(handle_);
     path_ = std::move(other.path_);
     handle_ = other.handle_;
+    file_bytes_ = other.file_bytes_;
+    variable_length_strings_ = other.variable_length_strings_;
     other.handle_ = -1;
   }
   return *this;
@@ -155,14 +188,21 @@ absl::StatusOr<std::vector<std::string>> H5File::members(const std::string& grou
   if (!group.valid())
     return absl::InvalidArgumentError(fmt::format("{}: {} is not a group", path_, group_path));
   H5G_info_t info;
-  H5Gget_info(group.get(), &info);
+  if (H5Gget_info(group.get(), &info) < 0) {
+    return absl::DataLossError(fmt::format("{}: cannot list group {} (corrupt file?)", path_, group_path));
+  }
   std::vector<std::string> names;
   for (hsize_t i = 0; i < info.nlinks; ++i) {
-    ssize_t length =
+    const ssize_t length =
         H5Lget_name_by_idx(group.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
-    std::string name(static_cast<size_t>(length), '\0');
-    H5Lget_name_by_idx(group.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size() + 1,
-                       H5P_DEFAULT);
+    std::string name(static_cast<size_t>(std::max<ssize_t>(length, 0)), '\0');
+    if (length < 0 || H5Lget_name_by_idx(group.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(),
+                                         name.size() + 1, H5P_DEFAULT) < 0) {
+      return absl::DataLossError(
+          fmt::format("{}: cannot read the name of member {} of group {} (of {}; "
+                      "corrupt file?)",
+                      path_, i, group_path, info.nlinks));
+    }
     names.push_back(std::move(name));
   }
   return names;
@@ -229,9 +269,15 @@ absl::StatusOr<HostArray<T>> H5File::read(const std::string& dataset_path) const
                                                   class_name(expected_class<T>())));
   }
   Handle space(H5Dget_space(dataset.get()));
-  int rank = H5Sget_simple_extent_ndims(space.get());
-  std::vector<hsize_t> dims(static_cast<size_t>(std::max(rank, 0)));
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 0) {
+    return absl::DataLossError(
+        fmt::format("{}: cannot read the shape of dataset {} (corrupt file?)", path_, dataset_path));
+  }
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  NANOFORGE_RETURN_IF_ERROR(
+      check_fits_in_file(dims, H5Tget_size(file_type.get()), file_bytes_, path_, "dataset " + dataset_path));
   HostArray<T> array;
   array.shape.assign(dims.begin(), dims.end());
   array.values.resize(static_cast<size_t>(array.numel()));
@@ -244,8 +290,15 @@ absl::StatusOr<HostArray<T>> H5File::read(const std::string& dataset_path) const
 
 namespace {
 
-absl::StatusOr<hid_t> open_attribute(hid_t file, const std::string& file_path, const std::string& object_path,
-                                     const std::string& name) {
+absl::StatusOr<hid_t> open_attribute(hid_t file, const std::string& file_path, int64_t file_bytes,
+                                     const std::string& object_path, const std::string& name) {
+  // libhdf5 decodes every attribute message of the object to find one: check them all first.
+  H5O_info_t info;
+  if (H5Oget_info_by_name2(file, object_path.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
+    return absl::DataLossError(
+        fmt::format("{}: cannot read the object header of {} (corrupt file?)", file_path, object_path));
+  }
+  NANOFORGE_RETURN_IF_ERROR(check_attribute_messages(file_path, file_bytes, info.addr, object_path));
   if (H5Aexists_by_name(file, object_path.c_str(), name.c_str(), H5P_DEFAULT) <= 0) {
     return absl::NotFoundError(fmt::format("{}: missing attribute {} on {}", file_path, name, object_path));
   }
@@ -253,9 +306,9 @@ absl::StatusOr<hid_t> open_attribute(hid_t file, const std::string& file_path, c
 }
 
 template <class T>
-absl::StatusOr<T> read_numeric_attribute(hid_t file, const std::string& file_path,
+absl::StatusOr<T> read_numeric_attribute(hid_t file, const std::string& file_path, int64_t file_bytes,
                                          const std::string& object_path, const std::string& name) {
-  auto attribute_id = open_attribute(file, file_path, object_path, name);
+  auto attribute_id = open_attribute(file, file_path, file_bytes, object_path, name);
   if (!attribute_id.ok()) return attribute_id.status();
   Handle attribute(*attribute_id);
   Handle type(H5Aget_type(attribute.get()));
@@ -277,19 +330,19 @@ absl::StatusOr<T> read_numeric_attribute(hid_t file, const std::string& file_pat
 absl::StatusOr<int64_t> H5File::read_int_attribute(const std::string& object_path,
                                                    const std::string& name) const {
   if (!has(object_path)) return absl::NotFoundError(fmt::format("{}: missing group {}", path_, object_path));
-  return read_numeric_attribute<int64_t>(handle_, path_, object_path, name);
+  return read_numeric_attribute<int64_t>(handle_, path_, file_bytes_, object_path, name);
 }
 
 absl::StatusOr<double> H5File::read_float_attribute(const std::string& object_path,
                                                     const std::string& name) const {
   if (!has(object_path)) return absl::NotFoundError(fmt::format("{}: missing group {}", path_, object_path));
-  return read_numeric_attribute<double>(handle_, path_, object_path, name);
+  return read_numeric_attribute<double>(handle_, path_, file_bytes_, object_path, name);
 }
 
 absl::StatusOr<std::string> H5File::read_string_attribute(const std::string& object_path,
                                                           const std::string& name) const {
   if (!has(object_path)) return absl::NotFoundError(fmt::format("{}: missing group {}", path_, object_path));
-  auto attribute_id = open_attribute(handle_, path_, object_path, name);
+  auto attribute_id = open_attribute(handle_, path_, file_bytes_, object_path, name);
   if (!attribute_id.ok()) return attribute_id.status();
   Handle attribute(*attribute_id);
   Handle type(H5Aget_type(attribute.get()));
@@ -298,6 +351,14 @@ absl::StatusOr<std::string> H5File::read_string_attribute(const std::string& obj
         fmt::format("{}: attribute {} on {} must be a string", path_, name, object_path));
   }
   if (H5Tis_variable_str(type.get()) > 0) {
+    if (variable_length_strings_ != VariableLengthStrings::kTrust) {
+      return absl::InvalidArgumentError(fmt::format(
+          "{}: attribute {} on {} is a variable-length string, which nanoforge reads only from files it "
+          "trusts "
+          "(libhdf5 cannot read a damaged one safely): re-create the file with this nanoforge, which writes "
+          "fixed-length strings, or write the attribute as one (h5py: numpy.bytes_)",
+          path_, name, object_path));
+    }
     // h5py writes str attributes as variable-length strings.
     Handle memory(H5Tcopy(H5T_C_S1));
     H5Tset_size(memory.get(), H5T_VARIABLE);
@@ -310,7 +371,9 @@ absl::StatusOr<std::string> H5File::read_string_attribute(const std::string& obj
     H5free_memory(text);
     return value;
   }
-  size_t size = H5Tget_size(type.get());
+  const size_t size = H5Tget_size(type.get());
+  NANOFORGE_RETURN_IF_ERROR(check_fits_in_file({1}, size, file_bytes_, path_,
+                                               fmt::format("string attribute {} on {}", name, object_path)));
   std::string value(size, '\0');
   Handle memory(H5Tcopy(type.get()));
   if (H5Aread(attribute.get(), memory.get(), value.data()) < 0) {
@@ -361,21 +424,22 @@ absl::Status H5File::write_int_attribute(const std::string& object_path, const s
 
 absl::Status H5File::write_string_attribute(const std::string& object_path, const std::string& name,
                                             const std::string& value) {
-  // Variable-length UTF-8, as h5py writes Python strings.
+  // Fixed-length UTF-8, padded with NUL (an empty string takes one byte): read without the global heap.
   Handle type(H5Tcopy(H5T_C_S1));
-  H5Tset_size(type.get(), H5T_VARIABLE);
+  H5Tset_size(type.get(), std::max<size_t>(value.size(), 1));
+  H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
   H5Tset_cset(type.get(), H5T_CSET_UTF8);
-  const char* text = value.c_str();
-  return write_attribute(handle_, path_, object_path, name, type.get(), &text);
+  return write_attribute(handle_, path_, object_path, name, type.get(), value.c_str());
 }
 
 namespace {
 
 template <class T>
 absl::StatusOr<std::vector<T>> read_numeric_array_attribute(hid_t file, const std::string& file_path,
+                                                            int64_t file_bytes,
                                                             const std::string& object_path,
                                                             const std::string& name) {
-  auto attribute_id = open_attribute(file, file_path, object_path, name);
+  auto attribute_id = open_attribute(file, file_path, file_bytes, object_path, name);
   if (!attribute_id.ok()) return attribute_id.status();
   Handle attribute(*attribute_id);
   Handle type(H5Aget_type(attribute.get()));
@@ -384,7 +448,15 @@ absl::StatusOr<std::vector<T>> read_numeric_array_attribute(hid_t file, const st
     return absl::InvalidArgumentError(fmt::format("{}: attribute {} on {} must hold {} values", file_path,
                                                   name, object_path, class_name(expected_class<T>())));
   }
-  std::vector<T> values(static_cast<size_t>(H5Sget_simple_extent_npoints(space.get())));
+  const hssize_t count = H5Sget_simple_extent_npoints(space.get());
+  if (count < 0) {
+    return absl::DataLossError(
+        fmt::format("{}: cannot read the shape of attribute {} on {}", file_path, name, object_path));
+  }
+  NANOFORGE_RETURN_IF_ERROR(check_fits_in_file({static_cast<hsize_t>(count)}, H5Tget_size(type.get()),
+                                               file_bytes, file_path,
+                                               fmt::format("attribute {} on {}", name, object_path)));
+  std::vector<T> values(static_cast<size_t>(count));
   if (H5Aread(attribute.get(), memory_type<T>(), values.data()) < 0) {
     return absl::DataLossError(
         fmt::format("{}: cannot read attribute {} on {}", file_path, name, object_path));
@@ -397,19 +469,19 @@ absl::StatusOr<std::vector<T>> read_numeric_array_attribute(hid_t file, const st
 absl::StatusOr<std::vector<double>> H5File::read_float_array_attribute(const std::string& object_path,
                                                                        const std::string& name) const {
   if (!has(object_path)) return absl::NotFoundError(fmt::format("{}: missing group {}", path_, object_path));
-  return read_numeric_array_attribute<double>(handle_, path_, object_path, name);
+  return read_numeric_array_attribute<double>(handle_, path_, file_bytes_, object_path, name);
 }
 
 absl::StatusOr<std::vector<int64_t>> H5File::read_int_array_attribute(const std::string& object_path,
                                                                       const std::string& name) const {
   if (!has(object_path)) return absl::NotFoundError(fmt::format("{}: missing group {}", path_, object_path));
-  return read_numeric_array_attribute<int64_t>(handle_, path_, object_path, name);
+  return read_numeric_array_attribute<int64_t>(handle_, path_, file_bytes_, object_path, name);
 }
 
 absl::StatusOr<std::vector<std::string>> H5File::read_string_array_attribute(const std::string& object_path,
                                                                              const std::string& name) const {
   if (!has(object_path)) return absl::NotFoundError(fmt::format("{}: missing group {}", path_, object_path));
-  auto attribute_id = open_attribute(handle_, path_, object_path, name);
+  auto attribute_id = open_attribute(handle_, path_, file_bytes_, object_path, name);
   if (!attribute_id.ok()) return attribute_id.status();
   Handle attribute(*attribute_id);
   Handle type(H5Aget_type(attribute.get()));
@@ -418,7 +490,20 @@ absl::StatusOr<std::vector<std::string>> H5File::read_string_array_attribute(con
     return absl::InvalidArgumentError(
         fmt::format("{}: attribute {} on {} must be variable-length strings", path_, name, object_path));
   }
-  const auto count = static_cast<size_t>(H5Sget_simple_extent_npoints(space.get()));
+  if (variable_length_strings_ != VariableLengthStrings::kTrust) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: attribute {} on {} holds variable-length strings, which nanoforge reads only from "
+                    "files it trusts",
+                    path_, name, object_path));
+  }
+  const hssize_t points = H5Sget_simple_extent_npoints(space.get());
+  if (points < 0) {
+    return absl::DataLossError(
+        fmt::format("{}: cannot read the shape of attribute {} on {}", path_, name, object_path));
+  }
+  NANOFORGE_RETURN_IF_ERROR(check_fits_in_file({static_cast<hsize_t>(points)}, sizeof(char*), file_bytes_,
+                                               path_, fmt::format("attribute {} on {}", name, object_path)));
+  const auto count = static_cast<size_t>(points);
   std::vector<char*> texts(count, nullptr);
   Handle memory(H5Tcopy(H5T_C_S1));
   H5Tset_size(memory.get(), H5T_VARIABLE);

@@ -14,9 +14,23 @@
 
 namespace nanoforge {
 
+// How H5File::write stores a dataset (outside the class: clang needs a nested struct's member initialisers
+// complete before they serve as a default argument inside the class).
+struct H5WriteOptions {
+  // Store a Fletcher-32 checksum per chunk (the dataset becomes chunked); reads then fail on corruption
+  // instead of returning wrong values. Scalars have no checksum.
+  bool checksum = false;
+};
+
 class H5File {
  public:
-  static absl::StatusOr<H5File> open_read(const std::string& path);
+  // Whether a file read may hold variable-length strings. libhdf5 follows such a string's global-heap
+  // reference unchecked, so a damaged one crashes it or makes it spin: only files taken on trust (the
+  // nanochat goldens and parity cases, which h5py writes) may use them. nanoforge writes fixed-length
+  // strings.
+  enum class VariableLengthStrings { kRefuse, kTrust };
+  static absl::StatusOr<H5File> open_read(const std::string& path,
+                                          VariableLengthStrings strings = VariableLengthStrings::kRefuse);
   // Creates (truncating) a file for writing.
   static absl::StatusOr<H5File> create(const std::string& path);
   // Same, with every object in the file starting at a multiple of `alignment_bytes` (H5Pset_alignment), so
@@ -47,8 +61,9 @@ class H5File {
   };
   absl::StatusOr<DatasetLayout> dataset_layout(const std::string& dataset_path) const;
 
-  // Reads a dataset into T (float, double, int32_t, int64_t, uint16_t, uint32_t). The stored type must be of
-  // the same class (floating point for float/double, integer for the integer types); HDF5 converts the width.
+  // Reads a dataset into T (float, double, int32_t, int64_t, uint8_t, uint16_t, uint32_t). The stored type
+  // must be of the same class (floating point for float/double, integer for the integer types); HDF5 converts
+  // the width. A shape whose values could not fit in the file is refused before anything is allocated.
   template <class T>
   absl::StatusOr<HostArray<T>> read(const std::string& dataset_path) const;
 
@@ -57,7 +72,7 @@ class H5File {
   absl::StatusOr<std::string> read_string_attribute(const std::string& object_path,
                                                     const std::string& name) const;
   // One-dimensional attributes (a scalar reads as one element): numbers, or variable-length strings as h5py
-  // writes numpy object arrays of str.
+  // writes numpy object arrays of str (files opened with VariableLengthStrings::kTrust only).
   absl::StatusOr<std::vector<double>> read_float_array_attribute(const std::string& object_path,
                                                                  const std::string& name) const;
   absl::StatusOr<std::vector<int64_t>> read_int_array_attribute(const std::string& object_path,
@@ -72,11 +87,7 @@ class H5File {
   // Creates a group and any missing parents; an existing group is fine.
   absl::Status create_group(const std::string& group_path);
 
-  struct WriteOptions {
-    // Store a Fletcher-32 checksum per chunk (the dataset becomes chunked); reads then fail on corruption
-    // instead of returning wrong values. Scalars have no checksum.
-    bool checksum = false;
-  };
+  using WriteOptions = H5WriteOptions;
   // Writes a dataset (contiguous unless checksummed), creating missing parent groups. An empty shape writes a
   // scalar.
   template <class T>
@@ -91,7 +102,9 @@ class H5File {
  private:
   H5File(std::string path, int64_t handle) : path_(std::move(path)), handle_(handle) {}
   std::string path_;
-  int64_t handle_ = -1;  // hid_t
+  int64_t handle_ = -1;     // hid_t
+  int64_t file_bytes_ = 0;  // of a file opened for reading: what bounds every size read from it
+  VariableLengthStrings variable_length_strings_ = VariableLengthStrings::kRefuse;
 };
 
 // Writes a new HDF5 file through `fill` under a temporary name (PATH.partial) and renames it into place only

@@ -84,11 +84,13 @@ absl::StatusOr<LoaderState> LoaderState::from_bytes(std::span<const uint8_t> byt
   state.stats.docs_cropped = get64(bytes, offset);
   get64(bytes, offset);  // reserved
   const int64_t buffered = get64(bytes, offset);
-  if (buffered < 0 || bytes.size() != offset + 8 * static_cast<size_t>(buffered)) {
-    return absl::DataLossError(fmt::format(
-        "loader state: {} bytes, but its header announces {} buffered documents "
-        "({} bytes); truncated or corrupt",
-        bytes.size(), buffered, offset + 8 * static_cast<size_t>(std::max<int64_t>(buffered, 0))));
+  // Compared with what follows the fields, never multiplied: a huge count must not wrap around.
+  const size_t following = bytes.size() - offset;
+  if (buffered < 0 || following % 8 != 0 || static_cast<uint64_t>(buffered) != following / 8) {
+    return absl::DataLossError(
+        fmt::format("loader state: its header announces {} buffered documents, but {} bytes ({} documents) "
+                    "follow; truncated or corrupt",
+                    buffered, following, following / 8));
   }
   state.buffered_positions.resize(static_cast<size_t>(buffered));
   for (int64_t& position : state.buffered_positions)

@@ -106,7 +106,7 @@ TEST(H5File, ReadsStringAndNumericAttributes) {
     H5Gclose(group);
     H5Fclose(file);
   }
-  auto file = H5File::open_read(path);
+  auto file = H5File::open_read(path, H5File::VariableLengthStrings::kTrust);
   ASSERT_TRUE(file.ok());
   EXPECT_EQ(*file->read_int_attribute("/config", "n_layer"), 4);
   EXPECT_EQ(*file->read_string_attribute("/config", "window_pattern"), "SSSL");
