@@ -12,7 +12,7 @@ round=${ROUND_SECONDS:-600}
 log="$logs/$name.log"
 mkdir -p "$logs"
 cpu_done() {  # CPU seconds of the rounds logged so far
-  awk '/^fuzz-run: /{user=$4; system=$7; total += user + system} END {printf "%d", total}' "$log" 2>/dev/null \
+  awk '/^fuzz-run: /{total += $4 + $7} END {printf "%d", total}' "$log" 2>/dev/null \
     || echo 0
 }
 while (( $(cpu_done) < cpu_target )); do

@@ -223,7 +223,12 @@ absl::StatusOr<TrainerState> read_trainer_state(const std::string& checkpoint_di
   NANOFORGE_ASSIGN_OR_RETURN(state.nanoforge_version, file.read_string_attribute("/", "nanoforge_version"));
   NANOFORGE_ASSIGN_OR_RETURN(state.git_commit, file.read_string_attribute("/", "git_commit"));
   NANOFORGE_ASSIGN_OR_RETURN(HostArray<double> seconds, file.read<double>("/training_seconds"));
-  state.training_seconds = seconds.values.at(0);
+  if (seconds.values.size() != 1) {
+    return absl::DataLossError(
+        fmt::format("{}: /training_seconds holds {} values, expected one (corrupt file)", file.path(),
+                    seconds.values.size()));
+  }
+  state.training_seconds = seconds.values[0];
   NANOFORGE_ASSIGN_OR_RETURN(HostArray<uint8_t> loader, file.read<uint8_t>("/loader_state"));
   state.loader_state = std::move(loader.values);
   return state;
