@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "support/h5_attribute_check.h"
+#include "support/h5_dataset_check.h"
 #include "support/status.h"
 
 namespace nanoforge {
@@ -82,9 +83,9 @@ const char* class_name(H5T_class_t type_class) {
   }
 }
 
-// Whether `dims` values of `element_bytes` each fit in a file of `file_bytes`: the bound on every array read
-// from a file (nanoforge writes no compressed data, so a dataset never holds more than its file), checked
-// before anything is allocated. An error naming the file and `what` otherwise.
+// Whether `dims` values of `element_bytes` each fit in a file of `file_bytes`: the bound on every attribute
+// array and string read from a file (datasets: check_dataset_storage), checked before anything is allocated.
+// An error naming the file and `what` otherwise.
 absl::Status check_fits_in_file(const std::vector<hsize_t>& dims, size_t element_bytes, int64_t file_bytes,
                                 const std::string& file_path, const std::string& what) {
   uint64_t bytes = element_bytes;
@@ -276,8 +277,8 @@ absl::StatusOr<HostArray<T>> H5File::read(const std::string& dataset_path) const
   }
   std::vector<hsize_t> dims(static_cast<size_t>(rank));
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
-  NANOFORGE_RETURN_IF_ERROR(
-      check_fits_in_file(dims, H5Tget_size(file_type.get()), file_bytes_, path_, "dataset " + dataset_path));
+  NANOFORGE_RETURN_IF_ERROR(check_dataset_storage(
+      dataset.get(), std::vector<uint64_t>(dims.begin(), dims.end()), file_bytes_, path_, dataset_path));
   HostArray<T> array;
   array.shape.assign(dims.begin(), dims.end());
   array.values.resize(static_cast<size_t>(array.numel()));
@@ -313,7 +314,8 @@ absl::StatusOr<T> read_numeric_attribute(hid_t file, const std::string& file_pat
   Handle attribute(*attribute_id);
   Handle type(H5Aget_type(attribute.get()));
   Handle space(H5Aget_space(attribute.get()));
-  if (H5Tget_class(type.get()) != expected_class<T>() || H5Sget_simple_extent_npoints(space.get()) != 1) {
+  if (H5Tget_class(type.get()) != expected_class<T>() || !is_standard_number_type(type.get()) ||
+      H5Sget_simple_extent_npoints(space.get()) != 1) {
     return absl::InvalidArgumentError(fmt::format("{}: attribute {} on {} must be one {} value", file_path,
                                                   name, object_path, class_name(expected_class<T>())));
   }
@@ -444,7 +446,7 @@ absl::StatusOr<std::vector<T>> read_numeric_array_attribute(hid_t file, const st
   Handle attribute(*attribute_id);
   Handle type(H5Aget_type(attribute.get()));
   Handle space(H5Aget_space(attribute.get()));
-  if (H5Tget_class(type.get()) != expected_class<T>()) {
+  if (H5Tget_class(type.get()) != expected_class<T>() || !is_standard_number_type(type.get())) {
     return absl::InvalidArgumentError(fmt::format("{}: attribute {} on {} must hold {} values", file_path,
                                                   name, object_path, class_name(expected_class<T>())));
   }

@@ -18,6 +18,7 @@ RUN = re.compile(r"^fuzz-run: \S+ user ([\d.]+) s, system ([\d.]+) s, wall ([\d.
 EXECUTED = re.compile(r"^stat::number_of_executed_units: (\d+)", re.MULTILINE)
 STATUS = re.compile(r"^#\d+\s+\w+\s+cov: (\d+) ft: (\d+) corp: (\d+)/", re.MULTILINE)
 FINDING_PREFIXES = ("crash-", "timeout-", "oom-", "leak-")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def findings(log_dir, name):
@@ -29,7 +30,8 @@ def findings(log_dir, name):
 
 def still_fails(build_dir, name, reproducer):
     fuzzer = os.path.join(build_dir, "fuzz", "fuzz_" + name)
-    env = dict(os.environ, ASAN_OPTIONS="allocator_may_return_null=1")  # as run_fuzz_target.sh runs it
+    env = dict(os.environ, ASAN_OPTIONS="allocator_may_return_null=1:max_allocation_size_mb=2048",
+               LSAN_OPTIONS="suppressions=" + os.path.join(REPO, "tests/fuzz/lsan.supp"))  # as run_fuzz_target.sh
     result = subprocess.run([fuzzer, "-runs=1", "-timeout=10", "-rss_limit_mb=2048", "-malloc_limit_mb=1048576",
                              reproducer], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
                             check=False)

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <vector>
 
 #include "support/h5_file.h"
 
@@ -186,7 +187,76 @@ TEST(H5FileUntrusted, RefusesADatasetLargerThanItsFile) {
   ASSERT_TRUE(file.ok());
   const absl::StatusOr<HostArray<uint16_t>> tokens = file->read<uint16_t>("/tokens");
   expect_error(tokens.status(), absl::StatusCode::kDataLoss,
-               "dataset /tokens claims 1099511627776 values of 2 bytes, more than the whole file");
+               "dataset /tokens claims 1099511627776 values of 2 bytes, more than the file");
+  std::filesystem::remove(path);
+}
+
+// Replaces the first occurrence of `from` in the file by `to` (same length).
+void patch_bytes(const std::string& path, const std::string& from, const std::string& to) {
+  std::string bytes = read_bytes(path);
+  const size_t at = bytes.find(from);
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at, from.size(), to);
+  write_bytes(path, bytes);
+}
+
+// Fuzzing found it (shards): a contiguous dataset's layout message with its version byte changed from 3 to
+// 1, which libhdf5 then reads as a compact dataset of no bytes, and H5Dread copied its 104 bytes from a null
+// pointer (SIGSEGV). The stored size is now compared with what the shape and type need.
+TEST(H5FileUntrusted, RefusesADatasetThatStoresLessThanItsShapeNeeds) {
+  const std::string path = temp_path("compact_nothing.h5");
+  const std::vector<int64_t> offsets = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  haddr_t address = 0;
+  {
+    auto file = H5File::create(path);
+    ASSERT_TRUE(file.ok());
+    ASSERT_TRUE(file->write("/offsets", {13}, offsets.data()).ok());
+  }
+  {
+    auto file = H5File::open_read(path);
+    ASSERT_TRUE(file.ok());
+    address = static_cast<haddr_t>(file->dataset_layout("/offsets")->file_offset);
+  }
+  // The version-3 layout message: version, class 1 (contiguous), the data's address, its size (104 bytes).
+  std::string layout = {3, 1};
+  layout.append(reinterpret_cast<const char*>(&address), 8);
+  const uint64_t size = 104;
+  layout.append(reinterpret_cast<const char*>(&size), 8);
+  std::string damaged = layout;
+  damaged[0] = 1;
+  patch_bytes(path, layout, damaged);
+
+  auto file = H5File::open_read(path);
+  ASSERT_TRUE(file.ok());
+  const absl::StatusOr<HostArray<int64_t>> read = file->read<int64_t>("/offsets");
+  expect_error(read.status(), absl::StatusCode::kDataLoss,
+               "dataset /offsets stores 0 bytes, its shape and type need 104");
+  std::filesystem::remove(path);
+}
+
+// Fuzzing found it (optimizer.h5): a float datatype whose size field said 223 bytes instead of 4; libhdf5
+// converted 576 such "floats" out of a 2,308-byte chunk (heap-buffer-overflow in H5VM_memcpyvv). Only the
+// standard integer and IEEE float types are read now. Here the size says 5, which the file could hold (223
+// is already refused as more than the file).
+TEST(H5FileUntrusted, RefusesNumbersOfANonStandardType) {
+  const std::string path = temp_path("float_223.h5");
+  const std::vector<float> values(576, 1.5f);
+  {
+    auto file = H5File::create(path);
+    ASSERT_TRUE(file.ok());
+    ASSERT_TRUE(file->write("/momentum", {24, 24}, values.data(), {.checksum = true}).ok());
+  }
+  // The datatype message of an IEEE little-endian float: class and version, bit fields, size 4, then the
+  // bit offset, precision 32, exponent at 23 of 8 bits, mantissa at 0 of 23 bits.
+  const std::string float32("\x11\x20\x1f\x00\x04\x00\x00\x00\x00\x00\x20\x00\x17\x08\x00\x17", 16);
+  std::string damaged = float32;
+  damaged[4] = 5;
+  patch_bytes(path, float32, damaged);
+
+  auto file = H5File::open_read(path);
+  ASSERT_TRUE(file.ok());
+  const absl::StatusOr<HostArray<float>> read = file->read<float>("/momentum");
+  expect_error(read.status(), absl::StatusCode::kDataLoss, "dataset /momentum stores numbers of a type");
   std::filesystem::remove(path);
 }
 
