@@ -260,5 +260,29 @@ TEST(H5FileUntrusted, RefusesNumbersOfANonStandardType) {
   std::filesystem::remove(path);
 }
 
+// Fuzzing found it (model.h5): a chunked dataset of (24, 96) floats whose chunk dimensions changed to
+// (24, 589985); libhdf5 then read a chunk of 56 MB out of the 9,220 bytes stored (heap-buffer-overflow in
+// H5VM_memcpyvv). Chunks must now match the shape, fit in the file and be stored at their size.
+TEST(H5FileUntrusted, RefusesChunksThatDoNotMatchWhatIsStored) {
+  const std::string path = temp_path("chunk_dims.h5");
+  const std::vector<float> values(24 * 96, 0.5f);
+  {
+    auto file = H5File::create(path);
+    ASSERT_TRUE(file.ok());
+    ASSERT_TRUE(file->write("/c_proj", {24, 96}, values.data(), {.checksum = true}).ok());
+  }
+  // The version-3 chunked layout message ends with the chunk's dimensions and the element size, 4 bytes each.
+  const uint32_t chunk[] = {24, 96, 4}, damaged[] = {24, 589985, 4};
+  patch_bytes(path, std::string(reinterpret_cast<const char*>(chunk), sizeof(chunk)),
+              std::string(reinterpret_cast<const char*>(damaged), sizeof(damaged)));
+
+  auto file = H5File::open_read(path);
+  ASSERT_TRUE(file.ok());
+  const absl::StatusOr<HostArray<float>> read = file->read<float>("/c_proj");
+  expect_error(read.status(), absl::StatusCode::kDataLoss,
+               "dataset /c_proj has chunks that do not match its shape or could not fit in the file");
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace nanoforge
