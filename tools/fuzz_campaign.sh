@@ -18,12 +18,14 @@ main() {
     awk '/^fuzz-run: /{total += $4 + $7} END {printf "%d", total}' "$log" 2>/dev/null \
       || echo 0
   }
+  dict=()  # the target's libFuzzer dictionary, as CTest passes it
+  [[ -f "$repo/tests/fuzz/dict/$name.dict" ]] && dict=("-dict=$repo/tests/fuzz/dict/$name.dict")
   findings() { ls "$logs/work/$name/artifacts" 2>/dev/null | grep -cE '^(crash|timeout|oom|leak)-' || true; }
   while (( $(cpu_done) < cpu_target )); do
     echo "fuzz-campaign: $name round at $(date -u +%FT%TZ), $(cpu_done) of $cpu_target CPU seconds done" >>"$log"
     before=$(findings)
     if ! FUZZ_SECONDS=$round "$repo/tests/fuzz/run_fuzz_target.sh" "$build/fuzz/fuzz_$name" \
-        "$repo/tests/fuzz/corpus/$name" "$logs/work/$name" >>"$log" 2>&1; then
+        "$repo/tests/fuzz/corpus/$name" "$logs/work/$name" "${dict[@]}" >>"$log" 2>&1; then
       if (( $(findings) > before )); then
         echo "fuzz-campaign: $name stopped: the round found something (see $logs/work/$name/artifacts)" >>"$log"
         exit 1
