@@ -94,8 +94,8 @@ absl::Status check_fits_in_file(const std::vector<hsize_t>& dims, size_t element
     overflow = overflow || __builtin_mul_overflow(bytes, extent, &bytes);
   if (overflow || bytes > static_cast<uint64_t>(file_bytes)) {
     return absl::DataLossError(
-        fmt::format("{}: {} claims {} values of {} bytes, more than the whole file ({} "
-                    "bytes) holds (corrupt file?)",
+        fmt::format("{}: {} claims {} values of {} bytes, more than the whole file ({} bytes) holds "
+                    "(corrupt file?)",
                     file_path, what, fmt::join(dims, " x "), element_bytes, file_bytes));
   }
   return absl::OkStatus();
@@ -200,9 +200,8 @@ absl::StatusOr<std::vector<std::string>> H5File::members(const std::string& grou
     if (length < 0 || H5Lget_name_by_idx(group.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(),
                                          name.size() + 1, H5P_DEFAULT) < 0) {
       return absl::DataLossError(
-          fmt::format("{}: cannot read the name of member {} of group {} (of {}; "
-                      "corrupt file?)",
-                      path_, i, group_path, info.nlinks));
+          fmt::format("{}: cannot read the name of member {} of group {} ({} members; corrupt file?)", path_,
+                      i, group_path, info.nlinks));
     }
     names.push_back(std::move(name));
   }

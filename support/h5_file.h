@@ -1,6 +1,8 @@
 // A small RAII layer over the HDF5 C API for the files nanoforge reads and writes (parity cases and
 // results, later checkpoints and token shards). Every failure comes back as an absl::Status that names the
-// file and the dataset or attribute, so a user can tell which part of which file is wrong.
+// file and the dataset or attribute, so a user can tell which part of which file is wrong. Files read are
+// not trusted: attribute messages and datasets are checked before libhdf5 decodes or reads them
+// (h5_attribute_check.h, h5_dataset_check.h) and variable-length strings are refused (docs/fuzzing.md).
 #pragma once
 
 #include <absl/status/statusor.h>
@@ -82,6 +84,7 @@ class H5File {
 
   // Attach an attribute to an existing group or dataset ("/" is the file's root group).
   absl::Status write_int_attribute(const std::string& object_path, const std::string& name, int64_t value);
+  // Strings are written with a fixed length (UTF-8, NUL-padded): read back without libhdf5's global heap.
   absl::Status write_string_attribute(const std::string& object_path, const std::string& name,
                                       const std::string& value);
   // Creates a group and any missing parents; an existing group is fine.
