@@ -7,6 +7,8 @@
 # recipes/tiny.toml, evaluation (bits per byte, and CORE on the small test bundle), a sample, and a plot of
 # the run. It builds only the program, in a tree of its own: for the CPU, or for this machine's GPU alone when
 # it has one (not every architecture).
+# `make fuzz FUZZ_SECONDS=N` builds the libFuzzer targets with clang in build-fuzz/ and runs each for N seconds
+# from its committed seed corpus (docs/fuzzing.md); CI runs it after `make test`.
 
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
@@ -27,10 +29,14 @@ DEMO_CMAKE_FLAGS ?= $(shell nvidia-smi >/dev/null 2>&1 && echo -DCMAKE_CUDA_ARCH
 NANOFORGE := $(DEMO_BUILD_DIR)/bin/nanoforge
 DEMO_DIR := $(DEMO_BUILD_DIR)/demo
 DEMO_RUN ?= runs/tiny
+FUZZ_BUILD_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 30
+FUZZ_CMAKE_FLAGS ?=
 # A python3 that has matplotlib (a pyenv python3 first on PATH may not see Debian's packages).
 PYTHON := $(shell python3 -c 'import matplotlib' >/dev/null 2>&1 && echo python3 || echo /usr/bin/python3)
 
-.PHONY: all deps configure build test sanitize sanitize-address sanitize-thread demo demo-build demo-data format clean
+.PHONY: all deps configure build test sanitize sanitize-address sanitize-thread demo demo-build demo-data fuzz \
+        fuzz-build fuzz-seeds fuzz-merge format clean
 
 all: build
 
@@ -86,8 +92,31 @@ demo: demo-data
 	$(PYTHON) tools/plot_run.py $(DEMO_RUN)
 	@echo "demo run: $(DEMO_RUN) (config.toml, metrics.jsonl, checkpoints/, core.json, run.png)"
 
+fuzz-build: deps
+	cmake -S . -B $(FUZZ_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+	    -DCMAKE_CXX_COMPILER=clang++ -DNANOFORGE_CUDA=OFF -DNANOFORGE_FUZZ=ON \
+	    -DPython3_EXECUTABLE=$(BUILD_PYTHON_ENV)/bin/python3 $(FUZZ_CMAKE_FLAGS)
+	cmake --build $(FUZZ_BUILD_DIR) -j $(JOBS) --target nanoforge_fuzzers
+
+# Each target for FUZZ_SECONDS from its seed corpus; what it finds is left in $(FUZZ_BUILD_DIR)/fuzz-work/.
+fuzz: fuzz-build
+	cd $(FUZZ_BUILD_DIR) && FUZZ_SECONDS=$(FUZZ_SECONDS) ctest -L fuzz --output-on-failure -j $(JOBS) \
+	    --timeout $$(( $(FUZZ_SECONDS) + 120 ))
+
+# Rewrites the generated seeds in tests/fuzz/corpus/ (reproducers of findings stay).
+fuzz-seeds: fuzz-build
+	$(FUZZ_BUILD_DIR)/tests/fuzz/nanoforge_fuzz_seeds tests/fuzz/corpus .
+
+# Adds to tests/fuzz/corpus/ the inputs of the last `make fuzz` that reach new coverage.
+fuzz-merge: fuzz-build
+	for fuzzer in $(FUZZ_BUILD_DIR)/fuzz/fuzz_*; do \
+	  name=$${fuzzer##*/fuzz_}; \
+	  [ -d $(FUZZ_BUILD_DIR)/fuzz-work/$$name/corpus ] || continue; \
+	  $$fuzzer -merge=1 tests/fuzz/corpus/$$name $(FUZZ_BUILD_DIR)/fuzz-work/$$name/corpus || exit 1; \
+	done
+
 format:
 	git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(TSAN_BUILD_DIR) $(DEMO_BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(TSAN_BUILD_DIR) $(DEMO_BUILD_DIR) $(FUZZ_BUILD_DIR)

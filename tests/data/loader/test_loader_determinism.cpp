@@ -5,6 +5,7 @@
 // state for other data or settings is refused, and the validation loader repeats itself after rewind.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <memory>
 
 #include "data/loader/loader.h"
@@ -215,6 +216,20 @@ TEST_F(LoaderTest, StateBytesRoundTripAndRejectCorruption) {
   newer[8] = 2;
   EXPECT_EQ(LoaderState::from_bytes(newer).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_FALSE(LoaderState::from_bytes({}).ok());
+}
+
+// Fuzzing found it: a buffered-document count of 2^61 wrapped around when multiplied by 8, matched the size
+// of a state with an empty buffer, and the reader then asked for 2^61 positions (std::length_error).
+TEST_F(LoaderTest, StateBytesRefuseABufferCountThatWouldWrapAround) {
+  auto loader = make(options(4));
+  std::vector<uint8_t> bytes = loader->state().to_bytes();
+  ASSERT_EQ(loader->state().buffered_positions.size(), 0u);  // the count is the last 8 bytes
+  const int64_t wrapping = int64_t{1} << 61;
+  std::memcpy(bytes.data() + bytes.size() - 8, &wrapping, 8);
+  const absl::StatusOr<LoaderState> state = LoaderState::from_bytes(bytes);
+  EXPECT_EQ(state.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(state.status().message().find("2305843009213693952 buffered documents"), std::string::npos)
+      << state.status();
 }
 
 TEST_F(LoaderTest, RefusesAStateForOtherDataOrSettings) {
