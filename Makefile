@@ -103,9 +103,15 @@ fuzz: fuzz-build
 	cd $(FUZZ_BUILD_DIR) && FUZZ_SECONDS=$(FUZZ_SECONDS) ctest -L fuzz --output-on-failure -j $(JOBS) \
 	    --timeout $$(( $(FUZZ_SECONDS) + 120 ))
 
-# Rewrites the generated seeds in tests/fuzz/corpus/ (reproducers of findings stay).
+# Rewrites the generated seeds in tests/fuzz/corpus/ (reproducers of findings stay); the parquet ones are
+# the parquet tests' files, which pyarrow writes.
 fuzz-seeds: fuzz-build
 	$(FUZZ_BUILD_DIR)/tests/fuzz/nanoforge_fuzz_seeds tests/fuzz/corpus .
+	$(BUILD_PYTHON_ENV)/bin/python3 tests/data/documents/write_parquet_fixtures.py $(FUZZ_BUILD_DIR)/parquet-seeds
+	mkdir -p tests/fuzz/corpus/documents_parquet
+	for name in docs ints truncated corrupt; do \
+	  cp $(FUZZ_BUILD_DIR)/parquet-seeds/$$name.parquet tests/fuzz/corpus/documents_parquet/; \
+	done
 
 # Adds to tests/fuzz/corpus/ the inputs of the last `make fuzz` that reach new coverage.
 fuzz-merge: fuzz-build

@@ -78,7 +78,7 @@ absl::Status check_dataset_storage(int64_t dataset, const std::vector<uint64_t>&
   absl::Status status;
   if (!product(dims.data(), static_cast<int>(dims.size()), numel) ||
       __builtin_mul_overflow(numel, element, &bytes) || bytes > most) {
-    status = damaged(fmt::format("claims {} values of {} bytes, more than the file ({} bytes{}) can hold",
+    status = damaged(fmt::format("claims {} elements of {} bytes, more than the file ({} bytes{}) can hold",
                                  fmt::join(dims, " x "), element, file_bytes,
                                  filters.compressed ? ", compressed" : ""));
   } else if (filters.unknown) {

@@ -7,6 +7,7 @@
 #include "tests/fuzz/fuzz_fixtures.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "train/checkpoint/checkpoint.h"
+#include "train/checkpoint/manifest.h"
 #include "train/memory_plan.h"
 
 using namespace nanoforge;
@@ -25,6 +26,8 @@ bool small_enough_to_build(const GPTConfig& config) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string checkpoint = fuzz::write_fixture_checkpoint(fuzz::scratch_path("run"), 2);
   fuzz::write_file(checkpoint + "/model.h5", data, size);
+  // The manifest rewritten to match, as anyone can: its CRC-32s catch damage, not an attacker.
+  fuzz::require(write_manifest(checkpoint, {"model.h5", "optimizer.h5", "trainer.h5"}).ok(), "manifest");
   fuzz::require_named(verify_checkpoint(checkpoint), "model.h5");
   fuzz::require_named(load_model_weights(checkpoint, fuzz::tiny_training().model), "model.h5");
   const absl::StatusOr<GPTConfig> config = read_checkpoint_config(checkpoint);

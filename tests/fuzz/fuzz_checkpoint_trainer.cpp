@@ -7,6 +7,7 @@
 #include "tests/fuzz/fuzz_fixtures.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "train/checkpoint/checkpoint.h"
+#include "train/checkpoint/manifest.h"
 #include "train/checkpoint/resume.h"
 
 using namespace nanoforge;
@@ -14,6 +15,8 @@ using namespace nanoforge;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string checkpoint = fuzz::write_fixture_checkpoint(fuzz::scratch_path("run"), 2);
   fuzz::write_file(checkpoint + "/trainer.h5", data, size);
+  // The manifest rewritten to match, as anyone can: its CRC-32s catch damage, not an attacker.
+  fuzz::require(write_manifest(checkpoint, {"model.h5", "optimizer.h5", "trainer.h5"}).ok(), "manifest");
   fuzz::require_named(verify_checkpoint(checkpoint), "trainer.h5");
   const absl::StatusOr<TrainerState> state = read_trainer_state(checkpoint);
   fuzz::require_named(state.status(), "trainer.h5");

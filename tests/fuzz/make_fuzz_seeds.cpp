@@ -1,12 +1,16 @@
 // Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/NAME/) with nanoforge's own writers: valid
 // files as the project makes them, plus a few edge cases each (empty, truncated, a field out of range).
-// `make fuzz-seeds` runs it; the output is committed, and the reproducers fuzzing found sit beside it.
+// `make fuzz-seeds` runs it (and adds the parquet seeds pyarrow writes, tests/data/documents/); the output is committed, and the reproducers fuzzing found sit beside it.
 //   nanoforge_fuzz_seeds OUT_DIR REPO_ROOT
 #include <fmt/format.h>
+#include <zlib.h>
+#include <zstd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "data/shards/llmc_bin.h"
@@ -14,6 +18,7 @@
 #include "tests/fuzz/fuzz_fixtures.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "train/checkpoint/checkpoint.h"
+#include "train/checkpoint/manifest.h"
 
 using namespace nanoforge;
 using namespace std::literals;
@@ -90,6 +95,12 @@ void checkpoint_seeds(const Seeds& seeds) {
     seeds.add("checkpoint_latest", name,
               text != nullptr ? text : fuzz::read_file(run + "/checkpoints/latest"));
   }
+  const std::string manifest = fuzz::read_file(checkpoint + "/" + kManifestFile);
+  seeds.add("checkpoint_manifest", "written", manifest);
+  seeds.add("checkpoint_manifest", "without_last_file",
+            manifest.substr(0, manifest.rfind('\n', manifest.size() - 2) + 1));
+  seeds.add("checkpoint_manifest", "format_1", "nanoforge-checkpoint 1\n");
+  seeds.add("checkpoint_manifest", "empty", "");
 }
 
 void recipe_seeds(const Seeds& seeds, const fs::path& repo) {
@@ -141,6 +152,70 @@ void document_seeds(const Seeds& seeds) {
   seeds.add("documents", "bytes.txt", "\xef\xbb\xbf\xff\xfe text \x00 with a NUL\n"sv);
 }
 
+// `bytes` as a gzip member (deflate with a gzip header) or a zstd frame.
+std::string gzip(std::string_view bytes) {
+  z_stream stream{};
+  if (deflateInit2(&stream, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    std::abort();
+  std::string out(deflateBound(&stream, bytes.size()) + 32, '\0');
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+  stream.avail_in = static_cast<uInt>(bytes.size());
+  stream.next_out = reinterpret_cast<Bytef*>(out.data());
+  stream.avail_out = static_cast<uInt>(out.size());
+  if (deflate(&stream, Z_FINISH) != Z_STREAM_END) std::abort();
+  out.resize(stream.total_out);
+  deflateEnd(&stream);
+  return out;
+}
+
+std::string zstd(std::string_view bytes) {
+  std::string out(ZSTD_compressBound(bytes.size()), '\0');
+  const size_t size = ZSTD_compress(out.data(), out.size(), bytes.data(), bytes.size(), 19);
+  if (ZSTD_isError(size)) std::abort();
+  out.resize(size);
+  return out;
+}
+
+// documents_compressed: a kind byte (bit 0: zstd, bit 1: plain text) and the compressed file.
+void compressed_document_seeds(const Seeds& seeds) {
+  const std::string jsonl = "{\"text\": \"The theory of everything.\"}\n{\"text\": \"caf\\u00e9\"}\n";
+  const std::string text = "First paragraph,\nsecond line.\n\nSecond paragraph.\n";
+  seeds.add("documents_compressed", "jsonl.gz", "\x00" + gzip(jsonl));
+  seeds.add("documents_compressed", "jsonl.zst", "\x01" + zstd(jsonl));
+  seeds.add("documents_compressed", "txt.gz", "\x02" + gzip(text));
+  seeds.add("documents_compressed", "txt.zst", "\x03" + zstd(text));
+  const std::string gz = gzip(jsonl);
+  seeds.add("documents_compressed", "truncated.jsonl.gz", "\x00" + gz.substr(0, gz.size() / 2));
+  seeds.add("documents_compressed", "two_members.txt.gz", "\x02" + gzip(text) + gzip(text));
+  // One line of 1 MiB in a few hundred bytes: what a decompression bomb looks like.
+  seeds.add("documents_compressed", "long_line.txt.zst", "\x03" + zstd(std::string(1 << 20, 'a')));
+}
+
+// core_bundle: core.yaml, NUL, eval_meta_data.csv, NUL, the task's examples (the first lines of the
+// committed test bundle's task of each type).
+void core_bundle_seeds(const Seeds& seeds, const fs::path& repo) {
+  const fs::path bundle = repo / "tests/train/core/bundle";
+  const std::string csv_header =
+      "Eval Task,Task Category,Task Type,#shots,#datapoints,Random baseline,Centered Metric?,Description\n";
+  const std::vector<std::tuple<const char*, const char*, const char*, const char*>> tasks = {
+      {"mc", "multiple_choice", "language_understanding/mc_zeroshot.jsonl", "25"},
+      {"schema", "schema", "commonsense_reasoning/schema_zeroshot.jsonl", "50"},
+      {"lm", "language_modeling", "language_understanding/lm_zeroshot.jsonl", "0"}};
+  for (const auto& [label, type, file, baseline] : tasks) {
+    const std::string examples = fuzz::read_file((bundle / "eval_data" / file).string());
+    size_t end = 0;
+    for (int line = 0; line < 4 && end != std::string::npos; ++line)
+      end = examples.find('\n', end + 1);
+    const std::string yaml = fmt::format(
+        "icl_tasks:\n-\n  label: {}\n  dataset_uri: task.jsonl\n  num_fewshot: [1]\n  icl_task_type: {}\n"
+        "  continuation_delimiter: \"\\nAnswer: \"\n",
+        label, type);
+    const std::string csv = csv_header + fmt::format("{},x,x,1,4,{},,\"a task\"\n", label, baseline);
+    seeds.add("core_bundle", label,
+              yaml + '\0' + csv + '\0' + examples.substr(0, end == std::string::npos ? end : end + 1));
+  }
+}
+
 void loader_state_seeds(const Seeds& seeds) {
   for (const int batches : {0, 2, 5}) {
     const std::vector<uint8_t> bytes = fuzz::fixture_loader_state(batches).to_bytes();
@@ -164,6 +239,8 @@ int main(int argc, char** argv) {
   recipe_seeds(seeds, repo);
   tokenizer_seeds(seeds, repo);
   document_seeds(seeds);
+  compressed_document_seeds(seeds);
+  core_bundle_seeds(seeds, repo);
   loader_state_seeds(seeds);
   return 0;
 }

@@ -184,7 +184,7 @@ TEST(H5FileUntrusted, RefusesADatasetLargerThanItsFile) {
   ASSERT_TRUE(file.ok());
   const absl::StatusOr<HostArray<uint16_t>> tokens = file->read<uint16_t>("/tokens");
   expect_error(tokens.status(), absl::StatusCode::kDataLoss,
-               "dataset /tokens claims 1099511627776 values of 2 bytes, more than the file");
+               "dataset /tokens claims 1099511627776 elements of 2 bytes, more than the file");
   std::filesystem::remove(path);
 }
 
