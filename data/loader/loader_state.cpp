@@ -84,6 +84,14 @@ absl::StatusOr<LoaderState> LoaderState::from_bytes(std::span<const uint8_t> byt
   state.stats.docs_cropped = get64(bytes, offset);
   get64(bytes, offset);  // reserved
   const int64_t buffered = get64(bytes, offset);
+  // What every loader has (a row holds a token and its target at least), so that no message or comparison
+  // computes with an absurd size.
+  if (state.row_capacity < 2 || state.doc_buffer_size < 1) {
+    return absl::DataLossError(fmt::format(
+        "loader state: rows of {} tokens and a buffer of {} documents; every loader has rows of at "
+        "least 2 and a buffer of at least 1 (corrupt state)",
+        state.row_capacity, state.doc_buffer_size));
+  }
   // Compared with what follows the fields, never multiplied: a huge count must not wrap around.
   const size_t following = bytes.size() - offset;
   if (buffered < 0 || following % 8 != 0 || static_cast<uint64_t>(buffered) != following / 8) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <memory>
 
 #include "data/loader/loader.h"
@@ -230,6 +231,24 @@ TEST_F(LoaderTest, StateBytesRefuseABufferCountThatWouldWrapAround) {
   EXPECT_EQ(state.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(state.status().message().find("2305843009213693952 buffered documents"), std::string::npos)
       << state.status();
+}
+
+// Fuzzing found it (loader_state): a row capacity of -2^63 reached the message that compares it with the
+// loader's, whose `row_capacity - 1` overflowed (undefined behaviour). Sizes no loader has are refused as
+// the state is read. Reproducer: tests/fuzz/corpus/loader_state/regress_row_capacity_min.
+TEST_F(LoaderTest, StateBytesRefuseRowAndBufferSizesNoLoaderHas) {
+  auto loader = make(options(4));
+  const std::vector<uint8_t> bytes = loader->state().to_bytes();
+  constexpr size_t kRowCapacityAt = 16 + 4 * 8, kBufferSizeAt = 16 + 5 * 8;  // header, then int64 fields
+  for (const auto& [at, value] :
+       {std::pair{kRowCapacityAt, std::numeric_limits<int64_t>::min()}, std::pair{kRowCapacityAt, int64_t{1}},
+        std::pair{kBufferSizeAt, int64_t{0}}}) {
+    std::vector<uint8_t> damaged = bytes;
+    std::memcpy(damaged.data() + at, &value, 8);
+    const absl::StatusOr<LoaderState> state = LoaderState::from_bytes(damaged);
+    EXPECT_EQ(state.status().code(), absl::StatusCode::kDataLoss) << value;
+    EXPECT_NE(state.status().message().find("(corrupt state)"), std::string::npos) << state.status();
+  }
 }
 
 TEST_F(LoaderTest, RefusesAStateForOtherDataOrSettings) {
