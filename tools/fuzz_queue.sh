@@ -3,8 +3,10 @@
 # (tools/fuzz_campaign.sh, ROUND_SECONDS of wall time) of the target with the least CPU time fuzzed so far,
 # counting every round already in LOG_DIR, until each has CPU_SECONDS. A target whose round found something
 # is set aside (a line in LOG_DIR/queue-findings.txt) until the fix: delete its line to queue it again.
-# Progress: python3 tools/fuzz_summary.py LOG_DIR; the round running is the newest LOG_DIR/NAME.log.
-#   tools/fuzz_queue.sh FUZZ_BUILD_DIR CPU_SECONDS LOG_DIR [NAME...]   (default: every target built)
+# Progress: python3 tools/fuzz_summary.py LOG_DIR; the round running is the newest LOG_DIR/NAME.log; the
+# queue's own lines go to standard output (keep them out of LOG_DIR/*.log, which the summary reads).
+#   nice -n 19 tools/fuzz_queue.sh FUZZ_BUILD_DIR CPU_SECONDS LOG_DIR [NAME...] >LOG_DIR/queue.txt
+# (default: every target built).
 # The body is one function, read whole before it runs: editing this file cannot disturb a run.
 main() {
   set -uo pipefail
