@@ -1,6 +1,7 @@
 // Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/NAME/) with nanoforge's own writers: valid
 // files as the project makes them, plus a few edge cases each (empty, truncated, a field out of range).
-// `make fuzz-seeds` runs it (and adds the parquet seeds pyarrow writes, tests/data/documents/); the output is committed, and the reproducers fuzzing found sit beside it.
+// `make fuzz-seeds` runs it (and adds the parquet seeds pyarrow writes, tests/data/documents/); the output
+// is committed, and the reproducers fuzzing found sit beside it.
 //   nanoforge_fuzz_seeds OUT_DIR REPO_ROOT
 #include <fmt/format.h>
 #include <zlib.h>
