@@ -1,28 +1,47 @@
-# nanoforge's two everyday commands. `make test` is what CI runs (.ci/run) on a clean clone: install the
-# missing Debian packages, configure, build with every core, run the tests (output shown on failure); on a
-# machine without a GPU the CUDA backend and its tests run on the CPU emulator of CUDA (docs/kernels.md), and
-# CI then runs `make test-sanitize`: those GPU tests again under AddressSanitizer and UBSan.
+# nanoforge's everyday commands. `make test` is what CI runs (.ci/run) on a clean clone: install the
+# missing Debian packages, configure, build with every core, run the tests (output shown on failure).
+# On a machine without a GPU the CUDA backend and its tests run on the CPU emulator of CUDA (docs/kernels.md).
+# `make sanitize` (CI's second stage) runs the whole test suite again in a tree built with AddressSanitizer
+# and UndefinedBehaviorSanitizer (the GPU tests on the emulator, where every kernel overrun is a host
+# overrun), then the tests that run MPI in a CPU-only tree built with ThreadSanitizer (cmake/Sanitizers.cmake,
+# tools/sanitizers/, docs/build.md).
 # `make demo` trains a small model from scratch on this machine: tokenizer and shards from the demo corpus,
 # recipes/tiny.toml, evaluation (bits per byte, and CORE on the small test bundle), a sample, and a plot of
 # the run. It builds only the program, in a tree of its own: for the CPU, or for this machine's GPU alone when
 # it has one (not every architecture).
+# `make fuzz FUZZ_SECONDS=N` builds the libFuzzer targets with clang in build-fuzz/ and runs each for N seconds
+# from its committed seed corpus (docs/fuzzing.md); CI runs it after `make test`.
 
 BUILD_DIR ?= build
-SANITIZE_BUILD_DIR ?= build-sanitize
 JOBS ?= $(shell nproc)
 # The build tree's Python (scripts/install-deps.sh): pyarrow for parquet input, tiktoken and torch for tools/.
 BUILD_PYTHON_ENV := $(abspath $(BUILD_DIR))/python
 CMAKE_FLAGS ?=
+# The AddressSanitizer tree builds the CUDA backend for the emulator (where nvcc is found; no nvcc compile
+# check: that is `make test`'s); the ThreadSanitizer tree is CPU-only.
+ASAN_CMAKE_FLAGS ?= -DNANOFORGE_CUDA_EMULATION=ON -DNANOFORGE_CUDA_COMPILE_CHECK=OFF
+TSAN_CMAKE_FLAGS ?= -DNANOFORGE_CUDA=OFF
+ASAN_BUILD_DIR ?= build-sanitize
+TSAN_BUILD_DIR ?= build-sanitize-thread
+# What ThreadSanitizer checks: the programs and tests that run under mpirun (KilledDuringACollective is left
+# out: its 3 s watchdog fires before the victim dies, as 64 MB all-reduces take longer than that under TSan).
+TSAN_TARGETS := nanoforge dist_mpi_tests lost_rank_worker dist_lost_rank_tests train_data_parallel_tests
+TSAN_TESTS := dist_mpi_collectives|LostRank|DataParallel|parity_optim_.*_np
+TSAN_EXCLUDED := KilledDuringACollective
 DEMO_BUILD_DIR ?= build-demo
 DEMO_CMAKE_FLAGS ?= $(shell nvidia-smi >/dev/null 2>&1 && echo -DCMAKE_CUDA_ARCHITECTURES=native \
                       || echo -DNANOFORGE_CUDA=OFF)
 NANOFORGE := $(DEMO_BUILD_DIR)/bin/nanoforge
 DEMO_DIR := $(DEMO_BUILD_DIR)/demo
 DEMO_RUN ?= runs/tiny
+FUZZ_BUILD_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 30
+FUZZ_CMAKE_FLAGS ?=
 # A python3 that has matplotlib (a pyenv python3 first on PATH may not see Debian's packages).
 PYTHON := $(shell python3 -c 'import matplotlib' >/dev/null 2>&1 && echo python3 || echo /usr/bin/python3)
 
-.PHONY: all deps configure build test test-sanitize demo demo-build demo-data format clean
+.PHONY: all deps configure build test sanitize sanitize-address sanitize-thread demo demo-build demo-data fuzz \
+        fuzz-build fuzz-seeds fuzz-merge format clean
 
 all: build
 
@@ -39,19 +58,30 @@ build: configure
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
+sanitize: sanitize-address sanitize-thread
+
+sanitize-address: deps
+	cmake -S . -B $(ASAN_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	    -DNANOFORGE_SANITIZE=address,undefined -DPython3_EXECUTABLE=$(BUILD_PYTHON_ENV)/bin/python3 \
+	    $(ASAN_CMAKE_FLAGS) $(CMAKE_FLAGS)
+	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
+	cd $(ASAN_BUILD_DIR) && ctest --output-on-failure --no-tests=error -j $(JOBS) -LE gpu
+	@# The GPU tests without LeakSanitizer: the emulated runtime, like CUDA's, keeps its devices to exit.
+	cd $(ASAN_BUILD_DIR) && ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure -j $(JOBS) -L gpu
+
+# One OpenMP thread: GCC's libgomp is not built for ThreadSanitizer, whose every parallel region would
+# otherwise report races it cannot see synchronised; the threads left are nanoforge's own.
+sanitize-thread: deps
+	cmake -S . -B $(TSAN_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNANOFORGE_SANITIZE=thread \
+	    $(TSAN_CMAKE_FLAGS) $(CMAKE_FLAGS)
+	cmake --build $(TSAN_BUILD_DIR) -j $(JOBS) --target $(TSAN_TARGETS)
+	cd $(TSAN_BUILD_DIR) && OMP_NUM_THREADS=1 ctest --output-on-failure --no-tests=error -j $(JOBS) \
+	    -R '$(TSAN_TESTS)' -E '$(TSAN_EXCLUDED)'
+
 demo-build:
 	scripts/install-deps.sh
 	cmake -S . -B $(DEMO_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release $(DEMO_CMAKE_FLAGS)
 	cmake --build $(DEMO_BUILD_DIR) -j $(JOBS) --target nanoforge
-
-# The gpu-labelled tests on the CUDA emulator under AddressSanitizer and UndefinedBehaviorSanitizer, in a build
-# tree of their own (CI runs it after `make test`). Leaks are not checked: MPI and OpenBLAS keep memory to exit.
-test-sanitize: deps
-	cmake -S . -B $(SANITIZE_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNANOFORGE_SANITIZE=ON \
-	    -DNANOFORGE_CUDA_EMULATION=ON -DNANOFORGE_CUDA_COMPILE_CHECK=OFF $(CMAKE_FLAGS)
-	cmake --build $(SANITIZE_BUILD_DIR) -j $(JOBS) --target nanoforge_gpu_tests
-	cd $(SANITIZE_BUILD_DIR) && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
-	    ctest -L gpu --output-on-failure -j $(JOBS)
 
 # The demo corpus, its tokenizer (8,192 tokens) and its shards (the first 50 chapters for validation).
 demo-data: demo-build
@@ -69,8 +99,37 @@ demo: demo-data
 	$(PYTHON) tools/plot_run.py $(DEMO_RUN)
 	@echo "demo run: $(DEMO_RUN) (config.toml, metrics.jsonl, checkpoints/, core.json, run.png)"
 
+fuzz-build: deps
+	cmake -S . -B $(FUZZ_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+	    -DCMAKE_CXX_COMPILER=clang++ -DNANOFORGE_CUDA=OFF -DNANOFORGE_FUZZ=ON \
+	    -DPython3_EXECUTABLE=$(BUILD_PYTHON_ENV)/bin/python3 $(FUZZ_CMAKE_FLAGS)
+	cmake --build $(FUZZ_BUILD_DIR) -j $(JOBS) --target nanoforge_fuzzers
+
+# Each target for FUZZ_SECONDS from its seed corpus; what it finds is left in $(FUZZ_BUILD_DIR)/fuzz-work/.
+fuzz: fuzz-build
+	cd $(FUZZ_BUILD_DIR) && FUZZ_SECONDS=$(FUZZ_SECONDS) ctest -L fuzz --output-on-failure -j $(JOBS) \
+	    --timeout $$(( $(FUZZ_SECONDS) + 120 ))
+
+# Rewrites the generated seeds in tests/fuzz/corpus/ (reproducers of findings stay); the parquet ones are
+# the parquet tests' files, which pyarrow writes.
+fuzz-seeds: fuzz-build
+	$(FUZZ_BUILD_DIR)/tests/fuzz/nanoforge_fuzz_seeds tests/fuzz/corpus .
+	$(BUILD_PYTHON_ENV)/bin/python3 tests/data/documents/write_parquet_fixtures.py $(FUZZ_BUILD_DIR)/parquet-seeds
+	mkdir -p tests/fuzz/corpus/documents_parquet
+	for name in docs ints truncated corrupt; do \
+	  cp $(FUZZ_BUILD_DIR)/parquet-seeds/$$name.parquet tests/fuzz/corpus/documents_parquet/; \
+	done
+
+# Adds to tests/fuzz/corpus/ the inputs of the last `make fuzz` that reach new coverage.
+fuzz-merge: fuzz-build
+	for fuzzer in $(FUZZ_BUILD_DIR)/fuzz/fuzz_*; do \
+	  name=$${fuzzer##*/fuzz_}; \
+	  [ -d $(FUZZ_BUILD_DIR)/fuzz-work/$$name/corpus ] || continue; \
+	  $$fuzzer -merge=1 tests/fuzz/corpus/$$name $(FUZZ_BUILD_DIR)/fuzz-work/$$name/corpus || exit 1; \
+	done
+
 format:
 	git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD_DIR) $(SANITIZE_BUILD_DIR) $(DEMO_BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(TSAN_BUILD_DIR) $(DEMO_BUILD_DIR) $(FUZZ_BUILD_DIR)

@@ -23,6 +23,9 @@ find_package(GTest CONFIG)
 nanoforge_require(GTest_FOUND "GoogleTest" libgtest-dev)
 find_package(tomlplusplus CONFIG)
 nanoforge_require(tomlplusplus_FOUND "toml++" libtomlplusplus-dev)
+# simdjson: JSONL documents (data/documents), and UTF-8 validation of recipe overrides (train).
+find_package(simdjson CONFIG)
+nanoforge_require(simdjson_FOUND "simdjson" libsimdjson-dev)
 # Open MPI 4.1: the CPU engine of dist/ and the NCCL id exchange under mpirun/srun.
 find_package(MPI COMPONENTS CXX)
 nanoforge_require(MPI_CXX_FOUND "MPI (C++)" "libopenmpi-dev openmpi-bin")
@@ -36,6 +39,9 @@ if(PkgConfig_FOUND)
   pkg_check_modules(ZSTD IMPORTED_TARGET libzstd)
 endif()
 nanoforge_require(ZSTD_FOUND "zstd" libzstd-dev)
+# OpenSSL's libcrypto: HMAC-SHA256 and random nonces for the TCP rendezvous's authentication.
+find_package(OpenSSL COMPONENTS Crypto)
+nanoforge_require(OpenSSL_FOUND "OpenSSL (libcrypto)" libssl-dev)
 
 # OpenBLAS, the OpenMP flavour: our kernels parallelise with OpenMP and call sgemm from inside parallel
 # regions (attention blocks); the OpenMP build of OpenBLAS then runs single-threaded there instead of

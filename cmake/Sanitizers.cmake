@@ -1,11 +1,43 @@
-# NANOFORGE_SANITIZE=ON builds every C++ target with AddressSanitizer and UndefinedBehaviorSanitizer; `make
-# test-sanitize` runs the gpu-labelled tests so, on the CUDA emulator, where device memory is host memory and
-# every overrun of a kernel is an overrun ASan sees. Undefined behaviour stops the program that hit it.
-option(NANOFORGE_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
-if(NANOFORGE_SANITIZE)
-  # GCC 12 warns of maybe-uninitialized variables inside the standard library under ASan (std::regex, std::function).
-  add_compile_options(
-    "$<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined;-fno-sanitize-recover=undefined;-fno-omit-frame-pointer>"
-    "$<$<COMPILE_LANGUAGE:CXX>:-Wno-maybe-uninitialized>")
-  add_link_options(-fsanitize=address,undefined)
+# NANOFORGE_SANITIZE=address,undefined (or thread, or any list -fsanitize= takes) builds every C and C++ file
+# of this tree and links every program with those sanitizers, in any build tree (CPU-only or with CUDA, whose
+# device code is not instrumented: compute-sanitizer checks that). Errors stop the program
+# (-fno-sanitize-recover), so a finding fails the test that caused it. Every program also gets
+# tools/sanitizers/options.cpp: the run-time options and the committed suppressions files, without any
+# environment. `make sanitize` runs the test suite in such a tree (docs/build.md).
+set(NANOFORGE_SANITIZE "" CACHE STRING
+    "Sanitizers to build with, as -fsanitize= takes them (e.g. address,undefined); empty: none")
+if(NOT NANOFORGE_SANITIZE)
+  return()
 endif()
+
+set(_sanitize_flags -fsanitize=${NANOFORGE_SANITIZE} -fno-sanitize-recover=all -fno-omit-frame-pointer)
+add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:${_sanitize_flags}>")
+# GCC 12 warns of maybe-uninitialized variables inside the standard library under ASan (std::regex,
+# std::function): noise, not findings.
+add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:-Wno-maybe-uninitialized>")
+if(CMAKE_CUDA_COMPILER)
+  # The host half of .cu files, through nvcc's host compiler.
+  string(REPLACE ";" "," _sanitize_host_flags "${_sanitize_flags}")
+  add_compile_options("$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=${_sanitize_host_flags}>")
+endif()
+add_link_options("$<$<LINK_LANGUAGE:C,CXX>:-fsanitize=${NANOFORGE_SANITIZE}>")
+message(STATUS "nanoforge: sanitizers ${NANOFORGE_SANITIZE} (run-time options: tools/sanitizers/)")
+
+# Adds the options file to every executable under `directory`, once all of them are defined.
+function(nanoforge_add_sanitizer_options directory)
+  get_property(targets DIRECTORY ${directory} PROPERTY BUILDSYSTEM_TARGETS)
+  foreach(target IN LISTS targets)
+    get_target_property(type ${target} TYPE)
+    if(type STREQUAL "EXECUTABLE")
+      target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/tools/sanitizers/options.cpp)
+      set_property(SOURCE ${PROJECT_SOURCE_DIR}/tools/sanitizers/options.cpp TARGET_DIRECTORY ${target}
+                   PROPERTY COMPILE_DEFINITIONS
+                   NANOFORGE_SANITIZER_DIR="${PROJECT_SOURCE_DIR}/tools/sanitizers")
+    endif()
+  endforeach()
+  get_property(subdirectories DIRECTORY ${directory} PROPERTY SUBDIRECTORIES)
+  foreach(subdirectory IN LISTS subdirectories)
+    nanoforge_add_sanitizer_options(${subdirectory})
+  endforeach()
+endfunction()
+cmake_language(DEFER DIRECTORY ${PROJECT_SOURCE_DIR} CALL nanoforge_add_sanitizer_options ${PROJECT_SOURCE_DIR})

@@ -119,12 +119,14 @@ absl::StatusOr<LaunchEnv> parse_launch_env(const EnvLookup& lookup) {
   return LaunchEnv{};
 }
 
+std::optional<std::string> process_env(std::string_view name) {
+  const char* value = std::getenv(std::string(name).c_str());
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
 absl::StatusOr<LaunchEnv> launch_env_from_process() {
-  return parse_launch_env([](std::string_view name) -> std::optional<std::string> {
-    const char* value = std::getenv(std::string(name).c_str());
-    if (value == nullptr) return std::nullopt;
-    return std::string(value);
-  });
+  return parse_launch_env(process_env);
 }
 
 }  // namespace nanoforge

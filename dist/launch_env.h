@@ -39,6 +39,9 @@ using EnvLookup = std::function<std::optional<std::string>(std::string_view name
 // then Slurm. Errors name the variable and the value found.
 absl::StatusOr<LaunchEnv> parse_launch_env(const EnvLookup& lookup);
 
+// An EnvLookup over this process's environment (getenv).
+std::optional<std::string> process_env(std::string_view name);
+
 // parse_launch_env over this process's environment.
 absl::StatusOr<LaunchEnv> launch_env_from_process();
 

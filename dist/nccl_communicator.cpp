@@ -431,15 +431,17 @@ class NcclCommunicator final : public Communicator {
 };
 
 // The ncclUniqueId from rank 0 to every rank: over MPI when MPI started the job, else the TCP rendezvous.
-absl::Status share_unique_id(const LaunchEnv& env, MpiRuntime* mpi, ncclUniqueId& id,
-                             double timeout_seconds) {
+absl::Status share_unique_id(const LaunchEnv& env, MpiRuntime* mpi, const RendezvousKey& key,
+                             ncclUniqueId& id, double timeout_seconds) {
   auto* bytes = reinterpret_cast<uint8_t*>(&id);
   if (mpi != nullptr) return mpi->broadcast_bytes({bytes, sizeof(id)}, 0, timeout_seconds);
-  RendezvousOptions options{.master_addr = env.master_addr,
-                            .master_port = env.master_port,
-                            .rank = env.rank,
-                            .world_size = env.world_size,
-                            .timeout_seconds = timeout_seconds};
+  RendezvousOptions options;
+  options.master_addr = env.master_addr;
+  options.master_port = env.master_port;
+  options.rank = env.rank;
+  options.world_size = env.world_size;
+  options.timeout_seconds = timeout_seconds;
+  options.key = key;
   NANOFORGE_ASSIGN_OR_RETURN(std::vector<uint8_t> received,
                              tcp_rendezvous(options, {bytes, env.rank == 0 ? sizeof(id) : 0}));
   if (received.size() != sizeof(id)) {
@@ -460,6 +462,15 @@ absl::StatusOr<std::unique_ptr<Communicator>> create_nccl_communicator(const Lau
     NANOFORGE_ASSIGN_OR_RETURN(mpi, MpiRuntime::get());
     NANOFORGE_RETURN_IF_ERROR(mpi->check_matches(env));
     parts.local_rank = mpi->world().local_rank;  // counted by MPI among the processes sharing this machine
+  }
+  // Torchrun-style: the rendezvous's key, checked before any CUDA work.
+  RendezvousKey rendezvous_key;
+  if (mpi == nullptr && env.world_size > 1) {
+    absl::StatusOr<RendezvousKey> key = rendezvous_key_from_env(process_env);
+    if (!key.ok())
+      return absl::Status(key.status().code(),
+                          fmt::format("{}: {}", env.describe(), std::string(key.status().message())));
+    rendezvous_key = *std::move(key);
   }
   const std::string who = fmt::format("rank {}", env.rank);
   int gpus = 0;
@@ -487,7 +498,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> create_nccl_communicator(const Lau
       return absl::UnavailableError(
           fmt::format("{}: ncclGetUniqueId: {}", who, nccl_error_text(result, nullptr)));
   }
-  if (env.world_size > 1) NANOFORGE_RETURN_IF_ERROR(share_unique_id(env, mpi, id, options.timeout_seconds));
+  if (env.world_size > 1)
+    NANOFORGE_RETURN_IF_ERROR(share_unique_id(env, mpi, rendezvous_key, id, options.timeout_seconds));
   {
     // Initialisation is collective and blocking: a rank that never joins would hold the others forever.
     ExitDeadline deadline(

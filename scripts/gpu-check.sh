@@ -185,7 +185,7 @@ check_libraries() {
   local -A wanted=(
     [fmt]=fmt-config.cmake [absl]=abslConfig.cmake [GTest]=GTestConfig.cmake
     [tomlplusplus]=tomlplusplusConfig.cmake [simdjson]=simdjson-config.cmake [HDF5]=hdf5.h
-    [OpenBLAS]=libopenblas.so [MPI]=mpi.h [ibverbs]=verbs.h [PCRE2]=pcre2.h
+    [OpenBLAS]=libopenblas.so [MPI]=mpi.h [ibverbs]=verbs.h [PCRE2]=pcre2.h [OpenSSL]=opensslv.h
   )
   local found name names=() path
   for name in "${wanted[@]}"; do names+=(-o -name "$name"); done
@@ -293,6 +293,7 @@ bundle_cmake_args() {
   cmake_args+=(
     "-DCMAKE_PREFIX_PATH=$deps_prefix/usr"
     "-DHDF5_ROOT=$lib/hdf5/serial"  # FindHDF5 then searches there alone, without h5cc
+    "-DOPENSSL_ROOT_DIR=$deps_prefix/usr"
     # cmake/Dependencies.cmake looks for the OpenMP OpenBLAS under /usr itself.
     "-DNANOFORGE_OPENBLAS_LIBRARY=$lib/openblas-openmp/libopenblas.so"
     "-DNANOFORGE_OPENBLAS_INCLUDE_DIR=$deps_prefix/usr/include/$multiarch/openblas-openmp"

@@ -25,14 +25,14 @@ architecture=$(dpkg --print-architecture)
 dev_packages=(
   libfmt-dev libabsl-dev libhdf5-dev libgtest-dev libopenblas-openmp-dev libopenmpi-dev
   libibverbs-dev libnl-3-dev libnl-route-3-dev libpcre2-dev libtomlplusplus-dev libsimdjson-dev
-  libzstd-dev zlib1g-dev
+  libzstd-dev zlib1g-dev libssl-dev
 )
 
 # The libraries nanoforge links (under /usr/lib/MULTIARCH); the closure of what each loads is bundled.
 linked_libraries=(
   libfmt.so 'libabsl_*.so' hdf5/serial/libhdf5.so openblas-openmp/libopenblas.so
   openmpi/lib/libmpi.so openmpi/lib/libmpi_cxx.so libibverbs.so libpcre2-8.so libtomlplusplus.so
-  libsimdjson.so libzstd.so libz.so
+  libsimdjson.so libzstd.so libz.so libcrypto.so
 )
 
 # Programs the build runs that a machine may lack: pkg-config (data/ and dist/ find PCRE2 and libibverbs

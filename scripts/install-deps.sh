@@ -17,8 +17,10 @@ packages=(
   libfmt-dev libabsl-dev libhdf5-dev zlib1g-dev libgtest-dev
   libopenblas-openmp-dev libopenblas0-openmp
   libopenmpi-dev openmpi-bin libibverbs-dev rdma-core libpcre2-dev libtomlplusplus-dev libsimdjson-dev
-  libzstd-dev zlib1g-dev libyaml-cpp-dev libcsv-dev
+  libzstd-dev zlib1g-dev libyaml-cpp-dev libcsv-dev libssl-dev
   python3-h5py python3-numpy python3-matplotlib python3-venv python3-torch
+  # clang with libFuzzer, the sanitizer runtimes and its OpenMP: the fuzz targets (make fuzz)
+  clang libclang-rt-14-dev libomp-dev
   bible-kjv bible-kjv-text
 )
 

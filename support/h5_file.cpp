@@ -1,6 +1,7 @@
 // HDF5 C API behind H5File. HDF5's own error stack printing is switched off: each failure is turned into one
 // absl::Status naming the file and object instead. Before an object is read its class, size and extent are
-// checked against what the caller expects and what the file can hold.
+// checked against what the caller expects and what the file can hold, and its header's attribute messages
+// and its storage against what libhdf5 would otherwise trust (h5_attribute_check.h, h5_dataset_check.h).
 #include "support/h5_file.h"
 
 #include <fmt/format.h>
@@ -13,6 +14,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "support/h5_attribute_check.h"
+#include "support/h5_dataset_check.h"
 #include "support/h5_preflight.h"
 #include "support/status.h"
 
@@ -115,12 +118,6 @@ const char* class_name(H5T_class_t type_class) {
   }
 }
 
-// deflate, the compression filter h5py and most writers use, cannot shrink data more than 1032 times; a
-// compressed dataset claiming more elements than that many times the file's size is refused unread.
-constexpr int64_t kMaxCompressionRatio = 1032;
-// The widest integer or floating-point type nanoforge converts from (HDF5 allows custom widths).
-constexpr int64_t kMaxNumberBytes = 16;
-
 // The shape of a dataset's or attribute's dataspace and its element count, refused when the dataspace is
 // unreadable, null, of a rank above HDF5's 32, or its count overflows.
 struct Extent {
@@ -161,34 +158,17 @@ absl::StatusOr<Extent> extent_of(hid_t space, const std::string& what) {
   return extent;
 }
 
-// Whether a dataset's filters include one that compresses (anything but the Fletcher-32 checksum and the
-// byte shuffle), so that it may hold more bytes than the file.
-bool compresses(hid_t dataset) {
-  Handle properties(H5Dget_create_plist(dataset));
-  if (!properties.valid()) return false;
-  const int filters = H5Pget_nfilters(properties.get());
-  for (int i = 0; i < filters; ++i) {
-    unsigned flags = 0, config = 0;
-    size_t values = 0;
-    const H5Z_filter_t filter = H5Pget_filter2(properties.get(), static_cast<unsigned>(i), &flags, &values,
-                                               nullptr, 0, nullptr, &config);
-    if (filter != H5Z_FILTER_FLETCHER32 && filter != H5Z_FILTER_SHUFFLE) return true;
-  }
-  return false;
-}
-
-// Refuses `count` elements of `element_bytes` each when they cannot lie in a file of `file_bytes`
-// (`ratio` > 1 for compressed data), before anything is allocated for them.
-absl::Status check_fits_file(int64_t count, int64_t element_bytes, int64_t file_bytes, int64_t ratio,
+// Refuses an attribute of `count` elements of `element_bytes` each when they cannot lie in a file of
+// `file_bytes`, before anything is allocated for them (datasets: check_dataset_storage).
+absl::Status check_fits_file(int64_t count, int64_t element_bytes, int64_t file_bytes,
                              const std::string& what) {
   if (element_bytes < 1)
     return absl::DataLossError(fmt::format("{}: elements of {} bytes (corrupt file)", what, element_bytes));
-  const int64_t capacity = file_bytes / element_bytes * ratio;
-  if (count > capacity) {
-    return absl::DataLossError(fmt::format(
-        "{}: claims {} elements of {} bytes, more than the file's {} bytes can hold{} (corrupt or truncated "
-        "file)",
-        what, count, element_bytes, file_bytes, ratio > 1 ? fmt::format(" compressed {} times", ratio) : ""));
+  if (count > file_bytes / element_bytes) {
+    return absl::DataLossError(
+        fmt::format("{}: claims {} elements of {} bytes, more than the file's {} bytes can hold (corrupt or "
+                    "truncated file)",
+                    what, count, element_bytes, file_bytes));
   }
   return absl::OkStatus();
 }
@@ -342,8 +322,12 @@ absl::StatusOr<H5File::DatasetLayout> H5File::dataset_layout(const std::string& 
       layout.value_class == DatasetLayout::ValueClass::kFloat) {
     layout.is_little_endian = H5Tget_order(type.get()) == H5T_ORDER_LE;
   }
-  NANOFORGE_RETURN_IF_ERROR(check_fits_file(extent.count, layout.element_bytes, file_bytes_,
-                                            compresses(dataset.get()) ? kMaxCompressionRatio : 1, what));
+  if (layout.value_class == DatasetLayout::ValueClass::kInteger ||
+      layout.value_class == DatasetLayout::ValueClass::kFloat) {
+    NANOFORGE_RETURN_IF_ERROR(
+        check_dataset_storage(dataset.get(), std::vector<uint64_t>(extent.shape.begin(), extent.shape.end()),
+                              file_bytes_, path_, dataset_path));
+  }
   Handle create_properties(H5Dget_create_plist(dataset.get()));
   layout.contiguous = H5Pget_layout(create_properties.get()) == H5D_CONTIGUOUS;
   if (layout.contiguous) {
@@ -368,15 +352,11 @@ absl::StatusOr<HostArray<T>> H5File::read(const std::string& dataset_path) const
     return absl::InvalidArgumentError(fmt::format("{} holds {} values, expected {}", what,
                                                   class_name(stored_class), class_name(expected_class<T>())));
   }
-  const auto element_bytes = static_cast<int64_t>(H5Tget_size(file_type.get()));
-  if (element_bytes < 1 || element_bytes > kMaxNumberBytes) {
-    return absl::DataLossError(
-        fmt::format("{} holds numbers of {} bytes (corrupt file?)", what, element_bytes));
-  }
   Handle space(H5Dget_space(dataset.get()));
   NANOFORGE_ASSIGN_OR_RETURN(const Extent extent, extent_of(space.get(), what));
-  NANOFORGE_RETURN_IF_ERROR(check_fits_file(extent.count, element_bytes, file_bytes_,
-                                            compresses(dataset.get()) ? kMaxCompressionRatio : 1, what));
+  NANOFORGE_RETURN_IF_ERROR(
+      check_dataset_storage(dataset.get(), std::vector<uint64_t>(extent.shape.begin(), extent.shape.end()),
+                            file_bytes_, path_, dataset_path));
   HostArray<T> array;
   array.shape = extent.shape;
   array.values.resize(static_cast<size_t>(extent.count));
@@ -413,6 +393,13 @@ struct OpenedAttribute {
 absl::Status open_attribute(hid_t file, const std::string& file_path, int64_t file_bytes,
                             const std::string& object_path, const std::string& name, H5T_class_t type_class,
                             const char* expected, OpenedAttribute& opened) {
+  // libhdf5 decodes every attribute message of the object to find one: check them all first.
+  H5O_info_t info;
+  if (H5Oget_info_by_name2(file, object_path.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
+    return absl::DataLossError(
+        fmt::format("{}: cannot read the object header of {} (corrupt file?)", file_path, object_path));
+  }
+  NANOFORGE_RETURN_IF_ERROR(check_attribute_messages(file_path, file_bytes, info.addr, object_path));
   if (H5Aexists_by_name(file, object_path.c_str(), name.c_str(), H5P_DEFAULT) <= 0) {
     return absl::NotFoundError(fmt::format("{}: missing attribute {} on {}", file_path, name, object_path));
   }
@@ -432,13 +419,13 @@ absl::Status open_attribute(hid_t file, const std::string& file_path, int64_t fi
         "rewrite its strings with python3 tools/upgrade_h5.py strings FILE",
         what));
   }
+  // Numbers of a standard width only: libhdf5 converts custom widths and orders unchecked.
+  if (type_class != H5T_STRING && !is_standard_number_type(opened.type.get()))
+    return absl::InvalidArgumentError(fmt::format("{} must be {} of a standard type", what, expected));
   const auto element_bytes = static_cast<int64_t>(H5Tget_size(opened.type.get()));
-  const int64_t max_element_bytes = type_class == H5T_STRING ? file_bytes : kMaxNumberBytes;
-  if (element_bytes < 1 || element_bytes > max_element_bytes)
-    return absl::DataLossError(fmt::format("{}: elements of {} bytes (corrupt file?)", what, element_bytes));
   Handle space(H5Aget_space(opened.attribute.get()));
   NANOFORGE_ASSIGN_OR_RETURN(opened.extent, extent_of(space.get(), what));
-  return check_fits_file(opened.extent.count, element_bytes, file_bytes, 1, what);
+  return check_fits_file(opened.extent.count, element_bytes, file_bytes, what);
 }
 
 template <class T>

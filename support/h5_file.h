@@ -1,9 +1,10 @@
 // A small RAII layer over the HDF5 C API for the files nanoforge reads and writes (parity cases and
 // results, checkpoints and token shards). Every failure comes back as an absl::Status that names the file and
-// the dataset or attribute. Reading treats the file as untrusted: the superblock is checked before libhdf5
-// opens it, every object's type and extent before it is read, every allocation is bounded by the file's
-// size, and no variable-length data is read (libhdf5 can hang or crash on a damaged global heap); strings are
-// written with a fixed length. docs/untrusted-input.md says what this guarantees and what it does not.
+// the dataset or attribute. Reading treats the file as untrusted: the superblock (h5_preflight.h), every
+// attribute message (h5_attribute_check.h) and every dataset's type and storage (h5_dataset_check.h) are
+// checked before libhdf5 decodes or reads them, every allocation is bounded by the file's size, and no
+// variable-length data is read; strings are written with a fixed length. docs/untrusted-input.md says what
+// this guarantees and what it does not.
 #pragma once
 
 #include <absl/status/statusor.h>
@@ -16,6 +17,14 @@
 #include "support/host_array.h"
 
 namespace nanoforge {
+
+// How H5File::write stores a dataset (outside the class: clang needs a nested struct's member initialisers
+// complete before they serve as a default argument inside the class).
+struct H5WriteOptions {
+  // Store a Fletcher-32 checksum per chunk (the dataset becomes chunked); reads then fail on corruption
+  // instead of returning wrong values. Scalars have no checksum.
+  bool checksum = false;
+};
 
 class H5File {
  public:
@@ -57,9 +66,9 @@ class H5File {
   absl::StatusOr<DatasetLayout> dataset_layout(const std::string& dataset_path) const;
 
   // Reads a dataset into T (float, double, int32_t, int64_t, uint8_t, uint16_t, uint32_t). The stored type
-  // must be of the same class (floating point for float/double, integer for the integer types); HDF5 converts
-  // the width. Refused before any allocation: more elements than the file can hold (its size, or 1032 times
-  // it when a compression filter is set: deflate's largest ratio).
+  // must be of the same class (floating point for float/double, integer for the integer types) and a standard
+  // width; HDF5 converts the width. Refused before any allocation: storage that does not match the shape, or
+  // more elements than the file can hold (check_dataset_storage).
   template <class T>
   absl::StatusOr<HostArray<T>> read(const std::string& dataset_path) const;
   // The same, for a 1-D dataset that must hold between 1 and `max_count` elements (e.g. a text or a scalar
@@ -89,11 +98,7 @@ class H5File {
   // Creates a group and any missing parents; an existing group is fine.
   absl::Status create_group(const std::string& group_path);
 
-  struct WriteOptions {
-    // Store a Fletcher-32 checksum per chunk (the dataset becomes chunked); reads then fail on corruption
-    // instead of returning wrong values. Scalars have no checksum.
-    bool checksum = false;
-  };
+  using WriteOptions = H5WriteOptions;
   // Writes a dataset (contiguous unless checksummed), creating missing parent groups. An empty shape writes a
   // scalar.
   template <class T>

@@ -3,6 +3,7 @@
 #include "train/recipe.h"
 
 #include <fmt/format.h>
+#include <simdjson.h>
 
 #include <toml++/toml.h>
 
@@ -269,6 +270,12 @@ absl::Status apply_overrides(Recipe& recipe, const std::vector<std::string>& ove
     const std::string section = override_text.substr(0, dot),
                       key = override_text.substr(dot + 1, equals - dot - 1);
     std::string value = override_text.substr(equals + 1);
+    // A recipe is TOML, which holds UTF-8 text only: other bytes would not survive config.toml and resume.
+    if (!simdjson::validate_utf8(value)) {
+      return absl::InvalidArgumentError(fmt::format(
+          "override {}.{}: the value is not valid UTF-8 (recipes are TOML, which holds UTF-8 text only)",
+          section, key));
+    }
     const auto field = std::find_if(fields.begin(), fields.end(),
                                     [&](const Field& f) { return section == f.section && key == f.key; });
     if (field == fields.end()) {

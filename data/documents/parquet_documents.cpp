@@ -273,16 +273,23 @@ absl::StatusOr<std::unique_ptr<ParquetTextReader>> open_parquet_text(const std::
   std::vector<RowGroup> row_groups(metadata->num_row_groups());
   int64_t first_row = 0;
   for (int g = 0; g < metadata->num_row_groups(); ++g) {
-    const auto group = metadata->RowGroup(g);
-    RowGroup& r = row_groups[g];
-    r.first_row = first_row;
-    r.rows = group->num_rows();
-    first_row += r.rows;
-    for (int c = 0; c < group->num_columns(); ++c)
-      r.file_bytes +=
-          static_cast<uint64_t>(std::max<int64_t>(0, group->ColumnChunk(c)->total_compressed_size()));
-    r.column_bytes =
-        static_cast<uint64_t>(std::max<int64_t>(0, group->ColumnChunk(column)->total_uncompressed_size()));
+    // A row group's metadata is decoded (and validated, by exception) only when asked for.
+    try {
+      const auto group = metadata->RowGroup(g);
+      RowGroup& r = row_groups[g];
+      r.first_row = first_row;
+      r.rows = group->num_rows();
+      if (r.rows < 0 || __builtin_add_overflow(first_row, r.rows, &first_row))
+        throw parquet::ParquetException(fmt::format("{} rows", r.rows));
+      for (int c = 0; c < group->num_columns(); ++c)
+        r.file_bytes +=
+            static_cast<uint64_t>(std::max<int64_t>(0, group->ColumnChunk(c)->total_compressed_size()));
+      r.column_bytes =
+          static_cast<uint64_t>(std::max<int64_t>(0, group->ColumnChunk(column)->total_uncompressed_size()));
+    } catch (const std::exception& error) {
+      return absl::DataLossError(fmt::format("{}: row group {} of {}: damaged metadata: {} (corrupt file)",
+                                             path, g + 1, metadata->num_row_groups(), error.what()));
+    }
   }
   std::error_code error;
   const uint64_t file_bytes = std::filesystem::file_size(path, error);

@@ -84,15 +84,21 @@ absl::StatusOr<LoaderState> LoaderState::from_bytes(std::span<const uint8_t> byt
   state.stats.docs_cropped = get64(bytes, offset);
   get64(bytes, offset);  // reserved
   const int64_t buffered = get64(bytes, offset);
-  // Compared as a count (not as bytes, which a huge count would overflow) before anything is allocated.
-  if (buffered < 0 || static_cast<uint64_t>(buffered) != (bytes.size() - offset) / 8 ||
-      (bytes.size() - offset) % 8 != 0) {
+  // What every loader has (a row holds a token and its target at least), so that no message or comparison
+  // computes with an absurd size.
+  if (state.row_capacity < 2 || state.doc_buffer_size < 1) {
+    return absl::DataLossError(fmt::format(
+        "loader state: rows of {} tokens and a buffer of {} documents; every loader has rows of at "
+        "least 2 and a buffer of at least 1 (corrupt state)",
+        state.row_capacity, state.doc_buffer_size));
+  }
+  // Compared with what follows the fields, never multiplied: a huge count must not wrap around.
+  const size_t following = bytes.size() - offset;
+  if (buffered < 0 || following % 8 != 0 || static_cast<uint64_t>(buffered) != following / 8) {
     return absl::DataLossError(
-        fmt::format("loader state: {} bytes, but its header announces {} buffered documents "
-                    "({} bytes); truncated or corrupt",
-                    bytes.size(), buffered,
-                    buffered >= 0 && buffered < (int64_t{1} << 40) ? fmt::format("{}", offset + 8 * buffered)
-                                                                   : "too many"));
+        fmt::format("loader state: its header announces {} buffered documents, but {} bytes ({} documents) "
+                    "follow; truncated or corrupt",
+                    buffered, following, following / 8));
   }
   state.buffered_positions.resize(static_cast<size_t>(buffered));
   for (int64_t& position : state.buffered_positions)

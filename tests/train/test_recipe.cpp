@@ -66,6 +66,19 @@ TEST(Recipe, MistakesAreNamed) {
   expect_error(read_recipe("/nonexistent/recipe.toml").status(), "/nonexistent/recipe.toml");
 }
 
+// Fuzzing found it: a bare override value with bytes that are not UTF-8 was taken as the string, which the
+// resolved config.toml (TOML, UTF-8 only) then wrote as other characters, so a resumed run read another path.
+TEST(Recipe, OverrideValuesMustBeUtf8) {
+  Recipe recipe;
+  expect_error(apply_overrides(recipe, {"data.train=/dat\xff\xff/a"}),
+               "override data.train: the value is not valid UTF-8");
+  EXPECT_EQ(recipe.data.train, Recipe().data.train);
+  ASSERT_TRUE(apply_overrides(recipe, {"data.train=/donn\xc3\xa9es"}).ok());  // UTF-8 beyond ASCII is fine
+  const absl::StatusOr<Recipe> resolved = parse_recipe(recipe_to_toml(recipe), "config.toml");
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(resolved->data.train, "/donn\xc3\xa9es");
+}
+
 TEST(Recipe, ValidationNamesTheKeyToFix) {
   Recipe recipe;
   recipe.data = {"a", "b", "c"};

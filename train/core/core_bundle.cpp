@@ -88,7 +88,8 @@ absl::StatusOr<std::vector<CoreTask>> read_tasks(const std::string& path) {
   } catch (const YAML::Exception& error) {
     return absl::InvalidArgumentError(fmt::format("{}: not valid YAML: {}", path, error.what()));
   }
-  const YAML::Node list = root["icl_tasks"];
+  // A document that is not a mapping (a scalar, a list) cannot be subscripted: yaml-cpp would throw.
+  const YAML::Node list = root.IsMap() ? root["icl_tasks"] : YAML::Node();
   if (!list.IsSequence() || list.size() == 0) {
     return absl::InvalidArgumentError(fmt::format("{}: needs a non-empty list icl_tasks", path));
   }

@@ -5,6 +5,8 @@
 // state for other data or settings is refused, and the validation loader repeats itself after rewind.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <limits>
 #include <memory>
 
 #include "data/loader/loader.h"
@@ -215,6 +217,38 @@ TEST_F(LoaderTest, StateBytesRoundTripAndRejectCorruption) {
   newer[8] = 2;
   EXPECT_EQ(LoaderState::from_bytes(newer).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_FALSE(LoaderState::from_bytes({}).ok());
+}
+
+// Fuzzing found it: a buffered-document count of 2^61 wrapped around when multiplied by 8, matched the size
+// of a state with an empty buffer, and the reader then asked for 2^61 positions (std::length_error).
+TEST_F(LoaderTest, StateBytesRefuseABufferCountThatWouldWrapAround) {
+  auto loader = make(options(4));
+  std::vector<uint8_t> bytes = loader->state().to_bytes();
+  ASSERT_EQ(loader->state().buffered_positions.size(), 0u);  // the count is the last 8 bytes
+  const int64_t wrapping = int64_t{1} << 61;
+  std::memcpy(bytes.data() + bytes.size() - 8, &wrapping, 8);
+  const absl::StatusOr<LoaderState> state = LoaderState::from_bytes(bytes);
+  EXPECT_EQ(state.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(state.status().message().find("2305843009213693952 buffered documents"), std::string::npos)
+      << state.status();
+}
+
+// Fuzzing found it (loader_state): a row capacity of -2^63 reached the message that compares it with the
+// loader's, whose `row_capacity - 1` overflowed (undefined behaviour). Sizes no loader has are refused as
+// the state is read. Reproducer: tests/fuzz/corpus/loader_state/regress_row_capacity_min.
+TEST_F(LoaderTest, StateBytesRefuseRowAndBufferSizesNoLoaderHas) {
+  auto loader = make(options(4));
+  const std::vector<uint8_t> bytes = loader->state().to_bytes();
+  constexpr size_t kRowCapacityAt = 16 + 4 * 8, kBufferSizeAt = 16 + 5 * 8;  // header, then int64 fields
+  for (const auto& [at, value] :
+       {std::pair{kRowCapacityAt, std::numeric_limits<int64_t>::min()}, std::pair{kRowCapacityAt, int64_t{1}},
+        std::pair{kBufferSizeAt, int64_t{0}}}) {
+    std::vector<uint8_t> damaged = bytes;
+    std::memcpy(damaged.data() + at, &value, 8);
+    const absl::StatusOr<LoaderState> state = LoaderState::from_bytes(damaged);
+    EXPECT_EQ(state.status().code(), absl::StatusCode::kDataLoss) << value;
+    EXPECT_NE(state.status().message().find("(corrupt state)"), std::string::npos) << state.status();
+  }
 }
 
 TEST_F(LoaderTest, RefusesAStateForOtherDataOrSettings) {

@@ -87,6 +87,23 @@ void overwrite_int_attribute(const std::string& path, const std::string& object,
   H5Fclose(file);
 }
 
+// Replaces a dataset of doubles by one of another shape (libhdf5 cannot change a shape in place).
+void replace_double_dataset(const std::string& path, const std::string& dataset, hsize_t count) {
+  hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(file, 0) << path;
+  ASSERT_GE(H5Ldelete(file, dataset.c_str(), H5P_DEFAULT), 0) << dataset;
+  hid_t space = H5Screate_simple(1, &count, nullptr);
+  hid_t handle =
+      H5Dcreate2(file, dataset.c_str(), H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  ASSERT_GE(handle, 0) << dataset;
+  const std::vector<double> values(count, 1.0);
+  if (count > 0)
+    ASSERT_GE(H5Dwrite(handle, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), 0);
+  H5Dclose(handle);
+  H5Sclose(space);
+  H5Fclose(file);
+}
+
 // After an edit that nanoforge's writer would never make: a manifest that matches the edited files, so that
 // only the checks of the values themselves can catch it.
 void rewrite_manifest(const std::string& checkpoint) {
@@ -232,6 +249,23 @@ TEST(CheckpointDamage, NonFiniteWeightsAreNeverSaved) {
   EXPECT_NE(status.message().find("not finite"), std::string::npos) << status;
   EXPECT_FALSE(fs::exists(run + "/checkpoints/step_000016"));
   EXPECT_EQ(fs::path(*latest_checkpoint(run)).filename(), "step_000015");
+}
+
+// Found by review and reproduced with the checkpoint_trainer fuzz target (then format 1): /training_seconds
+// with no value made read_trainer_state throw std::out_of_range (an abort); with several values it took the
+// first. Reproducer: tests/fuzz/corpus/checkpoint_trainer/regress_empty_training_seconds.h5.
+TEST(CheckpointDamage, TrainingSecondsMustHoldOneValue) {
+  for (const hsize_t count : {hsize_t{0}, hsize_t{2}}) {
+    SCOPED_TRACE(count);
+    const std::string run = copy_of_stopped_run("training_seconds_" + std::to_string(count));
+    const std::string checkpoint = run + "/checkpoints/step_000015";
+    replace_double_dataset(checkpoint + "/trainer.h5", "/training_seconds", count);
+    const absl::StatusOr<TrainerState> state = read_trainer_state(checkpoint);
+    EXPECT_FALSE(state.ok());
+    EXPECT_NE(state.status().message().find(checkpoint + "/trainer.h5: dataset /training_seconds has shape"),
+              std::string::npos)
+        << state.status();
+  }
 }
 
 }  // namespace

@@ -140,6 +140,14 @@ TEST(CoreBundle, BadTaskListAndBaselinesAreNamed) {
                "eval_meta_data.csv: no row for task lm_unknown");
   EXPECT_PRED2(contains, std::string(with_yaml("icl_tasks:", "icl_tasks: [").message()),
                "core.yaml: not valid YAML");
+  // Fuzzing found it (core_bundle): a core.yaml that is one scalar made yaml-cpp throw BadSubscript out of
+  // the reader (an abort). Reproducer: tests/fuzz/corpus/core_bundle/regress_scalar_document.
+  for (const char* document : {"icl_tasks", "- icl_tasks\n- label\n"}) {
+    write_text(dir + "/core.yaml", document);
+    const absl::Status status = read_status(dir);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << document;
+    EXPECT_PRED2(contains, std::string(status.message()), "core.yaml: needs a non-empty list icl_tasks");
+  }
   write_text(dir + "/core.yaml", yaml);
   const std::string csv = read_text(dir + "/eval_meta_data.csv");
   write_text(dir + "/eval_meta_data.csv", csv.substr(0, csv.find('\n')) + "\nlm_zeroshot,x,y,0,10,zero,,\n");

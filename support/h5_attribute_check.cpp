@@ -1,0 +1,142 @@
+// The object-header walk of check_attribute_messages. Layouts from the HDF5 file format specification
+// (version 1 object headers, attribute messages versions 1-3, datatype and dataspace messages); offsets
+// and lengths are 8 bytes, as every 64-bit writer stores them.
+#include "support/h5_attribute_check.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <fstream>
+#include <vector>
+
+namespace nanoforge {
+namespace {
+
+constexpr uint16_t kContinuationMessage = 0x10;
+constexpr uint16_t kAttributeMessage = 0x0C;
+constexpr int kMaxChunks = 4096;  // continuation chunks per header: more means a loop in a damaged file
+constexpr uint64_t kMaxChunkBytes = uint64_t{16} << 20;  // far above any real header (a message is < 64 KiB)
+constexpr int kMaxRank = 32;                             // HDF5's limit
+constexpr uint8_t kVariableLengthClass = 9;
+constexpr uint64_t kVariableLengthReferenceBytes = 16;  // length, global heap address, object index
+
+template <class T>
+T little_endian(const uint8_t* p) {
+  T value;
+  std::memcpy(&value, p, sizeof(T));
+  return value;
+}
+
+uint64_t round_up_8(uint64_t n) {
+  return (n + 7) / 8 * 8;
+}
+
+// Bytes [offset, offset + count) of the file, or empty when they are not all there.
+std::vector<uint8_t> read_range(std::ifstream& file, int64_t file_bytes, uint64_t offset, uint64_t count) {
+  if (offset > static_cast<uint64_t>(file_bytes) || count > static_cast<uint64_t>(file_bytes) - offset)
+    return {};
+  std::vector<uint8_t> bytes(count);
+  file.seekg(static_cast<std::streamoff>(offset));
+  file.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(count));
+  if (!file) return {};
+  return bytes;
+}
+
+// The size of one element of the datatype message `type` (`size` bytes), as stored in an attribute.
+bool element_bytes(const uint8_t* type, uint64_t size, uint64_t& bytes) {
+  if (size < 8) return false;
+  bytes = (type[0] & 0x0f) == kVariableLengthClass ? kVariableLengthReferenceBytes
+                                                   : little_endian<uint32_t>(type + 4);
+  return true;
+}
+
+// The number of elements of the dataspace message `space` (`size` bytes).
+bool element_count(const uint8_t* space, uint64_t size, uint64_t& count) {
+  if (size < 4) return false;
+  const uint8_t version = space[0], rank = space[1];
+  if (rank > kMaxRank) return false;
+  uint64_t dims_at = 0;
+  count = 1;
+  if (version == 1) {
+    dims_at = 8;
+  } else if (version == 2) {
+    dims_at = 4;
+    if (space[3] == 2) count = 0;  // a null dataspace holds nothing
+  } else {
+    return false;
+  }
+  if (dims_at + 8 * uint64_t{rank} > size) return false;
+  for (int d = 0; d < rank; ++d) {
+    if (__builtin_mul_overflow(count, little_endian<uint64_t>(space + dims_at + 8 * d), &count)) return false;
+  }
+  return true;
+}
+
+// One attribute message: its name, datatype, dataspace and value inside its `size` bytes.
+bool attribute_fits(const uint8_t* message, uint64_t size) {
+  if (size < 8) return false;
+  const uint8_t version = message[0];
+  const uint64_t name = little_endian<uint16_t>(message + 2), type = little_endian<uint16_t>(message + 4),
+                 space = little_endian<uint16_t>(message + 6);
+  uint64_t at = 0, name_end = 0, type_end = 0, space_end = 0;
+  if (version == 1) {  // parts padded to 8 bytes
+    at = 8;
+    name_end = at + round_up_8(name);
+    type_end = name_end + round_up_8(type);
+    space_end = type_end + round_up_8(space);
+  } else if (version == 2 || version == 3) {
+    at = version == 2 ? 8 : 9;  // version 3 adds the name's character set
+    name_end = at + name;
+    type_end = name_end + type;
+    space_end = type_end + space;
+  } else {
+    return false;
+  }
+  if (space_end > size) return false;
+  uint64_t bytes = 0, count = 0, value = 0;
+  if (!element_bytes(message + name_end, type, bytes) || !element_count(message + type_end, space, count))
+    return false;
+  return !__builtin_mul_overflow(bytes, count, &value) && value <= size - space_end;
+}
+
+}  // namespace
+
+absl::Status check_attribute_messages(const std::string& path, int64_t file_bytes, uint64_t header_address,
+                                      const std::string& object_path) {
+  auto damaged = [&](const std::string& what) {
+    return absl::DataLossError(
+        fmt::format("{}: the object header of {} is damaged ({}): corrupt file", path, object_path, what));
+  };
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return absl::NotFoundError(fmt::format("{}: cannot open for reading", path));
+  const std::vector<uint8_t> prefix = read_range(file, file_bytes, header_address, 16);
+  if (prefix.empty()) return damaged("it lies outside the file");
+  if (std::memcmp(prefix.data(), "OHDR", 4) == 0) return absl::OkStatus();  // version 2: not checked here
+  if (prefix[0] != 1) return damaged(fmt::format("version {}", prefix[0]));
+  // Chunks of messages: the first follows the 16-byte prefix, the others are named by continuation messages.
+  std::vector<std::pair<uint64_t, uint64_t>> chunks = {
+      {header_address + 16, little_endian<uint32_t>(&prefix[8])}};
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    if (c >= kMaxChunks) return damaged("too many continuation chunks");
+    if (chunks[c].second > kMaxChunkBytes)
+      return damaged(fmt::format("a chunk of {} bytes", chunks[c].second));
+    const std::vector<uint8_t> chunk = read_range(file, file_bytes, chunks[c].first, chunks[c].second);
+    if (chunk.empty() && chunks[c].second > 0) return damaged("a chunk of messages lies outside the file");
+    for (uint64_t at = 0; at + 8 <= chunk.size();) {
+      const uint16_t type = little_endian<uint16_t>(&chunk[at]);
+      const uint64_t size = little_endian<uint16_t>(&chunk[at + 2]);
+      at += 8;
+      if (size > chunk.size() - at) return damaged("a message runs past its chunk");
+      if (type == kContinuationMessage) {
+        if (size < 16) return damaged("a short continuation message");
+        chunks.emplace_back(little_endian<uint64_t>(&chunk[at]), little_endian<uint64_t>(&chunk[at + 8]));
+      } else if (type == kAttributeMessage && !attribute_fits(&chunk[at], size)) {
+        return damaged("an attribute's name, type, shape or value does not fit in its message");
+      }
+      at += size;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace nanoforge
