@@ -25,6 +25,7 @@
 #include "optim/param_groups.h"
 #include "support/number_format.h"
 #include "support/status.h"
+#include "train/attention_choice.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/model_file.h"
 #include "train/checkpoint/resume.h"
@@ -559,6 +560,10 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
   }
   // Rank 0 made the run directory; the others read from it (resume) only after this.
   NANOFORGE_RETURN_IF_ERROR(communicator->barrier());
+  NANOFORGE_ASSIGN_OR_RETURN(
+      const std::string attention,
+      choose_attention(recipe.model.attention, device, setup.model, recipe.train.device_batch_size));
+  if (communicator->rank() == 0) fmt::print("{}\n", attention);
   NANOFORGE_RETURN_IF_ERROR(check_run_fits(setup, *communicator));
   Trainer trainer(std::move(setup), std::move(core_bundle), options, *communicator);
   NANOFORGE_RETURN_IF_ERROR(trainer.start());
