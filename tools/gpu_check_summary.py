@@ -150,10 +150,10 @@ def main():
               f"driver {gpu.get('driver')}, nvcc {facts.get('nvcc', '?')}, deps: {facts.get('deps_mode', '?')}")
     else:
         print(f"gpu-check: no GPU found; nvcc {facts.get('nvcc', '?')}, deps: {facts.get('deps_mode', '?')}")
-    print(f"{'stage':<12} {'status':<11} {'seconds':>7}  note")
+    print(f"{'stage':<15} {'status':<11} {'seconds':>7}  note")
     for stage in stages:
         note = stage_note(stage, tests, sanitizer, benches)
-        print(f"{stage['name']:<12} {stage['status']:<11} {stage['seconds']:>7}  {note}")
+        print(f"{stage['name']:<15} {stage['status']:<11} {stage['seconds']:>7}  {note}")
     print(f"summary: {args.out} ({'ok' if not failed else 'FAILED: ' + ', '.join(failed)})")
     return 0
 

@@ -71,10 +71,11 @@ absl::StatusOr<std::string> choose_attention(const std::string& setting, Device 
                 : absl::FailedPreconditionError(built);
   if (!supported.ok()) {
     if (setting == "cudnn") {
-      return absl::FailedPreconditionError(
-          fmt::format("model.attention=cudnn: {}; use model.attention=auto or flash", supported.message()));
+      return absl::FailedPreconditionError(fmt::format(
+          "model.attention=cudnn: {}; use model.attention=auto or flash", std::string(supported.message())));
     }
-    return fmt::format("attention: flash (model.attention=auto; no cuDNN: {})", supported.message());
+    return fmt::format("attention: flash (model.attention=auto; no cuDNN: {})",
+                       std::string(supported.message()));
   }
   ops::set_attention_implementation(ops::AttentionImplementation::kCudnn);
   return fmt::format("attention: cudnn (model.attention={}; {}; workspace {} from the shared scratch)",

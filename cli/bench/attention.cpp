@@ -137,9 +137,10 @@ absl::Status run_bench_attention(const std::vector<std::string>& /*arguments*/) 
     if (supported.ok()) {
       implementations.push_back(ops::AttentionImplementation::kCudnn);
     } else if (which == "cudnn") {
-      return absl::FailedPreconditionError(fmt::format("--attention cudnn: {}", supported.message()));
+      return absl::FailedPreconditionError(
+          fmt::format("--attention cudnn: {}", std::string(supported.message())));
     } else {
-      fmt::print("cudnn: not timed ({})\n", supported.message());
+      fmt::print("cudnn: not timed ({})\n", std::string(supported.message()));
     }
   }
 

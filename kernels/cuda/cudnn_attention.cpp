@@ -7,6 +7,7 @@
 // Host code only: cuDNN queues its kernels on the default stream, in order with ours.
 #include "kernels/cuda/cudnn_attention.h"
 
+#include <absl/status/statusor.h>
 #include <cudnn_frontend.h>
 #include <fmt/format.h>
 
@@ -212,8 +213,9 @@ CachedGraph& graph_for(const GraphKey& key) {
   entry.graph = describe_graph(key);
   entry.status = build_graph(*entry.graph, entry.handle, &entry.workspace_bytes);
   if (!entry.status.ok()) {
-    entry.status = absl::FailedPreconditionError(fmt::format(
-        "cuDNN {} refuses attention {}: {}", cudnnGetVersion(), describe_key(key), entry.status.message()));
+    entry.status =
+        absl::FailedPreconditionError(fmt::format("cuDNN {} refuses attention {}: {}", cudnnGetVersion(),
+                                                  describe_key(key), std::string(entry.status.message())));
     entry.graph.reset();
   }
   return entry;
@@ -266,7 +268,7 @@ void* workspace_for(const CachedGraph& graph) {
 }
 
 void execute(const CachedGraph& graph, const GraphKey& key, std::unordered_map<int64_t, void*>& pack) {
-  const fe::error_t result = graph.graph->execute(graph.handle, pack, workspace_for(graph));
+  fe::error_t result = graph.graph->execute(graph.handle, pack, workspace_for(graph));
   NANOFORGE_CHECK(result.is_good(), "cuDNN attention {}: execute failed: {}", describe_key(key),
                   result.get_message());
 }
