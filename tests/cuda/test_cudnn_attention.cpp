@@ -285,6 +285,7 @@ class CudnnAttention : public CudnnAttentionTest,
 };
 
 TEST_P(CudnnAttention, ForwardAndBackwardMatchCpu) {
+  NANOFORGE_SKIP_WITHOUT_GPU();  // a real GPU build configured on a machine without one
   const AttentionCase c = attention_case();
   const absl::Status supported = ops::check_cudnn_attention(c.calls(), nullptr);
   ASSERT_TRUE(supported.ok()) << supported;
@@ -320,6 +321,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Deterministic mode asks for cuDNN's deterministic backward (no atomics on dQ): the same bits every run.
 TEST_F(CudnnAttentionTest, DeterministicBackwardRepeatsBitForBit) {
+  NANOFORGE_SKIP_WITHOUT_GPU();
   ops::set_deterministic(true);
   const AttentionCase c{333, 100, 4, 2, 128};
   const absl::Status supported = ops::check_cudnn_attention(c.calls(), nullptr);
