@@ -541,6 +541,11 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
                              create_communicator(device, {recipe.dist.timeout_seconds}));
   install_shutdown_handlers();  // again: an MPI runtime may have installed its own
   NANOFORGE_ASSIGN_OR_RETURN(RunSetup setup, set_up_run(recipe, communicator->world_size(), device));
+  // Before the run directory is touched: a cuDNN that refuses the run's attention stops it, nothing written.
+  NANOFORGE_ASSIGN_OR_RETURN(
+      const std::string attention,
+      choose_attention(recipe.model.attention, device, setup.model, recipe.train.device_batch_size));
+  if (communicator->rank() == 0) fmt::print("{}\n", attention);
   if (communicator->rank() == 0) {
     if (!options.resume && options.resume_from.empty())
       NANOFORGE_RETURN_IF_ERROR(check_new_run_directory(options.run_dir));
@@ -560,10 +565,6 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
   }
   // Rank 0 made the run directory; the others read from it (resume) only after this.
   NANOFORGE_RETURN_IF_ERROR(communicator->barrier());
-  NANOFORGE_ASSIGN_OR_RETURN(
-      const std::string attention,
-      choose_attention(recipe.model.attention, device, setup.model, recipe.train.device_batch_size));
-  if (communicator->rank() == 0) fmt::print("{}\n", attention);
   NANOFORGE_RETURN_IF_ERROR(check_run_fits(setup, *communicator));
   Trainer trainer(std::move(setup), std::move(core_bundle), options, *communicator);
   NANOFORGE_RETURN_IF_ERROR(trainer.start());
