@@ -30,6 +30,7 @@ Command bench_loader_command();
 Command bench_checkpoint_command();
 Command bench_allreduce_command();
 Command bench_scaling_command();
+Command bench_attention_command();
 Command prep_command();
 Command train_command();
 Command sample_command();

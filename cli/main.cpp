@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
                                          bench_loader_command(),
                                          bench_checkpoint_command(),
                                          bench_allreduce_command(),
-                                         bench_scaling_command()};
+                                         bench_scaling_command(),
+                                         bench_attention_command()};
   return run_cli(argc, argv, commands);
 }

@@ -65,6 +65,14 @@ OpCost attention_forward(TensorView out, TensorView lse, TensorView q, TensorVie
 OpCost attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorView d_out, TensorView q,
                           TensorView k, TensorView v, TensorView out, TensorView lse, int64_t window,
                           double scale, TensorView workspace);
+// cuDNN's fused attention (model.attention=cudnn): the same tile-pair work as the forward; a backward with
+// FlashAttention-2's five tile GEMMs. Its efficiency is assumed to be the flash kernels' (not modelled
+// apart).
+OpCost cudnn_attention_forward(TensorView out, TensorView lse, TensorView q, TensorView k, TensorView v,
+                               int64_t window, double scale, TensorView workspace);
+OpCost cudnn_attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorView d_out,
+                                TensorView q, TensorView k, TensorView v, TensorView out, TensorView lse,
+                                int64_t window, double scale, TensorView workspace);
 OpCost relu_squared_forward(TensorView out, TensorView x);
 OpCost relu_squared_backward(TensorView d_x, TensorView d_out, TensorView x);
 OpCost smear_forward(TensorView out, TensorView gate_sigmoid, TensorView x, TensorView gate_weight,

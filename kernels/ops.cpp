@@ -13,7 +13,9 @@
 #include "kernels/op_profile.h"
 #ifdef NANOFORGE_HAVE_CUDA
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cudnn_attention.h"
 #endif
+#include "kernels/attention_implementation.h"
 
 namespace nanoforge::ops {
 namespace {
@@ -213,6 +215,9 @@ int64_t attention_workspace_bytes(Device device, DType dtype, [[maybe_unused]] i
 void attention_forward(TensorView out, TensorView lse, TensorView q, TensorView k, TensorView v,
                        int64_t window, double scale, TensorView workspace) {
   if (common_device({&out, &lse, &q, &k, &v, &workspace}, "attention_forward") == Device::kCuda) {
+    if (attention_implementation() == AttentionImplementation::kCudnn) {
+      return NANOFORGE_CUDA(cudnn_attention_forward, out, lse, q, k, v, window, scale, workspace);
+    }
     return NANOFORGE_CUDA(attention_forward, out, lse, q, k, v, window, scale, workspace);
   }
   NANOFORGE_CPU(attention_forward, q, out, lse, q, k, v, window, scale, workspace);
@@ -223,6 +228,10 @@ void attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorVi
                         double scale, TensorView workspace) {
   if (common_device({&d_q, &d_k, &d_v, &d_out, &q, &k, &v, &out, &lse, &workspace}, "attention_backward") ==
       Device::kCuda) {
+    if (attention_implementation() == AttentionImplementation::kCudnn) {
+      return NANOFORGE_CUDA(cudnn_attention_backward, d_q, d_k, d_v, d_out, q, k, v, out, lse, window, scale,
+                            workspace);
+    }
     return NANOFORGE_CUDA(attention_backward, d_q, d_k, d_v, d_out, q, k, v, out, lse, window, scale,
                           workspace);
   }

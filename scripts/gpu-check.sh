@@ -3,7 +3,10 @@
 # no network), a DGX Spark, or your own box. It says what the machine has, builds nanoforge for that GPU alone,
 # and checks it: the `gpu` tests, compute-sanitizer's memcheck over one tiny training step, and `bench step`
 # at depth 20 and 12. Each stage has a time limit inside one budget (GPU_CHECK_BUDGET_S, default 450 s, to fit
-# a 10-minute slot); a failed stage is recorded and the next runs where that makes sense.
+# a 10-minute slot); a failed stage is recorded and the next runs where that makes sense. cuDNN attention is
+# built where the machine has cuDNN 9 and the frontend headers travel in .gpu-deps/cudnn-frontend (or python3
+# has the nvidia-cudnn-frontend wheel); then its gpu test runs with the others and `bench attention` times it
+# against flash on one d20 layer. Without cuDNN the rest builds and runs as before.
 #
 # Dependencies: where the machine has our libraries (Debian/Ubuntu packages, scripts/install-deps.sh) they are
 # used as installed. Where it lacks any, the Debian packages that scripts/gpu-deps-bundle.sh fetched into
@@ -42,6 +45,9 @@ gpu_arch=""       # e.g. 90 (H200) or 121 (DGX Spark); empty without a GPU
 nvcc=""
 nccl_library=""
 nccl_include=""
+cudnn_library=""
+cudnn_include=""
+cudnn_frontend_include=""
 sanitizer=""
 deps_mode=""      # system | bundle | missing
 multiarch=""
@@ -161,6 +167,41 @@ find_nccl() {
   nccl_library=""
   fact nccl missing
   echo "== nccl: NOT FOUND (the CUDA build of dist/ needs it)" | tee -a "$machine_log"
+}
+
+# cuDNN (optional: cuDNN attention): in the toolkit, a system library folder, or python3's nvidia/cudnn wheel;
+# its C++ frontend's headers from the bundle (scripts/gpu-deps-bundle.sh) or python3's frontend wheel.
+find_cudnn() {
+  local cuda_root="" dirs=() dir site candidate
+  if [[ -n $nvcc ]]; then
+    cuda_root=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
+    dirs+=("$cuda_root/lib" "$cuda_root/lib64" "$cuda_root"/targets/*/lib)
+  fi
+  dirs+=(/usr/lib/"$(uname -m)"-linux-gnu /usr/lib64 /usr/local/lib)
+  for site in $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
+    dirs+=("$site"/nvidia/cudnn/lib)
+    [[ -n $cudnn_frontend_include || ! -e $site/include/cudnn_frontend.h ]] || cudnn_frontend_include=$site/include
+  done
+  [[ ! -e $bundle_dir/cudnn-frontend/include/cudnn_frontend.h ]] ||
+    cudnn_frontend_include=$bundle_dir/cudnn-frontend/include
+  for dir in "${dirs[@]}"; do
+    for candidate in "$dir/libcudnn.so" "$dir/libcudnn.so.9"; do
+      [[ -e $candidate ]] || continue
+      for cudnn_include in "$dir/../include" "$cuda_root/include" /usr/include /usr/include/"$(uname -m)"-linux-gnu; do
+        [[ -e $cudnn_include/cudnn_version.h ]] && break
+      done
+      [[ -e $cudnn_include/cudnn_version.h ]] || { cudnn_include=""; continue; }
+      cudnn_library=$candidate
+      cudnn_include=$(readlink -f "$cudnn_include")
+      break 2
+    done
+  done
+  fact cudnn "${cudnn_library:-missing}"
+  fact cudnn_frontend "${cudnn_frontend_include:-missing}"
+  echo "== cudnn: ${cudnn_library:-NOT FOUND (cuDNN attention is not built)}${cudnn_include:+ (headers in $cudnn_include)}" |
+    tee -a "$machine_log"
+  echo "== cudnn frontend headers: ${cudnn_frontend_include:-NOT FOUND (run scripts/gpu-deps-bundle.sh and copy .gpu-deps)}" |
+    tee -a "$machine_log"
 }
 
 # compute-sanitizer, ncu, nsys: where they are (the sanitizer stage uses the first).
@@ -397,6 +438,9 @@ configure_stage() {
   [[ -z $nvcc ]] || cmake_args+=("-DCMAKE_CUDA_COMPILER=$nvcc")
   [[ -z $nccl_library ]] || cmake_args+=("-DNANOFORGE_NCCL_LIBRARY=$nccl_library")
   [[ -z $nccl_include ]] || cmake_args+=("-DNANOFORGE_NCCL_INCLUDE_DIR=$nccl_include")
+  [[ -z $cudnn_library ]] || cmake_args+=("-DNANOFORGE_CUDNN_LIBRARY=$cudnn_library")
+  [[ -z $cudnn_include ]] || cmake_args+=("-DNANOFORGE_CUDNN_INCLUDE_DIR=$cudnn_include")
+  [[ -z $cudnn_frontend_include ]] || cmake_args+=("-DNANOFORGE_CUDNN_FRONTEND_INCLUDE_DIR=$cudnn_frontend_include")
   read -r -a extra <<<"${GPU_CHECK_CMAKE_ARGS:-}"
   # CMake 4 refuses config files that declare compatibility with CMake < 3.5; older CMake ignores this.
   run_stage configure 120 "$build_log" env CMAKE_POLICY_VERSION_MINIMUM=3.5 \
@@ -468,22 +512,40 @@ bench_stage() {
     --json-out "$build_dir/$name.json" || true
 }
 
+# cuDNN against flash on one d20 layer's attention (both windows), where configure built cuDNN attention.
+bench_attention_stage() {
+  if ! grep -q 'nanoforge cuDNN attention: ON' "$build_log"; then
+    skip_stage bench-attention "no cuDNN attention in this build ($(grep -o 'nanoforge cuDNN attention: OFF.*' \
+      "$build_log" | tail -1 | sed 's/nanoforge cuDNN attention: OFF //'))"
+    return 0
+  fi
+  rm -f "$build_dir/bench-attention.json"
+  run_stage bench-attention 60 "$bench_log" "$build_dir/bin/nanoforge" bench attention --device cuda \
+    --attention both --depth 20 --seq 2048 --batch 32 --steps 5 --warmup 1 \
+    --json-out "$build_dir/bench-attention.json" || true
+}
+
 gpu_stages() {
   if [[ -z $gpu_arch ]]; then
     local stage
-    for stage in build ctest-gpu sanitizer bench-d20 bench-d12; do skip_stage "$stage" "no GPU on this machine"; done
+    for stage in build ctest-gpu sanitizer bench-d20 bench-d12 bench-attention; do
+      skip_stage "$stage" "no GPU on this machine"
+    done
     return 0
   fi
   build_stage
   if [[ ! -x $build_dir/bin/nanoforge ]]; then
     local stage
-    for stage in ctest-gpu sanitizer bench-d20 bench-d12; do skip_stage "$stage" "nanoforge was not built"; done
+    for stage in ctest-gpu sanitizer bench-d20 bench-d12 bench-attention; do
+      skip_stage "$stage" "nanoforge was not built"
+    done
     return 0
   fi
   ctest_stage
   sanitizer_stage
   bench_stage bench-d20 150 --depth 20 --seq 2048 --batch 32 --vocab 32768 --steps 3 --warmup 1 --profile
   bench_stage bench-d12 90 --depth 12 --seq 2048 --batch 32 --vocab 32768 --steps 5 --warmup 1
+  bench_attention_stage
 }
 
 # ---- summary ----
@@ -509,7 +571,8 @@ write_summary() {
   fi
   python3 "$repo_root/tools/gpu_check_summary.py" --state "$state_dir" --out "$summary_json" \
     --ctest-log "$ctest_log" --sanitizer-log "$sanitizer_log" \
-    --bench "bench-d20=$build_dir/bench-d20.json" --bench "bench-d12=$build_dir/bench-d12.json"
+    --bench "bench-d20=$build_dir/bench-d20.json" --bench "bench-d12=$build_dir/bench-d12.json" \
+    --bench "bench-attention=$build_dir/bench-attention.json"
 }
 
 main() {
@@ -523,6 +586,7 @@ main() {
   detect_gpu
   find_nvcc
   find_nccl
+  find_cudnn
   find_tools
   check_libraries
   choose_dependencies
@@ -532,7 +596,9 @@ main() {
     gpu_stages
   else
     local stage
-    for stage in build ctest-gpu sanitizer bench-d20 bench-d12; do skip_stage "$stage" "configure failed"; done
+    for stage in build ctest-gpu sanitizer bench-d20 bench-d12 bench-attention; do
+      skip_stage "$stage" "configure failed"
+    done
   fi
 
   write_summary || say "writing the summary failed"

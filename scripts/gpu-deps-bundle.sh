@@ -8,6 +8,9 @@
 # packages of every library the linked libraries load, found with ldd on this machine's copies — except what
 # any machine that compiles C++ has (glibc, libstdc++, libgcc, libgomp). The versions are the installed ones,
 # so the bundle matches what this machine builds and tests against. Needs no root.
+# Also the headers of cuDNN's C++ frontend (cuDNN attention; header-only): the pinned PyPI wheel of
+# scripts/python-headers-requirements.txt, its include/ folder and licences unpacked into
+# .gpu-deps/cudnn-frontend, which gpu-check.sh hands to CMake. cuDNN itself is the GPU machine's own.
 # Usage: scripts/gpu-deps-bundle.sh [OUT_DIR]   (default .gpu-deps in the repository)
 set -euo pipefail
 shopt -s inherit_errexit
@@ -157,6 +160,26 @@ write_manifest() {
   } >"$bundle_dir/manifest.txt"
 }
 
+# The frontend wheel's include/ and licence files into BUNDLE/cudnn-frontend (pip download, no dependencies).
+bundle_cudnn_frontend() {
+  local wheel_dir=$staging/frontend-wheel target=$bundle_dir/cudnn-frontend
+  mkdir -p "$wheel_dir"
+  python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+    -r "$repo_root/scripts/python-headers-requirements.txt" -d "$wheel_dir"
+  rm -rf "$target"
+  python3 - "$wheel_dir"/nvidia_cudnn_frontend-*.whl "$target" <<'PYTHON'
+import pathlib, sys, zipfile
+wheel, target = sys.argv[1], pathlib.Path(sys.argv[2])
+with zipfile.ZipFile(wheel) as archive:
+    for name in archive.namelist():
+        if name.startswith("include/") or "/licenses/" in name:
+            archive.extract(name, target)
+(target / "wheel.txt").write_text(pathlib.Path(wheel).name + "\n")
+PYTHON
+  echo "gpu-deps-bundle: cuDNN frontend headers from $(basename "$wheel_dir"/nvidia_cudnn_frontend-*.whl) in" \
+       "$target/include ($(du -sh "$target" | cut -f1))"
+}
+
 staging=""
 cleanup() { [[ -z $staging ]] || rm -rf "$staging"; }
 
@@ -177,6 +200,7 @@ main() {
   rm -f "$deb_dir"/*.deb
   mv "$staging"/*.deb "$deb_dir"/
   write_manifest
+  bundle_cudnn_frontend
   echo "gpu-deps-bundle: ${#all[@]} packages in $deb_dir, $(du -cb "$deb_dir"/*.deb | tail -1 | cut -f1) bytes" \
        "($(du -sh "$deb_dir" | cut -f1)); manifest in $bundle_dir/manifest.txt"
 }

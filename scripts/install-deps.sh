@@ -8,8 +8,9 @@
 # With PYTHON_ENV (`make` passes BUILD_DIR/python) it also makes that Python environment: a venv of Debian's
 # python3 that sees Debian's packages (h5py, numpy, torch) plus scripts/python-requirements.txt from PyPI
 # (pyarrow: Arrow's C++ parquet reader for the build, and the tests' parquet writer; tiktoken: nanochat's
-# tokenizer.pkl). It is remade only when the requirements change. If PyPI cannot be reached the build goes
-# on without parquet input (CMake's summary says so) and the tests that need these packages skip.
+# tokenizer.pkl), and scripts/python-headers-requirements.txt without dependencies (cuDNN's C++ frontend
+# headers). It is remade only when the requirements change. If PyPI cannot be reached the build goes on
+# without parquet input or cuDNN attention (CMake's summary says so) and the tests that need these skip.
 set -euo pipefail
 
 packages=(
@@ -51,17 +52,21 @@ fi
 [[ $# -ge 1 ]] || exit 0
 python_env=$1
 requirements="$(dirname "$0")/python-requirements.txt"
+header_requirements="$(dirname "$0")/python-headers-requirements.txt"
 stamp="$python_env/nanoforge-requirements.txt"
-if [[ -x "$python_env/bin/python3" ]] && cmp -s "$requirements" "$stamp"; then
+if [[ -x "$python_env/bin/python3" ]] && cmp -s <(cat "$requirements" "$header_requirements") "$stamp"; then
   echo "install-deps: Python environment $python_env is up to date"
   exit 0
 fi
 echo "install-deps: making the Python environment $python_env"
 rm -rf "$python_env"
 /usr/bin/python3 -m venv --system-site-packages "$python_env"
-if "$python_env/bin/python3" -m pip install --quiet --disable-pip-version-check -r "$requirements"; then
-  cp "$requirements" "$stamp"
+if "$python_env/bin/python3" -m pip install --quiet --disable-pip-version-check -r "$requirements" &&
+   "$python_env/bin/python3" -m pip install --quiet --disable-pip-version-check --no-deps \
+     -r "$header_requirements"; then
+  cat "$requirements" "$header_requirements" >"$stamp"
 else
-  echo "install-deps: WARNING: could not install $requirements from PyPI: building without parquet input," \
-       "and the tests that need pyarrow or tiktoken will skip" >&2
+  echo "install-deps: WARNING: could not install $requirements and $header_requirements from PyPI:" \
+       "building without parquet input or cuDNN attention, and the tests that need pyarrow or tiktoken" \
+       "will skip" >&2
 fi

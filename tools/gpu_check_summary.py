@@ -83,6 +83,13 @@ def stage_note(stage, tests, sanitizer, benches):
     errors = sanitizer.get("errors") if sanitizer else None
     if name == "sanitizer" and stage["status"] in ("ok", "failed") and errors is not None:
         return f"{errors} errors"
+    if name == "bench-attention" and benches.get(name):
+        # Per window: each implementation's forward + backward ms (nanoforge bench attention).
+        parts = []
+        for r in benches[name].get("results", []):
+            parts.append(f"{r.get('implementation')} w{r.get('window')} "
+                         f"{r.get('forward_ms', 0):.2f}+{r.get('backward_ms', 0):.2f} ms")
+        return "; ".join(parts) or stage["note"]
     if name.startswith("bench-") and benches.get(name):
         b = benches[name]
         mfu = b.get("mfu_percent")
@@ -143,10 +150,10 @@ def main():
               f"driver {gpu.get('driver')}, nvcc {facts.get('nvcc', '?')}, deps: {facts.get('deps_mode', '?')}")
     else:
         print(f"gpu-check: no GPU found; nvcc {facts.get('nvcc', '?')}, deps: {facts.get('deps_mode', '?')}")
-    print(f"{'stage':<12} {'status':<11} {'seconds':>7}  note")
+    print(f"{'stage':<15} {'status':<11} {'seconds':>7}  note")
     for stage in stages:
         note = stage_note(stage, tests, sanitizer, benches)
-        print(f"{stage['name']:<12} {stage['status']:<11} {stage['seconds']:>7}  {note}")
+        print(f"{stage['name']:<15} {stage['status']:<11} {stage['seconds']:>7}  {note}")
     print(f"summary: {args.out} ({'ok' if not failed else 'FAILED: ' + ', '.join(failed)})")
     return 0
 

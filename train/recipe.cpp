@@ -15,6 +15,7 @@
 #include <variant>
 
 #include "support/status.h"
+#include "train/attention_choice.h"
 
 namespace nanoforge {
 namespace {
@@ -40,6 +41,8 @@ std::vector<Field> fields_of(Recipe& r) {
        "attention windows per layer (S short, L long), tiled"},
       {"model", "init_from", &r.model.init_from,
        "start from these weights (model.h5, a checkpoint or run directory) instead of the seeded init"},
+      {"model", "attention", &r.model.attention,
+       "GPU attention kernels: auto (cuDNN's where built and supported, else flash), cudnn or flash"},
       {"data", "train", &r.data.train, "training shards: a directory of shard files, or one file"},
       {"data", "val", &r.data.val, "validation shards: a directory or one file"},
       {"data", "tokenizer", &r.data.tokenizer, "tokenizer directory (nanoforge tokenizer train --out)"},
@@ -413,6 +416,7 @@ absl::Status validate_recipe(const Recipe& r) {
   if (r.train.device != "auto" && r.train.device != "cpu" && r.train.device != "cuda") {
     return invalid(fmt::format("train.device must be auto, cpu or cuda, got '{}'", r.train.device));
   }
+  NANOFORGE_RETURN_IF_ERROR(validate_attention_setting(r.model.attention, r.train.device));
   NANOFORGE_RETURN_IF_ERROR(
       in_range<int64_t>("train.threads", r.train.threads, 0, kMaxThreads, " (0: all cores)"));
   for (const auto& [name, lr] : {std::pair{"optim.unembedding_lr", r.optim.unembedding_lr},

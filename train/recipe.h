@@ -25,6 +25,8 @@ struct Recipe {
   struct Model : ModelSizing {
     // a model.h5 (or checkpoint / run directory) to start from instead of the seeded init
     std::string init_from;
+    // GPU attention kernels: auto, cudnn or flash (train/attention_choice.h)
+    std::string attention = "auto";
   } model;
   struct Data {
     std::string train;      // shard directory (or one shard file) for training

@@ -25,6 +25,7 @@
 #include "optim/param_groups.h"
 #include "support/number_format.h"
 #include "support/status.h"
+#include "train/attention_choice.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/model_file.h"
 #include "train/checkpoint/resume.h"
@@ -541,6 +542,11 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
                              create_communicator(device, {recipe.dist.timeout_seconds}));
   install_shutdown_handlers();  // again: an MPI runtime may have installed its own
   NANOFORGE_ASSIGN_OR_RETURN(RunSetup setup, set_up_run(recipe, communicator->world_size(), device));
+  // Before the run directory is touched: a cuDNN that refuses the run's attention stops it, nothing written.
+  NANOFORGE_ASSIGN_OR_RETURN(
+      const std::string attention,
+      choose_attention(recipe.model.attention, device, setup.model, recipe.train.device_batch_size));
+  if (communicator->rank() == 0) fmt::print("{}\n", attention);
   if (communicator->rank() == 0) {
     if (!options.resume && options.resume_from.empty())
       NANOFORGE_RETURN_IF_ERROR(check_new_run_directory(options.run_dir));
