@@ -329,10 +329,12 @@ INSTANTIATE_TEST_SUITE_P(SequencesWindowsHeads, CudaAttention,
 
 // The tiles' edges: a sequence of exactly one 128-query forward tile and one of two tiles and a row;
 // windows one short of, equal to and one past the forward key tile at head dim 128 (32), around the query
-// tile (127, 129: not a multiple of any tile); 4 query heads per kv head.
+// tile (127, 129: not a multiple of any tile), and 126: there an aligned block of rows (16 or 32) whose keys
+// all lie below the diagonal has its farthest query exactly one key past the window of the tile's first key,
+// the edge of "this tile needs no mask" in every kernel; 4 query heads per kv head.
 INSTANTIATE_TEST_SUITE_P(TileEdges, CudaAttention,
                          testing::Combine(testing::Values<int64_t>(128, 257),
-                                          testing::Values<int64_t>(31, 32, 33, 127, 129),
+                                          testing::Values<int64_t>(31, 32, 33, 126, 127, 129),
                                           testing::Values(HeadShape{4, 1, 64}, HeadShape{4, 1, 128})),
                          case_name);
 
