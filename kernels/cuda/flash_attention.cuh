@@ -23,10 +23,10 @@ namespace nanoforge::cuda::flash {
 
 using BF16 = __nv_bfloat16;
 
-inline constexpr int kKeyTile = 64;       // keys per key tile (every kernel)
-inline constexpr int kMmaRows = 16;       // m of m16n8k16: the rows one warp's fragment covers
-inline constexpr int kMmaColumns = 8;     // n
-inline constexpr int kMmaDepth = 16;      // k
+inline constexpr int kKeyTile = 64;    // rows of a backward tile (keys or queries); the forward picks its own
+inline constexpr int kMmaRows = 16;    // m of m16n8k16: the rows one warp's fragment covers
+inline constexpr int kMmaColumns = 8;  // n
+inline constexpr int kMmaDepth = 16;   // k
 inline constexpr int kChunkElements = 8;  // bf16 per 16-byte chunk (one cp.async, one ldmatrix row)
 // The largest block the GB10 allows (99 KB of its SM's shared memory), so one build runs on both GPUs.
 inline constexpr int kMaxSharedBytes = 99 * 1024;
@@ -35,18 +35,23 @@ inline constexpr float kLog2E = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
 
 // A (rows, kHeadDim) bf16 tile in shared memory, rows of kHeadDim / 8 16-byte chunks without padding; chunk
-// c of row r is stored at chunk c ^ (r % 8). The 8 rows that one ldmatrix matrix reads (same logical chunk,
+// c of row r is stored at chunk c ^ swizzle(r), swizzle(r) = r % 8 (rows of 8 or 16 chunks) or (r / 2) % 4
+// (rows of 4 chunks, head dim 32). The 8 rows that one ldmatrix matrix reads (same logical chunk,
 // consecutive rows) then fall in 8 different 16-byte bank groups: no bank conflicts, and no padding bytes,
-// which the 99 KB budget has no room for.
+// which the 99 KB budget has no room for. (fragment_offset computes the same for ldmatrix's lanes.)
 template <int kHeadDim>
-__device__ inline int swizzled(int row, int chunk) {
-  static_assert(kHeadDim % (8 * kChunkElements) == 0, "the swizzle permutes 8 chunks within each row");
-  return row * kHeadDim + ((chunk ^ (row % 8)) * kChunkElements);
+__device__ inline int swizzle(int row) {
+  static_assert(kHeadDim == 32 || kHeadDim % (8 * kChunkElements) == 0, "the swizzle stays within a row");
+  return kHeadDim == 32 ? row / 2 % 4 : row % 8;
 }
-// (fragment_offset below computes the same for the rows and columns an ldmatrix lane names.)
 
 template <int kHeadDim>
-inline constexpr int kTileBytes = kKeyTile* kHeadDim * 2;  // a (64, D) bf16 tile
+__device__ inline int swizzled(int row, int chunk) {
+  return row * kHeadDim + ((chunk ^ swizzle<kHeadDim>(row)) * kChunkElements);
+}
+
+template <int kHeadDim>
+inline constexpr int kTileBytes = kHeadDim* kKeyTile * 2;  // a (64, D) bf16 tile
 
 // Block-wide: issues cp.async copies of rows [row0, row0 + kRows) of head `head` of a (B, T, heads,
 // kHeadDim) bf16 tensor, batch `batch`, into a swizzled (kRows, kHeadDim) tile; rows at or past `seq` are
@@ -92,7 +97,8 @@ __device__ inline int fragment_offset(int row0, int column0) {
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int matrix = lane / 8;
   const int row = row0 + lane % 8 + ((matrix & kRowBit) != 0 ? 8 : 0);
-  const int lane_column = ((matrix & kColumnBit) != 0 ? 8 : 0) ^ ((lane % 8) * kChunkElements);
+  const int lane_column =
+      ((matrix & kColumnBit) != 0 ? 8 : 0) ^ (swizzle<kHeadDim>(lane % 8) * kChunkElements);
   return row * kHeadDim + (column0 ^ lane_column);
 }
 
@@ -282,9 +288,9 @@ inline AttentionShape check_attention(const TensorView& q, const TensorView& k, 
                   k.describe(), q.describe());
   NANOFORGE_CHECK(lse.numel() == batch * heads * seq, "{} on CUDA: lse {} must be ({}, {}, {})", op,
                   lse.describe(), batch, heads, seq);
-  NANOFORGE_CHECK(head_dim == 64 || head_dim == 128,
+  NANOFORGE_CHECK(head_dim == 32 || head_dim == 64 || head_dim == 128,
                   "{} on CUDA: head dim {} is not supported; the flash attention kernels are built for head "
-                  "dims 64 and 128",
+                  "dims 32, 64 and 128",
                   op, head_dim);
   NANOFORGE_CHECK(window >= 0, "{} on CUDA: negative window {}", op, window);
   // Grid: x = row tiles, y = heads, z = batch (at most 65535 each for y and z); int row indices with room
@@ -304,10 +310,13 @@ inline int tile_count(int seq, int rows_per_tile) {
   return (seq + rows_per_tile - 1) / rows_per_tile;
 }
 
-// Calls launch(std::integral_constant<int, D>{}) for the head dim D (64 or 128, checked above).
+// Calls launch(std::integral_constant<int, D>{}) for the head dim D (32, 64 or 128, checked above; 32 is the
+// small test models').
 template <class Launch>
 void with_head_dim(int head_dim, Launch&& launch) {
-  if (head_dim == 64) {
+  if (head_dim == 32) {
+    launch(std::integral_constant<int, 32>{});
+  } else if (head_dim == 64) {
     launch(std::integral_constant<int, 64>{});
   } else {
     launch(std::integral_constant<int, 128>{});

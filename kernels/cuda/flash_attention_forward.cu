@@ -45,9 +45,9 @@ __global__ void __launch_bounds__(kForwardThreads)
                              int heads, int kv_heads, int window, float scale_log2) {
   using Shared = ForwardShared<kHeadDim>;
   constexpr int kDimBlocks = kHeadDim / kMmaColumns;
-  constexpr int kKeyTile = kForwardKeyTile<kHeadDim>;
-  constexpr int kKeyBlocks = kKeyTile / kMmaColumns;  // n8 blocks of scores per row block
-  constexpr int kTileElements = kKeyTile * kHeadDim;
+  constexpr int kKeysPerTile = kForwardKeyTile<kHeadDim>;  // (flash::kKeyTile is the backward's)
+  constexpr int kKeyBlocks = kKeysPerTile / kMmaColumns;   // n8 blocks of scores per row block
+  constexpr int kTileElements = kKeysPerTile * kHeadDim;
   NANOFORGE_DYNAMIC_SHARED(unsigned char, shared, 128);
   BF16* query_tile = reinterpret_cast<BF16*>(shared + Shared::kQuery);
   BF16* key_tiles = reinterpret_cast<BF16*>(shared + Shared::kKey);
@@ -60,16 +60,16 @@ __global__ void __launch_bounds__(kForwardThreads)
   const int batch = static_cast<int>(blockIdx.z);
   const int kv_head = head / (heads / kv_heads);
   const int t0 = query_tile_index * kQueryTile;
-  const int first_key_tile = max(0, t0 - window) / kKeyTile;
-  const int last_key_tile = min(t0 + kQueryTile - 1, seq - 1) / kKeyTile;
+  const int first_key_tile = max(0, t0 - window) / kKeysPerTile;
+  const int last_key_tile = min(t0 + kQueryTile - 1, seq - 1) / kKeysPerTile;
   const int warp_row0 = warp * kForwardWarpRows;  // within the tile
   const int warp_t0 = t0 + warp_row0;
 
   load_tile_async<kHeadDim, kQueryTile, kForwardThreads>(query_tile, q, batch, t0, seq, heads, head);
-  load_tile_async<kHeadDim, kKeyTile, kForwardThreads>(key_tiles, k, batch, first_key_tile * kKeyTile, seq,
-                                                       kv_heads, kv_head);
-  load_tile_async<kHeadDim, kKeyTile, kForwardThreads>(value_tiles, v, batch, first_key_tile * kKeyTile, seq,
-                                                       kv_heads, kv_head);
+  load_tile_async<kHeadDim, kKeysPerTile, kForwardThreads>(key_tiles, k, batch, first_key_tile * kKeysPerTile,
+                                                           seq, kv_heads, kv_head);
+  load_tile_async<kHeadDim, kKeysPerTile, kForwardThreads>(
+      value_tiles, v, batch, first_key_tile * kKeysPerTile, seq, kv_heads, kv_head);
   ptx::cp_async_commit_group();
 
   // Lane 4g + t holds, in row block m, rows g (half 0) and g + 8 (half 1): their running max (base 2) and
@@ -89,11 +89,11 @@ __global__ void __launch_bounds__(kForwardThreads)
     if (key_tile_index < last_key_tile) {
       // The other buffers held the previous tile, which every warp finished before the barrier that ended
       // the previous iteration.
-      const int next = (key_tile_index + 1) * kKeyTile;
-      load_tile_async<kHeadDim, kKeyTile, kForwardThreads>(key_tiles + (1 - buffer) * kTileElements, k, batch,
-                                                           next, seq, kv_heads, kv_head);
-      load_tile_async<kHeadDim, kKeyTile, kForwardThreads>(value_tiles + (1 - buffer) * kTileElements, v,
-                                                           batch, next, seq, kv_heads, kv_head);
+      const int next = (key_tile_index + 1) * kKeysPerTile;
+      load_tile_async<kHeadDim, kKeysPerTile, kForwardThreads>(key_tiles + (1 - buffer) * kTileElements, k,
+                                                               batch, next, seq, kv_heads, kv_head);
+      load_tile_async<kHeadDim, kKeysPerTile, kForwardThreads>(value_tiles + (1 - buffer) * kTileElements, v,
+                                                               batch, next, seq, kv_heads, kv_head);
       ptx::cp_async_commit_group();
       ptx::cp_async_wait_group<1>();  // this tile's copies (and Q's) have landed, the next ones may not
     } else {
@@ -101,15 +101,15 @@ __global__ void __launch_bounds__(kForwardThreads)
     }
     __syncthreads();  // every thread's copies of this tile are visible to every warp
 
-    const int key0 = key_tile_index * kKeyTile;
+    const int key0 = key_tile_index * kKeysPerTile;
     const BF16* key_tile = key_tiles + buffer * kTileElements;
     const BF16* value_tile = value_tiles + buffer * kTileElements;
-    if (!none_visible(warp_t0, kForwardWarpRows, key0, kKeyTile, window)) {
+    if (!none_visible(warp_t0, kForwardWarpRows, key0, kKeysPerTile, window)) {
       float scores[kForwardRowBlocks][kKeyBlocks][4];
       zero(scores);
-      mma_rows_by_rows<kHeadDim, kForwardRowBlocks, kKeyTile>(scores, query_tile, warp_row0, key_tile, 0);
+      mma_rows_by_rows<kHeadDim, kForwardRowBlocks, kKeysPerTile>(scores, query_tile, warp_row0, key_tile, 0);
 
-      const bool masked = !all_visible(warp_t0, kForwardWarpRows, key0, kKeyTile, window);
+      const bool masked = !all_visible(warp_t0, kForwardWarpRows, key0, kKeysPerTile, window);
 #pragma unroll
       for (int m = 0; m < kForwardRowBlocks; ++m) {
 #pragma unroll
@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(kForwardThreads)
         }
       }
       // O += P V, P rounded to bf16 from the score registers.
-      mma_scores_by_tile<kHeadDim, kForwardRowBlocks, kKeyTile>(output, scores, value_tile, 0);
+      mma_scores_by_tile<kHeadDim, kForwardRowBlocks, kKeysPerTile>(output, scores, value_tile, 0);
     }
     __syncthreads();  // every warp is done with this tile's buffers before the next iteration refills them
   }

@@ -1,12 +1,12 @@
 // CUDA flash attention (bf16 q/k/v/out and gradients, f32 lse) against the CPU op in f32 on the same
 // bf16-valued inputs: forward (out, lse) and backward (d_q, d_k, d_v) for B = 2, sequences of 1, 17, 64
 // (one backward tile), 200 and 333 (odd tails of the 128-query forward tiles), windows 0, 1, 63, 64, 100 and
-// >= T (plain causal), head dims 64 and 128, GQA 4/2 and plain 2/2 heads; then the tile edges: sequences of
-// 128 (one forward tile) and 257, windows around the key tiles (32 at head dim 128, 64 at 64) and the query
-// tile (127, 129), GQA 4/1. Every output starts as NaN, so an element a kernel never writes fails. The
-// tolerances are error bounds computed per element from the inputs (see tolerances()); both passes are also
-// checked to give the same bits on every run. CMake runs the suite twice: on the sm_90 profile, and on the
-// sm_121 one with truncating tensor cores.
+// >= T (plain causal), head dims 64 and 128, GQA 4/2 and plain 2/2 heads; then the tile edges (sequences of
+// 128 and 257, windows around the key and query tiles, GQA 4/1, head dims 32 to 128) and head dim 32 (the
+// small test models'). Every output starts as NaN, so an element a kernel never writes fails. The tolerances
+// are error bounds computed per element from the inputs (see tolerances()); both passes are also checked to
+// give the same bits on every run. CMake runs the suite twice: on the sm_90 profile, and on the sm_121 one
+// with truncating tensor cores.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -332,10 +332,17 @@ INSTANTIATE_TEST_SUITE_P(SequencesWindowsHeads, CudaAttention,
 // tile (127, 129: not a multiple of any tile), and 126: there an aligned block of rows (16 or 32) whose keys
 // all lie below the diagonal has its farthest query exactly one key past the window of the tile's first key,
 // the edge of "this tile needs no mask" in every kernel; 4 query heads per kv head.
-INSTANTIATE_TEST_SUITE_P(TileEdges, CudaAttention,
-                         testing::Combine(testing::Values<int64_t>(128, 257),
-                                          testing::Values<int64_t>(31, 32, 33, 126, 127, 129),
-                                          testing::Values(HeadShape{4, 1, 64}, HeadShape{4, 1, 128})),
+INSTANTIATE_TEST_SUITE_P(
+    TileEdges, CudaAttention,
+    testing::Combine(testing::Values<int64_t>(128, 257), testing::Values<int64_t>(31, 32, 33, 126, 127, 129),
+                     testing::Values(HeadShape{4, 1, 32}, HeadShape{4, 1, 64}, HeadShape{4, 1, 128})),
+    case_name);
+
+// Head dim 32 (the small test models', e.g. the CORE golden's) at the short sequences and windows.
+INSTANTIATE_TEST_SUITE_P(HeadDim32, CudaAttention,
+                         testing::Combine(testing::Values<int64_t>(1, 17, 200),
+                                          testing::Values<int64_t>(0, 63, kPlainCausal),
+                                          testing::Values(HeadShape{2, 2, 32})),
                          case_name);
 
 // No atomics anywhere: the same inputs give the same bits, run after run.

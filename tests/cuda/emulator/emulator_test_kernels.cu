@@ -147,13 +147,15 @@ __global__ void ptx_tile_mma_kernel(float* d, const __nv_bfloat16* a, const __nv
 // i being rows (i % 2) * 8 .., columns (i / 2) * 8 ..
 template <bool kTranspose>
 __global__ void ldmatrix_registers_kernel(uint32_t* out, const uint16_t* tile) {
-  NANOFORGE_DYNAMIC_SHARED(uint16_t, staged, 16);
+  // Named apart from the float arrays below: under nvcc every extern __shared__ array of a namespace is one
+  // symbol.
+  NANOFORGE_DYNAMIC_SHARED(uint16_t, ldmatrix_tile, 16);
   const int lane = static_cast<int>(threadIdx.x);
   for (int i = lane; i < 256; i += 32)
-    staged[i] = tile[i];
+    ldmatrix_tile[i] = tile[i];
   __syncwarp();
   const int matrix = lane / 8;
-  const uint16_t* row = &staged[(lane % 8 + (matrix % 2) * 8) * 16 + (matrix / 2) * 8];
+  const uint16_t* row = &ldmatrix_tile[(lane % 8 + (matrix % 2) * 8) * 16 + (matrix / 2) * 8];
   uint32_t r[4];
   if constexpr (kTranspose) {
     cuda::ptx::ldmatrix_x4_trans(r, row);
