@@ -1,24 +1,21 @@
-// What flash_attention_forward.cu and flash_attention_backward.cu share: the tiling (64 queries x 64 keys,
-// four warps that each own 16 rows of a tile), the shared-memory tile loader, the tensor-core fragments and
-// the host-side contract checks.
-// Tensor cores are driven through nvcuda::wmma (bf16 16x16x16 fragments, fp32 accumulators), which compiles
-// to mma.sync on both sm_90 (H200) and sm_121 (GB10, which has no wgmma/TMA). wmma leaves unspecified which
-// lane holds which element of a fragment, so each warp learns it at run time: it loads a 16x16 table of row
-// indices and one of column indices into accumulator fragments (FragmentCoordinates). Elementwise work on
-// an accumulator (masks, exponentials, rescaling rows, writing results to global memory) then runs in
-// registers for whatever layout the compiler uses, with no shared-memory round trip.
+// What flash_attention_forward.cu and flash_attention_backward.cu share: tiles in shared memory with an XOR
+// swizzle, filled by cp.async, and the warp-level tensor-core steps on them: mma.sync m16n8k16 (bf16 in,
+// fp32 accumulators) fed by ldmatrix, through kernels/cuda/mma_ptx.cuh. One code path for sm_90 (H200) and
+// sm_121 (GB10, which has no wgmma/TMA). An m16n8 accumulator holds, in lane 4g + t, rows g and g + 8 and
+// columns 2t, 2t + 1: the same places as the A operand of the next mma, so scores and probabilities go from
+// one product to the next in registers (to_a_operand). Tiling, passes and budgets: docs/kernels.md.
 #pragma once
 
 #include <cuda_bf16.h>
-#include <mma.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <initializer_list>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/mma_ptx.cuh"
 #include "kernels/cuda/reductions.cuh"
 #include "kernels/tensor.h"
 
@@ -26,180 +23,233 @@ namespace nanoforge::cuda::flash {
 
 using BF16 = __nv_bfloat16;
 
-inline constexpr int kTileRows = 64;  // queries in a query tile, keys in a key tile
-inline constexpr int kWarps = 4;
-inline constexpr int kThreads = kWarps * kWarpSize;
-inline constexpr int kFragment = 16;                          // wmma's m = n = k
-inline constexpr int kTileFragments = kTileRows / kFragment;  // 16-row (or column) slices of a tile
-static_assert(kTileRows / kWarps == kFragment, "each warp owns one fragment-high strip of a tile");
-
-// Shared-memory rows are padded so that consecutive rows start in different banks. The padding keeps every
-// row 16-byte aligned and every 16-row block 32-byte aligned, as wmma's loads and stores require.
-inline constexpr int kBf16Pad = 8;
-inline constexpr int kF32Pad = 4;
-template <int kHeadDim>
-inline constexpr int kTileStride = kHeadDim + kBf16Pad;    // a (64, D) bf16 tile of Q, K, V or dO
-inline constexpr int kStripStride = kTileRows + kBf16Pad;  // a warp's (16, 64) bf16 strip of P or dS
-inline constexpr int kScoreStride = kTileRows + kF32Pad;   // a warp's (16, 64) f32 strip of scores
-inline constexpr int kStripBytes = kFragment * kStripStride * 2;
-inline constexpr int kScoreStripBytes = kFragment * kScoreStride * 4;
-inline constexpr int kCoordinateTableBytes = 2 * kFragment * kFragment * 4;
+inline constexpr int kKeyTile = 64;    // rows of a backward tile (keys or queries); the forward picks its own
+inline constexpr int kMmaRows = 16;    // m of m16n8k16: the rows one warp's fragment covers
+inline constexpr int kMmaColumns = 8;  // n
+inline constexpr int kMmaDepth = 16;   // k
+inline constexpr int kChunkElements = 8;  // bf16 per 16-byte chunk (one cp.async, one ldmatrix row)
 // The largest block the GB10 allows (99 KB of its SM's shared memory), so one build runs on both GPUs.
 inline constexpr int kMaxSharedBytes = 99 * 1024;
-
-template <int kHeadDim>
-inline constexpr int kTileBytes = kTileRows* kTileStride<kHeadDim> * 2;
-// wmma needs leading dimensions that are multiples of 8 bf16 or 4 f32 elements (16 bytes), which also keeps
-// the 16-byte tile stores and the float4 score reads aligned.
-static_assert(kTileStride<32> % 8 == 0 && kTileStride<64> % 8 == 0 && kTileStride<128> % 8 == 0 && kStripStride % 8 == 0 &&
-                  kScoreStride % 4 == 0,
-              "wmma leading dimensions must be multiples of 16 bytes");
-
-// Whether every shared-memory region of a kernel starts on a 128-byte boundary (wmma needs 32 bytes).
-constexpr bool regions_aligned(std::initializer_list<int> offsets) {
-  for (const int offset : offsets) {
-    if (offset % 128 != 0) return false;
-  }
-  return true;
-}
-// The per-warp strips are laid out back to back after whole tiles, so their sizes must keep that alignment.
-static_assert(regions_aligned({kTileBytes<32>, kTileBytes<64>, kTileBytes<128>, kStripBytes, kScoreStripBytes}));
 
 inline constexpr float kLog2E = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
 
-using FragmentA = nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, kFragment, kFragment, kFragment, BF16,
-                                         nvcuda::wmma::row_major>;
-// B[k][n] read from p[k * ld + n]: a row-major tile used as it is.
-using FragmentB = nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, kFragment, kFragment, kFragment, BF16,
-                                         nvcuda::wmma::row_major>;
-// B[k][n] read from p[n * ld + k]: the transpose of a row-major tile (K^T in Q K^T).
-using FragmentBT = nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, kFragment, kFragment, kFragment, BF16,
-                                          nvcuda::wmma::col_major>;
-using Accumulator = nvcuda::wmma::fragment<nvcuda::wmma::accumulator, kFragment, kFragment, kFragment, float>;
-inline constexpr int kAccumulatorElements = Accumulator::num_elements;
-
-// Row and column (0..15) of each element of this lane's Accumulator registers.
-struct FragmentCoordinates {
-  int row[kAccumulatorElements];
-  int col[kAccumulatorElements];
-};
-
-// Block-wide: writes the row-index and column-index tables (two 16x16 f32 matrices) that
-// read_coordinates() loads. The caller syncs the block between the two.
-__device__ inline void write_coordinate_tables(float* tables) {
-  for (int i = static_cast<int>(threadIdx.x); i < kFragment * kFragment; i += kThreads) {
-    tables[i] = static_cast<float>(i / kFragment);
-    tables[kFragment * kFragment + i] = static_cast<float>(i % kFragment);
-  }
-}
-
-// Warp-wide (a wmma collective): this lane's element coordinates, from the tables above.
-__device__ inline FragmentCoordinates read_coordinates(const float* tables) {
-  FragmentCoordinates at;
-  Accumulator table;
-  nvcuda::wmma::load_matrix_sync(table, tables, kFragment, nvcuda::wmma::mem_row_major);
-#pragma unroll
-  for (int i = 0; i < kAccumulatorElements; ++i)
-    at.row[i] = static_cast<int>(table.x[i]);
-  nvcuda::wmma::load_matrix_sync(table, tables + kFragment * kFragment, kFragment,
-                                 nvcuda::wmma::mem_row_major);
-#pragma unroll
-  for (int i = 0; i < kAccumulatorElements; ++i)
-    at.col[i] = static_cast<int>(table.x[i]);
-  return at;
-}
-
-// Block-wide: rows [row0, row0 + 64) of head `head` of a (B, T, heads, kHeadDim) bf16 tensor, batch
-// `batch`, into a (64, kTileStride) shared tile; rows at or past `seq` become zeros (finite, so that a
-// masked probability of 0 times them stays 0). 16-byte loads: the launcher checked the alignment.
+// A (rows, kHeadDim) bf16 tile in shared memory, rows of kHeadDim / 8 16-byte chunks without padding; chunk
+// c of row r is stored at chunk c ^ swizzle(r), swizzle(r) = r % 8 (rows of 8 or 16 chunks) or (r / 2) % 4
+// (rows of 4 chunks, head dim 32). The 8 rows that one ldmatrix matrix reads (same logical chunk,
+// consecutive rows) then fall in 8 different 16-byte bank groups: no bank conflicts, and no padding bytes,
+// which the 99 KB budget has no room for. (fragment_offset computes the same for ldmatrix's lanes.)
 template <int kHeadDim>
-__device__ inline void load_tile(BF16* tile, const BF16* tensor, int batch, int row0, int seq, int heads,
-                                 int head) {
-  constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
-  for (int index = static_cast<int>(threadIdx.x); index < kTileRows * kChunks; index += kThreads) {
+__device__ inline int swizzle(int row) {
+  static_assert(kHeadDim == 32 || kHeadDim % (8 * kChunkElements) == 0, "the swizzle stays within a row");
+  return kHeadDim == 32 ? row / 2 % 4 : row % 8;
+}
+
+template <int kHeadDim>
+__device__ inline int swizzled(int row, int chunk) {
+  return row * kHeadDim + ((chunk ^ swizzle<kHeadDim>(row)) * kChunkElements);
+}
+
+template <int kHeadDim>
+inline constexpr int kTileBytes = kHeadDim* kKeyTile * 2;  // a (64, D) bf16 tile
+
+// Block-wide: issues cp.async copies of rows [row0, row0 + kRows) of head `head` of a (B, T, heads,
+// kHeadDim) bf16 tensor, batch `batch`, into a swizzled (kRows, kHeadDim) tile; rows at or past `seq` are
+// zero-filled (finite, so that a masked probability of 0 times them stays 0). The caller commits and waits.
+template <int kHeadDim, int kRows, int kThreads>
+__device__ inline void load_tile_async(BF16* tile, const BF16* tensor, int batch, int row0, int seq,
+                                       int heads, int head) {
+  constexpr int kChunks = kHeadDim / kChunkElements;
+  static_assert(kRows * kChunks % kThreads == 0, "every thread issues the same number of copies");
+  // A rolled loop: unrolled, the compiler keeps every copy's addresses live across the key-tile loop.
+#pragma unroll 1
+  for (int i = 0; i < kRows * kChunks / kThreads; ++i) {
+    const int index = static_cast<int>(threadIdx.x) + i * kThreads;
     const int row = index / kChunks;
     const int chunk = index % kChunks;
     const int t = row0 + row;
-    uint4 value = make_uint4(0, 0, 0, 0);
-    if (t < seq) {
-      const int64_t offset = ((static_cast<int64_t>(batch) * seq + t) * heads + head) * kHeadDim + chunk * 8;
-      value = *reinterpret_cast<const uint4*>(tensor + offset);
-    }
-    *reinterpret_cast<uint4*>(tile + row * kTileStride<kHeadDim> + chunk * 8) = value;
+    const bool inside = t < seq;
+    // A row past the sequence copies nothing, but its source address must still be valid: row 0's.
+    const int64_t offset =
+        ((static_cast<int64_t>(batch) * seq + (inside ? t : 0)) * heads + head) * kHeadDim + chunk * 8;
+    ptx::cp_async_16(tile + swizzled<kHeadDim>(row, chunk), tensor + offset, inside);
   }
 }
 
-// Block-wide: entries [row0, row0 + 64) of one (batch, head) row of a (B, heads, T) f32 tensor, times
-// `multiplier`, into shared `rows`; 0 past `seq` (those rows are masked out).
+// Block-wide: entries [row0, row0 + kRows) of one (batch, head) row of a (B, heads, T) f32 tensor into
+// shared `rows`, zeros at or past `seq`. Plain loads (a row of T floats is not 16-byte aligned for every T);
+// the caller orders them with the barrier that follows its next cp.async wait.
+template <int kRows, int kThreads>
 __device__ inline void load_row_values(float* rows, const float* tensor, int batch, int head, int heads,
-                                       int row0, int seq, float multiplier) {
-  for (int i = static_cast<int>(threadIdx.x); i < kTileRows; i += kThreads) {
+                                       int row0, int seq) {
+  for (int i = static_cast<int>(threadIdx.x); i < kRows; i += kThreads) {
     const int t = row0 + i;
-    rows[i] = t < seq ? tensor[(static_cast<int64_t>(batch) * heads + head) * seq + t] * multiplier : 0.0f;
+    rows[i] = t < seq ? tensor[(static_cast<int64_t>(batch) * heads + head) * seq + t] : 0.0f;
   }
 }
 
-// Warp-wide: acc += A B^T, A = 16 rows of a tile (row-major, from `a`), B = 16 rows of another tile (from
-// `b`), both kHeadDim wide: a 16x16 block of Q K^T, dO V^T or K Q^T.
-template <int kHeadDim>
-__device__ inline void mma_rows_by_rows(Accumulator& acc, const BF16* a, const BF16* b) {
-#pragma unroll
-  for (int step = 0; step < kHeadDim / kFragment; ++step) {
-    FragmentA a_fragment;
-    FragmentBT b_fragment;
-    nvcuda::wmma::load_matrix_sync(a_fragment, a + step * kFragment, kTileStride<kHeadDim>);
-    nvcuda::wmma::load_matrix_sync(b_fragment, b + step * kFragment, kTileStride<kHeadDim>);
-    nvcuda::wmma::mma_sync(acc, a_fragment, b_fragment, acc);
-  }
+// The element offset, in a swizzled tile, of the 16-byte row that this lane passes to an ldmatrix x4 whose
+// four 8x8 matrices start at row row0 + (i & row_bit) * 8 and column column0 + (i & column_bit) * 8 for
+// matrix i = lane / 8 (row0 a multiple of 8, column0 of 16). With row % 8 = lane % 8 the swizzle is an XOR
+// of column0 with a per-lane constant: one instruction per fragment, no per-fragment address register.
+template <int kHeadDim, int kRowBit, int kColumnBit>
+__device__ inline int fragment_offset(int row0, int column0) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const int matrix = lane / 8;
+  const int row = row0 + lane % 8 + ((matrix & kRowBit) != 0 ? 8 : 0);
+  const int lane_column =
+      ((matrix & kColumnBit) != 0 ? 8 : 0) ^ (swizzle<kHeadDim>(lane % 8) * kChunkElements);
+  return row * kHeadDim + (column0 ^ lane_column);
 }
 
-// Warp-wide: acc (16, kHeadDim) += strip (16, 64) bf16 (stride kStripStride) x tile (64, kHeadDim): P V,
-// P^T dO, dS^T Q, dS K.
+// Warp-wide: the A operand (16 rows from row0, 16 columns from column0) of a swizzled row-major tile:
+// matrix i covers rows row0 + (i % 2) * 8 .., columns column0 + (i / 2) * 8 ..: a[0..3].
 template <int kHeadDim>
-__device__ inline void mma_strip_by_tile(Accumulator (&acc)[kHeadDim / kFragment], const BF16* strip,
-                                         const BF16* tile) {
+__device__ inline void load_a(uint32_t (&a)[4], const BF16* tile, int row0, int column0) {
+  ptx::ldmatrix_x4(a, tile + fragment_offset<kHeadDim, 1, 2>(row0, column0));
+}
+
+// Warp-wide: the B operands of two n-blocks, B[k][n] = tile[n][k] (the tile's rows are B's columns: K in
+// Q K^T): b[0..1] for columns n0 .. n0 + 7 and b[2..3] for n0 + 8 .., k = k0 .. k0 + 15. Matrix i covers
+// tile rows n0 + (i / 2) * 8 .., columns k0 + (i % 2) * 8 ..
+template <int kHeadDim>
+__device__ inline void load_b_from_rows(uint32_t (&b)[4], const BF16* tile, int n0, int k0) {
+  ptx::ldmatrix_x4(b, tile + fragment_offset<kHeadDim, 2, 1>(n0, k0));
+}
+
+// Warp-wide: the B operands of two n-blocks, B[k][n] = tile[k][n] (a row-major (k, n) tile: V in P V),
+// through ldmatrix .trans: b[0..1] for columns n0 .. n0 + 7 and b[2..3] for n0 + 8 .., k = k0 .. k0 + 15.
+// Matrix i covers tile rows k0 + (i % 2) * 8 .., columns n0 + (i / 2) * 8 ..
+template <int kHeadDim>
+__device__ inline void load_b_from_columns(uint32_t (&b)[4], const BF16* tile, int k0, int n0) {
+  ptx::ldmatrix_x4_trans(b, tile + fragment_offset<kHeadDim, 1, 2>(k0, n0));
+}
+
+// Two floats as the bf16 pair of one operand register (the lower column in the low half).
+__device__ inline uint32_t pack_bf16(float low, float high) {
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
+  uint32_t bits;
+  std::memcpy(&bits, &pair, sizeof(bits));
+  return bits;
+}
+
+// The A operand (16 rows x 16 columns) from the accumulators of two neighbouring n-blocks (columns
+// 16j .. 16j + 7 and 16j + 8 .. 16j + 15), rounded to bf16: a[0] = (g, 2t..), a[1] = (g + 8, 2t..),
+// a[2] = (g, 2t + 8..), a[3] = (g + 8, 2t + 8..).
+__device__ inline void to_a_operand(uint32_t (&a)[4], const float (&left)[4], const float (&right)[4]) {
+  a[0] = pack_bf16(left[0], left[1]);
+  a[1] = pack_bf16(left[2], left[3]);
+  a[2] = pack_bf16(right[0], right[1]);
+  a[3] = pack_bf16(right[2], right[3]);
+}
+
+// acc += A B for one m16n8k16 step.
+__device__ inline void mma(float (&acc)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  const uint32_t b[2] = {b0, b1};
+  ptx::mma_m16n8k16_bf16(acc, a, b, acc);
+}
+
+// Warp-wide: acc (16 kRowBlocks, kColumns) += A B, A = rows a_row0 .. a_row0 + 16 kRowBlocks - 1 of a_tile
+// (all kHeadDim columns), B[k][n] = b_tile[n0 + n][k]: a block of Q K^T, dO V^T (kColumns keys from n0) or
+// of their transposes. Each B fragment loaded serves all kRowBlocks row blocks.
+template <int kHeadDim, int kRowBlocks, int kColumns>
+__device__ inline void mma_rows_by_rows(float (&acc)[kRowBlocks][kColumns / kMmaColumns][4],
+                                        const BF16* a_tile, int a_row0, const BF16* b_tile, int n0) {
+  // Unrolled by two only: the accumulators are indexed by m and n alone, and a full unroll lets the compiler
+  // hold every step's fragments at once (the forward at kHeadDim 128 then spills).
+#pragma unroll 2
+  for (int k0 = 0; k0 < kHeadDim; k0 += kMmaDepth) {
+    uint32_t a[kRowBlocks][4];
 #pragma unroll
-  for (int step = 0; step < kTileFragments; ++step) {
-    FragmentA a_fragment;
-    nvcuda::wmma::load_matrix_sync(a_fragment, strip + step * kFragment, kStripStride);
+    for (int m = 0; m < kRowBlocks; ++m)
+      load_a<kHeadDim>(a[m], a_tile, a_row0 + m * kMmaRows, k0);
 #pragma unroll
-    for (int n = 0; n < kHeadDim / kFragment; ++n) {
-      FragmentB b_fragment;
-      nvcuda::wmma::load_matrix_sync(
-          b_fragment, tile + step * kFragment * kTileStride<kHeadDim> + n * kFragment, kTileStride<kHeadDim>);
-      nvcuda::wmma::mma_sync(acc[n], a_fragment, b_fragment, acc[n]);
+    for (int n = 0; n < kColumns / kMmaColumns; n += 2) {
+      uint32_t b[4];
+      load_b_from_rows<kHeadDim>(b, b_tile, n0 + n * kMmaColumns, k0);
+#pragma unroll
+      for (int m = 0; m < kRowBlocks; ++m) {
+        mma(acc[m][n], a[m], b[0], b[1]);
+        mma(acc[m][n + 1], a[m], b[2], b[3]);
+      }
     }
   }
 }
 
-template <int kHeadDim>
-__device__ inline void zero(Accumulator (&acc)[kHeadDim / kFragment]) {
+// Warp-wide: acc (16 kRowBlocks, kHeadDim) += A B, A = the probabilities or score gradients held in the
+// accumulators `scores` (16 kRowBlocks rows x kDepth columns), rounded to bf16, B = rows k0 .. k0 + kDepth -
+// 1 of a row-major (., kHeadDim) tile: P V, P^T dO, dS^T Q, dS K.
+template <int kHeadDim, int kRowBlocks, int kDepth>
+__device__ inline void mma_scores_by_tile(float (&acc)[kRowBlocks][kHeadDim / kMmaColumns][4],
+                                          const float (&scores)[kRowBlocks][kDepth / kMmaColumns][4],
+                                          const BF16* tile, int k0) {
 #pragma unroll
-  for (int n = 0; n < kHeadDim / kFragment; ++n)
-    nvcuda::wmma::fill_fragment(acc[n], 0.0f);
+  for (int step = 0; step < kDepth / kMmaDepth; ++step) {
+    uint32_t a[kRowBlocks][4];
+#pragma unroll
+    for (int m = 0; m < kRowBlocks; ++m)
+      to_a_operand(a[m], scores[m][2 * step], scores[m][2 * step + 1]);
+#pragma unroll
+    for (int n = 0; n < kHeadDim / kMmaColumns; n += 2) {
+      uint32_t b[4];
+      load_b_from_columns<kHeadDim>(b, tile, k0 + step * kMmaDepth, n * kMmaColumns);
+#pragma unroll
+      for (int m = 0; m < kRowBlocks; ++m) {
+        mma(acc[m][n], a[m], b[0], b[1]);
+        mma(acc[m][n + 1], a[m], b[2], b[3]);
+      }
+    }
+  }
 }
 
-// Warp-wide: writes a warp's (16, kHeadDim) result, rows row0 + 0..15, to head `head` of a (B, T, heads,
-// kHeadDim) bf16 tensor, skipping rows at or past `seq`. Each lane stores its own elements.
+template <int kRowBlocks, int kBlocks>
+__device__ inline void zero(float (&acc)[kRowBlocks][kBlocks][4]) {
+#pragma unroll
+  for (int m = 0; m < kRowBlocks; ++m) {
+#pragma unroll
+    for (int n = 0; n < kBlocks; ++n) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        acc[m][n][i] = 0.0f;
+    }
+  }
+}
+
+// Warp-wide: writes a warp's (16, kHeadDim) accumulators times row_factor[half] (half 0: row g, 1: row
+// g + 8), rows row0 + 0..15, to head `head` of a (B, T, heads, kHeadDim) bf16 tensor, skipping rows at or
+// past `seq`. Each lane stores its bf16 pairs; the four lanes of a row write 16 contiguous bytes per n-block.
 template <int kHeadDim>
-__device__ inline void store_rows(BF16* tensor, const Accumulator (&acc)[kHeadDim / kFragment],
-                                  const FragmentCoordinates& at, int batch, int row0, int seq, int heads,
+__device__ inline void store_rows(BF16* tensor, const float (&acc)[kHeadDim / kMmaColumns][4],
+                                  const float (&row_factor)[2], int batch, int row0, int seq, int heads,
                                   int head) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
 #pragma unroll
-  for (int i = 0; i < kAccumulatorElements; ++i) {
-    const int t = row0 + at.row[i];
+  for (int half = 0; half < 2; ++half) {
+    const int t = row0 + lane / 4 + half * 8;
     if (t >= seq) continue;
-    BF16* row = tensor + ((static_cast<int64_t>(batch) * seq + t) * heads + head) * kHeadDim;
+    BF16* row = tensor + ((static_cast<int64_t>(batch) * seq + t) * heads + head) * kHeadDim + 2 * (lane % 4);
 #pragma unroll
-    for (int n = 0; n < kHeadDim / kFragment; ++n)
-      row[n * kFragment + at.col[i]] = __float2bfloat16_rn(acc[n].x[i]);
+    for (int n = 0; n < kHeadDim / kMmaColumns; ++n) {
+      *reinterpret_cast<__nv_bfloat162*>(row + n * kMmaColumns) =
+          __floats2bfloat162_rn(acc[n][2 * half] * row_factor[half], acc[n][2 * half + 1] * row_factor[half]);
+    }
   }
 }
 
 // Whether query t sees key j: t - window <= j <= t.
 __device__ inline bool visible(int t, int j, int window) {
   return j <= t && t - j <= window;
+}
+
+// Whether every query of [query0, query0 + queries) sees every key of [key0, key0 + keys): the tile needs
+// no mask (keys past the sequence only occur in tiles that reach past the diagonal, which are masked).
+__device__ inline bool all_visible(int query0, int queries, int key0, int keys, int window) {
+  return key0 + keys - 1 <= query0 && query0 + queries - 1 - key0 <= window;
+}
+
+// Whether no query of [query0, query0 + queries) sees any key of [key0, key0 + keys).
+__device__ inline bool none_visible(int query0, int queries, int key0, int keys, int window) {
+  return key0 > query0 + queries - 1 || query0 - (key0 + keys - 1) > window;
 }
 
 // ---- host side ----
@@ -243,8 +293,9 @@ inline AttentionShape check_attention(const TensorView& q, const TensorView& k, 
                   "dims 32, 64 and 128",
                   op, head_dim);
   NANOFORGE_CHECK(window >= 0, "{} on CUDA: negative window {}", op, window);
-  // Grid: x = 64-row tiles, y = heads, z = batch (at most 65535 each for y and z); int row indices.
-  NANOFORGE_CHECK(seq <= std::numeric_limits<int>::max() - kTileRows && heads <= 65535 && batch <= 65535,
+  // Grid: x = row tiles, y = heads, z = batch (at most 65535 each for y and z); int row indices with room
+  // for a tile past the end.
+  NANOFORGE_CHECK(seq <= std::numeric_limits<int>::max() - 2 * kKeyTile && heads <= 65535 && batch <= 65535,
                   "{} on CUDA: q {} is too large for one launch (T < 2^31, H and B at most 65535)", op,
                   q.describe());
   check_aligned(q, op, "q");
@@ -255,11 +306,12 @@ inline AttentionShape check_attention(const TensorView& q, const TensorView& k, 
           static_cast<int>(kv_heads), static_cast<int>(head_dim), static_cast<int>(std::min(window, seq))};
 }
 
-inline int tile_count(int seq) {
-  return (seq + kTileRows - 1) / kTileRows;
+inline int tile_count(int seq, int rows_per_tile) {
+  return (seq + rows_per_tile - 1) / rows_per_tile;
 }
 
-// Calls launch(std::integral_constant<int, D>{}) for the head dim D (32, 64 or 128, checked above).
+// Calls launch(std::integral_constant<int, D>{}) for the head dim D (32, 64 or 128, checked above; 32 is the
+// small test models').
 template <class Launch>
 void with_head_dim(int head_dim, Launch&& launch) {
   if (head_dim == 32) {

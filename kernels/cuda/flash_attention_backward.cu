@@ -1,16 +1,17 @@
 // Causal sliding-window attention backward on the GPU, the CUDA twin of kernels/cpu/attention.cpp's
-// backward: FlashAttention-2's, with dQ computed by a kernel of its own instead of atomics, so the result is
-// the same bits on every run (ops::deterministic() changes nothing here). Three kernels:
+// backward: FlashAttention-2's pass structure with dQ in a pass of its own rather than fp32 atomics, so the
+// result is the same bits on every run and under every schedule (docs/kernels.md says why). Three kernels:
 //   delta  = rowsum(dO * O), (B, H, T) f32 in the workspace;
-//   dK, dV: one block per (batch, kv head, 64-key tile) walks the query tiles that see its keys, for every
-//           query head of its GQA group in order, recomputing P^T = exp(K Q^T scale - lse) and summing
-//           dV += P^T dO and dK += dS^T Q scale, dS = P * (dO V^T - delta), in fp32 fragments;
-//   dQ:     one block per (batch, head, 64-query tile) walks the key tiles it sees (as the forward does),
-//           recomputes P and dS the same way and sums dQ += dS K scale.
-// Each warp owns 16 rows of its block's tile, so its probabilities and score gradients never leave the warp:
-// they are masked and exponentiated in registers and staged in shared memory, rounded to bf16, only as the
-// A operand of the next tensor-core product. The dQ kernel recomputes S and dP (two of the five GEMMs) in
-// exchange for having no atomics and no fp32 dQ buffer.
+//   dK, dV: one block of four warps per (batch, kv head, 64-key tile), each warp owning 16 keys, walks the
+//           64-query tiles that see its keys, for every query head of its GQA group, Q and dO arriving by
+//           cp.async (two buffers); per 32 queries it computes S^T = K Q^T and dP^T = V dO^T with mma.sync,
+//           P^T = exp2(S^T scale log2(e) - lse log2(e)) and dS^T = P^T (dP^T - delta) in registers, and adds
+//           dV += P^T dO and dK += dS^T Q with P^T and dS^T taken from those registers as A operands;
+//   dQ:     one block per (batch, head, 64-query tile) walks the key tiles it sees (K, V by cp.async),
+//   recomputes
+//           S and dP the same way and adds dQ += dS K.
+// dK and dQ are scaled once at the end. Tiles outside the window are never loaded; warps that see nothing of
+// a tile skip it.
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/flash_attention.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -46,202 +47,252 @@ __global__ void attention_delta_kernel(float* delta, const BF16* d_out, const BF
   }
 }
 
-// Dynamic shared memory of the dK/dV kernel, as byte offsets (each a multiple of 128).
+constexpr int kBackwardWarps = 4;
+constexpr int kBackwardThreads = kBackwardWarps * kWarpSize;
+constexpr int kBackwardTile = kBackwardWarps * kMmaRows;  // 64 keys (dK/dV) or queries (dQ) per block
+static_assert(kBackwardTile == kKeyTile, "both backward kernels walk 64-row tiles of the other side");
+constexpr int kQueryChunk = 32;  // queries per step of the dK/dV kernel (bounds its score registers)
+
+// Dynamic shared memory of the dK/dV kernel, as byte offsets: K, V (64, D), then Q and dO (64, D) twice,
+// then lse and delta (64 f32) twice.
 template <int kHeadDim>
 struct KeyValueShared {
   static constexpr int kKey = 0;
   static constexpr int kValue = kKey + kTileBytes<kHeadDim>;
   static constexpr int kQuery = kValue + kTileBytes<kHeadDim>;
-  static constexpr int kDOut = kQuery + kTileBytes<kHeadDim>;
-  static constexpr int kLse = kDOut + kTileBytes<kHeadDim>;      // 64 f32, times log2(e)
-  static constexpr int kDelta = kLse + kTileRows * 4;            // 64 f32
-  static constexpr int kProbabilities = kDelta + kTileRows * 4;  // per warp (16, 64) bf16: P^T
-  static constexpr int kScoreGradients = kProbabilities + kWarps * kStripBytes;  // per warp: dS^T * scale
-  static constexpr int kCoordinates = kScoreGradients + kWarps * kStripBytes;
-  static constexpr int kBytes = kCoordinates + kCoordinateTableBytes;
+  static constexpr int kDOut = kQuery + 2 * kTileBytes<kHeadDim>;
+  static constexpr int kLse = kDOut + 2 * kTileBytes<kHeadDim>;
+  static constexpr int kDelta = kLse + 2 * kKeyTile * 4;
+  static constexpr int kBytes = kDelta + 2 * kKeyTile * 4;
   static_assert(kBytes <= kMaxSharedBytes, "dK/dV tiles exceed the shared memory of one GB10 block");
-  static_assert(regions_aligned({kValue, kQuery, kDOut, kLse, kDelta, kProbabilities, kScoreGradients,
-                                 kCoordinates}));
 };
+
+// Block-wide: the loads of one step of the dK/dV kernel (query tile q0 of head `head`) into buffer `buffer`:
+// Q and dO by cp.async (the caller commits), lse and delta by plain loads.
+template <int kHeadDim>
+__device__ inline void load_query_step(unsigned char* shared, int buffer, const BF16* d_out, const BF16* q,
+                                       const float* lse, const float* delta, int batch, int q0, int seq,
+                                       int heads, int head) {
+  using Shared = KeyValueShared<kHeadDim>;
+  constexpr int kTileElements = kKeyTile * kHeadDim;
+  auto* query_tile = reinterpret_cast<BF16*>(shared + Shared::kQuery) + buffer * kTileElements;
+  auto* d_out_tile = reinterpret_cast<BF16*>(shared + Shared::kDOut) + buffer * kTileElements;
+  load_tile_async<kHeadDim, kKeyTile, kBackwardThreads>(query_tile, q, batch, q0, seq, heads, head);
+  load_tile_async<kHeadDim, kKeyTile, kBackwardThreads>(d_out_tile, d_out, batch, q0, seq, heads, head);
+  load_row_values<kKeyTile, kBackwardThreads>(
+      reinterpret_cast<float*>(shared + Shared::kLse) + buffer * kKeyTile, lse, batch, head, heads, q0, seq);
+  load_row_values<kKeyTile, kBackwardThreads>(
+      reinterpret_cast<float*>(shared + Shared::kDelta) + buffer * kKeyTile, delta, batch, head, heads, q0,
+      seq);
+}
 
 // d_k, d_v, k, v (B, T, Hkv, D) bf16; d_out, q (B, T, H, D) bf16; lse, delta (B, H, T) f32. Grid (key tiles,
 // Hkv, B), the first key tile first (it is seen by the most queries). Warp w owns keys key0 + 16w .. + 15.
 template <int kHeadDim>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kBackwardThreads)
     attention_backward_key_value_kernel(BF16* d_k, BF16* d_v, const BF16* d_out, const BF16* q, const BF16* k,
                                         const BF16* v, const float* lse, const float* delta, int seq,
                                         int heads, int kv_heads, int window, float scale, float scale_log2) {
   using Shared = KeyValueShared<kHeadDim>;
-  constexpr int kStride = kTileStride<kHeadDim>;
-  constexpr int kColumnFragments = kHeadDim / kFragment;
+  constexpr int kDimBlocks = kHeadDim / kMmaColumns;
+  constexpr int kChunkBlocks = kQueryChunk / kMmaColumns;
+  constexpr int kTileElements = kKeyTile * kHeadDim;
   NANOFORGE_DYNAMIC_SHARED(unsigned char, shared, 128);
-  BF16* key_tile = reinterpret_cast<BF16*>(shared + Shared::kKey);
-  BF16* value_tile = reinterpret_cast<BF16*>(shared + Shared::kValue);
-  BF16* query_tile = reinterpret_cast<BF16*>(shared + Shared::kQuery);
-  BF16* d_out_tile = reinterpret_cast<BF16*>(shared + Shared::kDOut);
-  float* lse_log2 = reinterpret_cast<float*>(shared + Shared::kLse);
-  float* delta_rows = reinterpret_cast<float*>(shared + Shared::kDelta);
-  float* coordinate_tables = reinterpret_cast<float*>(shared + Shared::kCoordinates);
+  const BF16* key_tile = reinterpret_cast<const BF16*>(shared + Shared::kKey);
+  const BF16* value_tile = reinterpret_cast<const BF16*>(shared + Shared::kValue);
 
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
-  BF16* probabilities = reinterpret_cast<BF16*>(shared + Shared::kProbabilities + warp * kStripBytes);
-  BF16* score_gradients = reinterpret_cast<BF16*>(shared + Shared::kScoreGradients + warp * kStripBytes);
-
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int key_tile_index = static_cast<int>(blockIdx.x);
   const int kv_head = static_cast<int>(blockIdx.y);
   const int batch = static_cast<int>(blockIdx.z);
   const int group = heads / kv_heads;
-  const int key0 = key_tile_index * kTileRows;
-  const int warp_key0 = key0 + warp * kFragment;
+  const int key0 = key_tile_index * kKeyTile;
+  const int warp_row0 = warp * kMmaRows;  // within the tile
+  const int warp_key0 = key0 + warp_row0;
   // Queries that see a key j lie in [j, j + window]; the tile's last key is key0 + 63.
-  const int64_t last_seen = static_cast<int64_t>(key0) + kTileRows - 1 + window;
+  const int64_t last_seen = static_cast<int64_t>(key0) + kKeyTile - 1 + window;
   const int last_query = last_seen < seq ? static_cast<int>(last_seen) : seq - 1;
-  const int last_query_tile = last_query / kTileRows;
+  const int first_query_tile = key_tile_index;
+  const int tiles_per_head = last_query / kKeyTile - first_query_tile + 1;
+  const int steps = group * tiles_per_head;  // (head, query tile) pairs, head-major
 
-  write_coordinate_tables(coordinate_tables);
-  load_tile<kHeadDim>(key_tile, k, batch, key0, seq, kv_heads, kv_head);
-  load_tile<kHeadDim>(value_tile, v, batch, key0, seq, kv_heads, kv_head);
-  __syncthreads();
-  const FragmentCoordinates at = read_coordinates(coordinate_tables);
-  const BF16* key_strip = key_tile + warp * kFragment * kStride;
-  const BF16* value_strip = value_tile + warp * kFragment * kStride;
+  load_tile_async<kHeadDim, kKeyTile, kBackwardThreads>(reinterpret_cast<BF16*>(shared + Shared::kKey), k,
+                                                        batch, key0, seq, kv_heads, kv_head);
+  load_tile_async<kHeadDim, kKeyTile, kBackwardThreads>(reinterpret_cast<BF16*>(shared + Shared::kValue), v,
+                                                        batch, key0, seq, kv_heads, kv_head);
+  load_query_step<kHeadDim>(shared, 0, d_out, q, lse, delta, batch, first_query_tile * kKeyTile, seq, heads,
+                            kv_head * group);
+  ptx::cp_async_commit_group();
 
-  Accumulator d_key[kColumnFragments];
-  Accumulator d_value[kColumnFragments];
-  zero<kHeadDim>(d_key);
-  zero<kHeadDim>(d_value);
+  float d_key[1][kDimBlocks][4];
+  float d_value[1][kDimBlocks][4];
+  zero(d_key);
+  zero(d_value);
 
-  for (int head = kv_head * group; head < (kv_head + 1) * group; ++head) {
-    for (int query_tile_index = key_tile_index; query_tile_index <= last_query_tile; ++query_tile_index) {
-      const int q0 = query_tile_index * kTileRows;
-      __syncthreads();  // every warp is done with the previous query tile
-      load_tile<kHeadDim>(query_tile, q, batch, q0, seq, heads, head);
-      load_tile<kHeadDim>(d_out_tile, d_out, batch, q0, seq, heads, head);
-      load_row_values(lse_log2, lse, batch, head, heads, q0, seq, kLog2E);
-      load_row_values(delta_rows, delta, batch, head, heads, q0, seq, 1.0f);
-      __syncthreads();
+  for (int step = 0; step < steps; ++step) {
+    const int buffer = step % 2;
+    if (step + 1 < steps) {
+      // The other buffers held step - 1, which every warp finished before the previous iteration's last
+      // barrier.
+      const int next_head = kv_head * group + (step + 1) / tiles_per_head;
+      const int next_q0 = (first_query_tile + (step + 1) % tiles_per_head) * kKeyTile;
+      load_query_step<kHeadDim>(shared, 1 - buffer, d_out, q, lse, delta, batch, next_q0, seq, heads,
+                                next_head);
+      ptx::cp_async_commit_group();
+      ptx::cp_async_wait_group<1>();
+    } else {
+      ptx::cp_async_wait_group<0>();
+    }
+    __syncthreads();  // this step's tiles (and, at step 0, K and V) are visible to every warp
 
-      // For each 16 queries n: S^T = K Q^T and dP^T = V dO^T (this warp's 16 keys x 16 queries), then
-      // P^T = exp(S^T scale - lse) where visible, dS^T = P^T (dP^T - delta) scale, staged as bf16.
+    const int q0 = (first_query_tile + step % tiles_per_head) * kKeyTile;
+    const BF16* query_tile = reinterpret_cast<const BF16*>(shared + Shared::kQuery) + buffer * kTileElements;
+    const BF16* d_out_tile = reinterpret_cast<const BF16*>(shared + Shared::kDOut) + buffer * kTileElements;
+    const float* lse_rows = reinterpret_cast<const float*>(shared + Shared::kLse) + buffer * kKeyTile;
+    const float* delta_rows = reinterpret_cast<const float*>(shared + Shared::kDelta) + buffer * kKeyTile;
 #pragma unroll 1
-      for (int n = 0; n < kTileFragments; ++n) {
-        Accumulator s;
-        Accumulator dp;
-        nvcuda::wmma::fill_fragment(s, 0.0f);
-        nvcuda::wmma::fill_fragment(dp, 0.0f);
-        mma_rows_by_rows<kHeadDim>(s, key_strip, query_tile + n * kFragment * kStride);
-        mma_rows_by_rows<kHeadDim>(dp, value_strip, d_out_tile + n * kFragment * kStride);
+    for (int chunk0 = 0; chunk0 < kKeyTile; chunk0 += kQueryChunk) {
+      const int chunk_q0 = q0 + chunk0;
+      if (none_visible(chunk_q0, kQueryChunk, warp_key0, kMmaRows, window)) continue;
+      // Rows of S^T are this warp's keys, columns the chunk's queries.
+      float scores[1][kChunkBlocks][4];
+      float d_scores[1][kChunkBlocks][4];
+      zero(scores);
+      zero(d_scores);
+      mma_rows_by_rows<kHeadDim, 1, kQueryChunk>(scores, key_tile, warp_row0, query_tile, chunk0);
+      mma_rows_by_rows<kHeadDim, 1, kQueryChunk>(d_scores, value_tile, warp_row0, d_out_tile, chunk0);
+      const bool masked =
+          chunk_q0 + kQueryChunk > seq || !all_visible(chunk_q0, kQueryChunk, warp_key0, kMmaRows, window);
 #pragma unroll
-        for (int i = 0; i < kAccumulatorElements; ++i) {
-          const int column = n * kFragment + at.col[i];  // query q0 + column
-          const bool seen = q0 + column < seq && visible(q0 + column, warp_key0 + at.row[i], window);
-          const float p = seen ? exp2f(s.x[i] * scale_log2 - lse_log2[column]) : 0.0f;
-          const float ds = p * (dp.x[i] - delta_rows[column]) * scale;
-          probabilities[at.row[i] * kStripStride + column] = __float2bfloat16_rn(p);
-          score_gradients[at.row[i] * kStripStride + column] = __float2bfloat16_rn(ds);
+      for (int n = 0; n < kChunkBlocks; ++n) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int j = warp_key0 + lane / 4 + (i / 2) * 8;
+          const int column = chunk0 + n * kMmaColumns + 2 * (lane % 4) + i % 2;  // query q0 + column
+          const int t = q0 + column;
+          const bool seen = !masked || (t < seq && visible(t, j, window));
+          const float p = seen ? exp2f(scores[0][n][i] * scale_log2 - lse_rows[column] * kLog2E) : 0.0f;
+          scores[0][n][i] = p;
+          d_scores[0][n][i] = p * (d_scores[0][n][i] - delta_rows[column]);
         }
       }
-      __syncwarp();
-      mma_strip_by_tile<kHeadDim>(d_value, probabilities, d_out_tile);  // dV += P^T dO
-      mma_strip_by_tile<kHeadDim>(d_key, score_gradients, query_tile);  // dK += dS^T Q scale
-      __syncwarp();  // the strips are rewritten for the next query tile
+      mma_scores_by_tile<kHeadDim, 1, kQueryChunk>(d_value, scores, d_out_tile, chunk0);  // dV += P^T dO
+      mma_scores_by_tile<kHeadDim, 1, kQueryChunk>(d_key, d_scores, query_tile, chunk0);  // dK += dS^T Q
     }
+    __syncthreads();  // every warp is done with this step's buffers before the next iteration refills them
   }
-  store_rows<kHeadDim>(d_k, d_key, at, batch, warp_key0, seq, kv_heads, kv_head);
-  store_rows<kHeadDim>(d_v, d_value, at, batch, warp_key0, seq, kv_heads, kv_head);
+  const float key_factor[2] = {scale, scale};
+  const float value_factor[2] = {1.0f, 1.0f};
+  store_rows<kHeadDim>(d_k, d_key[0], key_factor, batch, warp_key0, seq, kv_heads, kv_head);
+  store_rows<kHeadDim>(d_v, d_value[0], value_factor, batch, warp_key0, seq, kv_heads, kv_head);
 }
 
-// Dynamic shared memory of the dQ kernel, as byte offsets (each a multiple of 128).
+// Dynamic shared memory of the dQ kernel, as byte offsets: Q, dO (64, D), then K and V (64, D) twice.
 template <int kHeadDim>
 struct QueryShared {
   static constexpr int kQuery = 0;
   static constexpr int kDOut = kQuery + kTileBytes<kHeadDim>;
   static constexpr int kKey = kDOut + kTileBytes<kHeadDim>;
-  static constexpr int kValue = kKey + kTileBytes<kHeadDim>;
-  static constexpr int kLse = kValue + kTileBytes<kHeadDim>;      // 64 f32, times log2(e)
-  static constexpr int kDelta = kLse + kTileRows * 4;             // 64 f32
-  static constexpr int kScoreGradients = kDelta + kTileRows * 4;  // per warp (16, 64) bf16: dS * scale
-  static constexpr int kCoordinates = kScoreGradients + kWarps * kStripBytes;
-  static constexpr int kBytes = kCoordinates + kCoordinateTableBytes;
+  static constexpr int kValue = kKey + 2 * kTileBytes<kHeadDim>;
+  static constexpr int kBytes = kValue + 2 * kTileBytes<kHeadDim>;
   static_assert(kBytes <= kMaxSharedBytes, "dQ tiles exceed the shared memory of one GB10 block");
-  static_assert(regions_aligned({kDOut, kKey, kValue, kLse, kDelta, kScoreGradients, kCoordinates}));
 };
 
 // d_q, d_out, q (B, T, H, D) bf16; k, v (B, T, Hkv, D) bf16; lse, delta (B, H, T) f32. Grid (query tiles, H,
 // B), the last query tile first. Warp w owns queries t0 + 16w .. + 15.
 template <int kHeadDim>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kBackwardThreads)
     attention_backward_query_kernel(BF16* d_q, const BF16* d_out, const BF16* q, const BF16* k, const BF16* v,
                                     const float* lse, const float* delta, int seq, int heads, int kv_heads,
                                     int window, float scale, float scale_log2) {
   using Shared = QueryShared<kHeadDim>;
-  constexpr int kStride = kTileStride<kHeadDim>;
-  constexpr int kColumnFragments = kHeadDim / kFragment;
+  constexpr int kDimBlocks = kHeadDim / kMmaColumns;
+  constexpr int kKeyBlocks = kKeyTile / kMmaColumns;
+  constexpr int kTileElements = kKeyTile * kHeadDim;
   NANOFORGE_DYNAMIC_SHARED(unsigned char, shared, 128);
   BF16* query_tile = reinterpret_cast<BF16*>(shared + Shared::kQuery);
   BF16* d_out_tile = reinterpret_cast<BF16*>(shared + Shared::kDOut);
-  BF16* key_tile = reinterpret_cast<BF16*>(shared + Shared::kKey);
-  BF16* value_tile = reinterpret_cast<BF16*>(shared + Shared::kValue);
-  float* lse_log2 = reinterpret_cast<float*>(shared + Shared::kLse);
-  float* delta_rows = reinterpret_cast<float*>(shared + Shared::kDelta);
-  float* coordinate_tables = reinterpret_cast<float*>(shared + Shared::kCoordinates);
+  BF16* key_tiles = reinterpret_cast<BF16*>(shared + Shared::kKey);
+  BF16* value_tiles = reinterpret_cast<BF16*>(shared + Shared::kValue);
 
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
-  BF16* score_gradients = reinterpret_cast<BF16*>(shared + Shared::kScoreGradients + warp * kStripBytes);
-
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int query_tile_index = static_cast<int>(gridDim.x - 1 - blockIdx.x);
   const int head = static_cast<int>(blockIdx.y);
   const int batch = static_cast<int>(blockIdx.z);
   const int kv_head = head / (heads / kv_heads);
-  const int t0 = query_tile_index * kTileRows;
-  const int first_key_tile = max(0, t0 - window) / kTileRows;
+  const int t0 = query_tile_index * kBackwardTile;
+  const int first_key_tile = max(0, t0 - window) / kKeyTile;
+  const int last_key_tile = min(t0 + kBackwardTile - 1, seq - 1) / kKeyTile;
+  const int warp_row0 = warp * kMmaRows;
+  const int warp_t0 = t0 + warp_row0;
 
-  write_coordinate_tables(coordinate_tables);
-  load_tile<kHeadDim>(query_tile, q, batch, t0, seq, heads, head);
-  load_tile<kHeadDim>(d_out_tile, d_out, batch, t0, seq, heads, head);
-  load_row_values(lse_log2, lse, batch, head, heads, t0, seq, kLog2E);
-  load_row_values(delta_rows, delta, batch, head, heads, t0, seq, 1.0f);
-  __syncthreads();
-  const FragmentCoordinates at = read_coordinates(coordinate_tables);
-  const int warp_row0 = warp * kFragment;  // the warp's first row within the tile
-  const BF16* query_strip = query_tile + warp_row0 * kStride;
-  const BF16* d_out_strip = d_out_tile + warp_row0 * kStride;
+  load_tile_async<kHeadDim, kBackwardTile, kBackwardThreads>(query_tile, q, batch, t0, seq, heads, head);
+  load_tile_async<kHeadDim, kBackwardTile, kBackwardThreads>(d_out_tile, d_out, batch, t0, seq, heads, head);
+  load_tile_async<kHeadDim, kKeyTile, kBackwardThreads>(key_tiles, k, batch, first_key_tile * kKeyTile, seq,
+                                                        kv_heads, kv_head);
+  load_tile_async<kHeadDim, kKeyTile, kBackwardThreads>(value_tiles, v, batch, first_key_tile * kKeyTile, seq,
+                                                        kv_heads, kv_head);
+  ptx::cp_async_commit_group();
 
-  Accumulator d_query[kColumnFragments];
-  zero<kHeadDim>(d_query);
+  // This lane's rows g and g + 8: lse (times log2 e) and delta, 0 past the sequence.
+  float lse_log2[2], delta_row[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int t = warp_t0 + lane / 4 + half * 8;
+    const int64_t at = (static_cast<int64_t>(batch) * heads + head) * seq + t;
+    lse_log2[half] = t < seq ? lse[at] * kLog2E : 0.0f;
+    delta_row[half] = t < seq ? delta[at] : 0.0f;
+  }
 
-  for (int key_tile_index = first_key_tile; key_tile_index <= query_tile_index; ++key_tile_index) {
-    const int key0 = key_tile_index * kTileRows;
-    __syncthreads();  // every warp is done with the previous K and V tiles
-    load_tile<kHeadDim>(key_tile, k, batch, key0, seq, kv_heads, kv_head);
-    load_tile<kHeadDim>(value_tile, v, batch, key0, seq, kv_heads, kv_head);
+  float d_query[1][kDimBlocks][4];
+  zero(d_query);
+
+  for (int key_tile_index = first_key_tile; key_tile_index <= last_key_tile; ++key_tile_index) {
+    const int buffer = (key_tile_index - first_key_tile) % 2;
+    if (key_tile_index < last_key_tile) {
+      const int next = (key_tile_index + 1) * kKeyTile;
+      load_tile_async<kHeadDim, kKeyTile, kBackwardThreads>(key_tiles + (1 - buffer) * kTileElements, k,
+                                                            batch, next, seq, kv_heads, kv_head);
+      load_tile_async<kHeadDim, kKeyTile, kBackwardThreads>(value_tiles + (1 - buffer) * kTileElements, v,
+                                                            batch, next, seq, kv_heads, kv_head);
+      ptx::cp_async_commit_group();
+      ptx::cp_async_wait_group<1>();
+    } else {
+      ptx::cp_async_wait_group<0>();
+    }
     __syncthreads();
 
-    // For each 16 keys n: S = Q K^T and dP = dO V^T (this warp's 16 queries x 16 keys), then
-    // dS = P (dP - delta) scale with P = exp(S scale - lse) where visible, staged as bf16.
-#pragma unroll 1
-    for (int n = 0; n < kTileFragments; ++n) {
-      Accumulator s;
-      Accumulator dp;
-      nvcuda::wmma::fill_fragment(s, 0.0f);
-      nvcuda::wmma::fill_fragment(dp, 0.0f);
-      mma_rows_by_rows<kHeadDim>(s, query_strip, key_tile + n * kFragment * kStride);
-      mma_rows_by_rows<kHeadDim>(dp, d_out_strip, value_tile + n * kFragment * kStride);
+    const int key0 = key_tile_index * kKeyTile;
+    const BF16* key_tile = key_tiles + buffer * kTileElements;
+    const BF16* value_tile = value_tiles + buffer * kTileElements;
+    if (!none_visible(warp_t0, kMmaRows, key0, kKeyTile, window)) {
+      float scores[1][kKeyBlocks][4];
+      float d_scores[1][kKeyBlocks][4];
+      zero(scores);
+      zero(d_scores);
+      mma_rows_by_rows<kHeadDim, 1, kKeyTile>(scores, query_tile, warp_row0, key_tile, 0);
+      mma_rows_by_rows<kHeadDim, 1, kKeyTile>(d_scores, d_out_tile, warp_row0, value_tile, 0);
+      const bool masked = warp_t0 + kMmaRows > seq || !all_visible(warp_t0, kMmaRows, key0, kKeyTile, window);
 #pragma unroll
-      for (int i = 0; i < kAccumulatorElements; ++i) {
-        const int row = warp_row0 + at.row[i];  // query t0 + row
-        const int column = n * kFragment + at.col[i];
-        const bool seen = t0 + row < seq && visible(t0 + row, key0 + column, window);
-        const float p = seen ? exp2f(s.x[i] * scale_log2 - lse_log2[row]) : 0.0f;
-        score_gradients[at.row[i] * kStripStride + column] =
-            __float2bfloat16_rn(p * (dp.x[i] - delta_rows[row]) * scale);
+      for (int n = 0; n < kKeyBlocks; ++n) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int half = i / 2;
+          const int t = warp_t0 + lane / 4 + half * 8;
+          const int j = key0 + n * kMmaColumns + 2 * (lane % 4) + i % 2;
+          const bool seen = !masked || (t < seq && visible(t, j, window));
+          const float p = seen ? exp2f(scores[0][n][i] * scale_log2 - lse_log2[half]) : 0.0f;
+          d_scores[0][n][i] = p * (d_scores[0][n][i] - delta_row[half]);
+        }
       }
+      mma_scores_by_tile<kHeadDim, 1, kKeyTile>(d_query, d_scores, key_tile, 0);  // dQ += dS K
     }
-    __syncwarp();
-    mma_strip_by_tile<kHeadDim>(d_query, score_gradients, key_tile);  // dQ += dS K scale
-    __syncwarp();  // the strip is rewritten for the next key tile
+    __syncthreads();
   }
-  store_rows<kHeadDim>(d_q, d_query, at, batch, t0 + warp_row0, seq, heads, head);
+  const float factor[2] = {scale, scale};
+  store_rows<kHeadDim>(d_q, d_query[0], factor, batch, warp_t0, seq, heads, head);
 }
 
 }  // namespace
@@ -283,20 +334,21 @@ void attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorVi
 
   const float scale_f = static_cast<float>(scale);
   const float scale_log2 = scale_f * kLog2E;
+  const int tiles = tile_count(shape.seq, kBackwardTile);
   with_head_dim(shape.head_dim, [&](auto head_dim) {
     constexpr int kHeadDim = decltype(head_dim)::value;
     constexpr int kKeyValueBytes = KeyValueShared<kHeadDim>::kBytes;
     allow_shared_bytes(attention_backward_key_value_kernel<kHeadDim>, kKeyValueBytes);
-    launch_kernel<attention_backward_key_value_kernel<kHeadDim>>(
-        dim3(tile_count(shape.seq), shape.kv_heads, shape.batch), kThreads, kKeyValueBytes)(
+    launch_kernel<attention_backward_key_value_kernel<kHeadDim>>(dim3(tiles, shape.kv_heads, shape.batch),
+                                                                 kBackwardThreads, kKeyValueBytes)(
         d_k.as<BF16>(), d_v.as<BF16>(), d_out.as<BF16>(), q.as<BF16>(), k.as<BF16>(), v.as<BF16>(),
         lse.as<float>(), delta, shape.seq, shape.heads, shape.kv_heads, shape.window, scale_f, scale_log2);
     NANOFORGE_CUDA_CHECK_LAUNCH("attention_backward_key_value");
 
     constexpr int kQueryBytes = QueryShared<kHeadDim>::kBytes;
     allow_shared_bytes(attention_backward_query_kernel<kHeadDim>, kQueryBytes);
-    launch_kernel<attention_backward_query_kernel<kHeadDim>>(
-        dim3(tile_count(shape.seq), shape.heads, shape.batch), kThreads, kQueryBytes)(
+    launch_kernel<attention_backward_query_kernel<kHeadDim>>(dim3(tiles, shape.heads, shape.batch),
+                                                             kBackwardThreads, kQueryBytes)(
         d_q.as<BF16>(), d_out.as<BF16>(), q.as<BF16>(), k.as<BF16>(), v.as<BF16>(), lse.as<float>(), delta,
         shape.seq, shape.heads, shape.kv_heads, shape.window, scale_f, scale_log2);
     NANOFORGE_CUDA_CHECK_LAUNCH("attention_backward_query");

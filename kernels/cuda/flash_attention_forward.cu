@@ -1,11 +1,12 @@
 // Causal sliding-window attention forward on the GPU, the CUDA twin of kernels/cpu/attention.cpp:
-// FlashAttention-2 with online softmax. One block of four warps per (batch, head, 64-query tile); it walks
-// the 64-key tiles from the first one its window reaches to the diagonal (tiles wholly outside the window are
-// never touched, so short-window layers cost what their window says). Per key tile each warp computes its 16
-// query rows' scores S = Q K^T on tensor cores (bf16 in, fp32 out), stages them in shared memory, where two
-// lanes per row mask them, update the running max and sum, and write P = exp(S - max) rounded to bf16; the
-// warp then rescales its fp32 output fragments by exp(old max - new max) and adds P V. At the end the rows
-// are divided by their sums and lse = max + log(sum) is saved. No T x T matrix exists anywhere.
+// FlashAttention-2 with online softmax in registers. One block of four warps per (batch, head, 128-query
+// tile), each warp owning 32 query rows (two m16 row blocks, so every K and V fragment it loads serves two
+// mma's); it walks the key tiles (64 keys; 32 at head dim 128) from the first its window reaches to the
+// diagonal, the next K and V tiles arriving by cp.async while the current ones are used (two buffers each).
+// Per key tile a warp computes S = Q K^T with mma.sync (Q and K through ldmatrix), masks and exponentiates S
+// in base 2 in its accumulators, rescales O and adds P V with P taken straight from those registers as the A
+// operand. Tiles outside the window are never loaded; warps whose rows see nothing of a tile skip it. lse =
+// max + log(sum).
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/flash_attention.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -15,144 +16,165 @@ namespace {
 
 using namespace flash;
 
-// Dynamic shared memory of the forward kernel, as byte offsets (each a multiple of 128).
+constexpr int kForwardWarps = 4;
+constexpr int kForwardThreads = kForwardWarps * kWarpSize;
+constexpr int kForwardRowBlocks = 2;                            // m16 blocks per warp
+constexpr int kForwardWarpRows = kForwardRowBlocks * kMmaRows;  // 32
+constexpr int kQueryTile = kForwardWarps * kForwardWarpRows;    // 128
+// Keys per key tile: at head dim 128 a warp's O (32 x 128 f32) leaves room in its 255 registers for
+// 32 x 32 scores; with 32 x 64 the sm_121 build spills (ptxas -v).
+template <int kHeadDim>
+constexpr int kForwardKeyTile = kHeadDim == 128 ? 32 : 64;
+
+// Dynamic shared memory of the forward kernel, as byte offsets: Q (128, D), then K and V (key tile, D) twice.
 template <int kHeadDim>
 struct ForwardShared {
+  static constexpr int kKeyTileBytes = kForwardKeyTile<kHeadDim> * kHeadDim * 2;
   static constexpr int kQuery = 0;
-  static constexpr int kKey = kQuery + kTileBytes<kHeadDim>;
-  static constexpr int kValue = kKey + kTileBytes<kHeadDim>;
-  static constexpr int kScores = kValue + kTileBytes<kHeadDim>;               // per warp (16, 64) f32
-  static constexpr int kProbabilities = kScores + kWarps * kScoreStripBytes;  // per warp (16, 64) bf16
-  static constexpr int kRowScale = kProbabilities + kWarps * kStripBytes;     // per warp 16 f32
-  static constexpr int kCoordinates = kRowScale + kWarps * kFragment * 4;
-  static constexpr int kBytes = kCoordinates + kCoordinateTableBytes;
+  static constexpr int kKey = kQuery + kQueryTile * kHeadDim * 2;
+  static constexpr int kValue = kKey + 2 * kKeyTileBytes;
+  static constexpr int kBytes = kValue + 2 * kKeyTileBytes;
   static_assert(kBytes <= kMaxSharedBytes, "forward tiles exceed the shared memory of one GB10 block");
-  static_assert(regions_aligned({kKey, kValue, kScores, kProbabilities, kRowScale, kCoordinates}));
 };
 
 // q, out (B, T, H, D) bf16; k, v (B, T, Hkv, D) bf16; lse (B, H, T) f32. Grid (query tiles, H, B), the
 // last query tile first (it has the most keys). scale_log2 = scale * log2(e): the kernel works in base 2.
 template <int kHeadDim>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kForwardThreads)
     attention_forward_kernel(BF16* out, float* lse, const BF16* q, const BF16* k, const BF16* v, int seq,
                              int heads, int kv_heads, int window, float scale_log2) {
   using Shared = ForwardShared<kHeadDim>;
-  constexpr int kStride = kTileStride<kHeadDim>;
-  constexpr int kColumnFragments = kHeadDim / kFragment;
+  constexpr int kDimBlocks = kHeadDim / kMmaColumns;
+  constexpr int kKeysPerTile = kForwardKeyTile<kHeadDim>;  // (flash::kKeyTile is the backward's)
+  constexpr int kKeyBlocks = kKeysPerTile / kMmaColumns;   // n8 blocks of scores per row block
+  constexpr int kTileElements = kKeysPerTile * kHeadDim;
   NANOFORGE_DYNAMIC_SHARED(unsigned char, shared, 128);
   BF16* query_tile = reinterpret_cast<BF16*>(shared + Shared::kQuery);
-  BF16* key_tile = reinterpret_cast<BF16*>(shared + Shared::kKey);
-  BF16* value_tile = reinterpret_cast<BF16*>(shared + Shared::kValue);
-  float* coordinate_tables = reinterpret_cast<float*>(shared + Shared::kCoordinates);
+  BF16* key_tiles = reinterpret_cast<BF16*>(shared + Shared::kKey);
+  BF16* value_tiles = reinterpret_cast<BF16*>(shared + Shared::kValue);
 
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  float* scores = reinterpret_cast<float*>(shared + Shared::kScores + warp * kScoreStripBytes);
-  BF16* probabilities = reinterpret_cast<BF16*>(shared + Shared::kProbabilities + warp * kStripBytes);
-  float* row_scale = reinterpret_cast<float*>(shared + Shared::kRowScale) + warp * kFragment;
-
   const int query_tile_index = static_cast<int>(gridDim.x - 1 - blockIdx.x);
   const int head = static_cast<int>(blockIdx.y);
   const int batch = static_cast<int>(blockIdx.z);
   const int kv_head = head / (heads / kv_heads);
-  const int t0 = query_tile_index * kTileRows;
-  const int first_key_tile = max(0, t0 - window) / kTileRows;
+  const int t0 = query_tile_index * kQueryTile;
+  const int first_key_tile = max(0, t0 - window) / kKeysPerTile;
+  const int last_key_tile = min(t0 + kQueryTile - 1, seq - 1) / kKeysPerTile;
+  const int warp_row0 = warp * kForwardWarpRows;  // within the tile
+  const int warp_t0 = t0 + warp_row0;
 
-  write_coordinate_tables(coordinate_tables);
-  load_tile<kHeadDim>(query_tile, q, batch, t0, seq, heads, head);
-  __syncthreads();
-  const FragmentCoordinates at = read_coordinates(coordinate_tables);
-  const BF16* query_strip = query_tile + warp * kFragment * kStride;
+  load_tile_async<kHeadDim, kQueryTile, kForwardThreads>(query_tile, q, batch, t0, seq, heads, head);
+  load_tile_async<kHeadDim, kKeysPerTile, kForwardThreads>(key_tiles, k, batch, first_key_tile * kKeysPerTile,
+                                                           seq, kv_heads, kv_head);
+  load_tile_async<kHeadDim, kKeysPerTile, kForwardThreads>(
+      value_tiles, v, batch, first_key_tile * kKeysPerTile, seq, kv_heads, kv_head);
+  ptx::cp_async_commit_group();
 
-  // Softmax bookkeeping: lanes 2r and 2r + 1 share row r of the warp's strip, 32 columns each; both keep
-  // the row's running max (base 2) and sum.
-  const int row = lane / 2;
-  const int half = lane % 2;
-  const int t = t0 + warp * kFragment + row;
-  float row_max = -INFINITY;
-  float row_sum = 0.0f;
-
-  Accumulator output[kColumnFragments];
-  zero<kHeadDim>(output);
-
-  for (int key_tile_index = first_key_tile; key_tile_index <= query_tile_index; ++key_tile_index) {
-    const int key0 = key_tile_index * kTileRows;
-    __syncthreads();  // every warp is done with the previous K and V tiles
-    load_tile<kHeadDim>(key_tile, k, batch, key0, seq, kv_heads, kv_head);
-    load_tile<kHeadDim>(value_tile, v, batch, key0, seq, kv_heads, kv_head);
-    __syncthreads();
-
-    // S = Q K^T for this warp's 16 queries and the tile's 64 keys.
+  // Lane 4g + t holds, in row block m, rows g (half 0) and g + 8 (half 1): their running max (base 2) and
+  // its share of their running sum (columns 2t, 2t + 1 of each n-block; the four lanes add up at the end).
+  float row_max[kForwardRowBlocks][2];
+  float row_sum[kForwardRowBlocks][2];
 #pragma unroll
-    for (int n = 0; n < kTileFragments; ++n) {
-      Accumulator s;
-      nvcuda::wmma::fill_fragment(s, 0.0f);
-      mma_rows_by_rows<kHeadDim>(s, query_strip, key_tile + n * kFragment * kStride);
-      nvcuda::wmma::store_matrix_sync(scores + n * kFragment, s, kScoreStride, nvcuda::wmma::mem_row_major);
+  for (int m = 0; m < kForwardRowBlocks; ++m) {
+    row_max[m][0] = row_max[m][1] = -INFINITY;
+    row_sum[m][0] = row_sum[m][1] = 0.0f;
+  }
+  float output[kForwardRowBlocks][kDimBlocks][4];
+  zero(output);
+
+  for (int key_tile_index = first_key_tile; key_tile_index <= last_key_tile; ++key_tile_index) {
+    const int buffer = (key_tile_index - first_key_tile) % 2;
+    if (key_tile_index < last_key_tile) {
+      // The other buffers held the previous tile, which every warp finished before the barrier that ended
+      // the previous iteration.
+      const int next = (key_tile_index + 1) * kKeysPerTile;
+      load_tile_async<kHeadDim, kKeysPerTile, kForwardThreads>(key_tiles + (1 - buffer) * kTileElements, k,
+                                                               batch, next, seq, kv_heads, kv_head);
+      load_tile_async<kHeadDim, kKeysPerTile, kForwardThreads>(value_tiles + (1 - buffer) * kTileElements, v,
+                                                               batch, next, seq, kv_heads, kv_head);
+      ptx::cp_async_commit_group();
+      ptx::cp_async_wait_group<1>();  // this tile's copies (and Q's) have landed, the next ones may not
+    } else {
+      ptx::cp_async_wait_group<0>();
     }
-    __syncwarp();
+    __syncthreads();  // every thread's copies of this tile are visible to every warp
 
-    float x[kTileRows / 2];
-    const int column0 = half * (kTileRows / 2);
-    const float* score_row = scores + row * kScoreStride + column0;
-    float tile_max = -INFINITY;
+    const int key0 = key_tile_index * kKeysPerTile;
+    const BF16* key_tile = key_tiles + buffer * kTileElements;
+    const BF16* value_tile = value_tiles + buffer * kTileElements;
+    if (!none_visible(warp_t0, kForwardWarpRows, key0, kKeysPerTile, window)) {
+      float scores[kForwardRowBlocks][kKeyBlocks][4];
+      zero(scores);
+      mma_rows_by_rows<kHeadDim, kForwardRowBlocks, kKeysPerTile>(scores, query_tile, warp_row0, key_tile, 0);
+
+      const bool masked = !all_visible(warp_t0, kForwardWarpRows, key0, kKeysPerTile, window);
 #pragma unroll
-    for (int c = 0; c < kTileRows / 2; c += 4) {
-      const float4 four = *reinterpret_cast<const float4*>(score_row + c);
-      const float values[4] = {four.x, four.y, four.z, four.w};
+      for (int m = 0; m < kForwardRowBlocks; ++m) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        x[c + e] = visible(t, key0 + column0 + c + e, window) ? values[e] * scale_log2 : -INFINITY;
-        tile_max = fmaxf(tile_max, x[c + e]);
+        for (int half = 0; half < 2; ++half) {
+          const int t = warp_t0 + m * kMmaRows + lane / 4 + half * 8;
+          float tile_max = -INFINITY;
+#pragma unroll
+          for (int n = 0; n < kKeyBlocks; ++n) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              float& x = scores[m][n][2 * half + e];
+              const int j = key0 + n * kMmaColumns + 2 * (lane % 4) + e;
+              x = !masked || visible(t, j, window) ? x * scale_log2 : -INFINITY;
+              tile_max = fmaxf(tile_max, x);
+            }
+          }
+          tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+          tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+          const float new_max = fmaxf(row_max[m][half], tile_max);
+          // A row that has seen no visible key yet keeps max -inf; exponentiate against 0 so that its
+          // probabilities and the rescale factor come out 0 rather than NaN.
+          const float base = new_max == -INFINITY ? 0.0f : new_max;
+          const float rescale = exp2f(row_max[m][half] - base);
+          float tile_sum = 0.0f;
+#pragma unroll
+          for (int n = 0; n < kKeyBlocks; ++n) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              float& x = scores[m][n][2 * half + e];
+              x = exp2f(x - base);
+              tile_sum += x;
+            }
+          }
+          row_sum[m][half] = row_sum[m][half] * rescale + tile_sum;
+          row_max[m][half] = new_max;
+#pragma unroll
+          for (int n = 0; n < kDimBlocks; ++n) {
+            output[m][n][2 * half] *= rescale;
+            output[m][n][2 * half + 1] *= rescale;
+          }
+        }
       }
+      // O += P V, P rounded to bf16 from the score registers.
+      mma_scores_by_tile<kHeadDim, kForwardRowBlocks, kKeysPerTile>(output, scores, value_tile, 0);
     }
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-    const float new_max = fmaxf(row_max, tile_max);
-    // A row that has seen no visible key yet keeps max -inf; exponentiate against 0 so that its
-    // probabilities and the rescale factor come out 0 rather than NaN.
-    const float base = new_max == -INFINITY ? 0.0f : new_max;
-    const float rescale = exp2f(row_max - base);
-    float tile_sum = 0.0f;
-    BF16* probability_row = probabilities + row * kStripStride + column0;
-#pragma unroll
-    for (int c = 0; c < kTileRows / 2; c += 2) {
-      const float p0 = exp2f(x[c] - base);
-      const float p1 = exp2f(x[c + 1] - base);
-      tile_sum += p0 + p1;
-      *reinterpret_cast<__nv_bfloat162*>(probability_row + c) = __floats2bfloat162_rn(p0, p1);
-    }
-    tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, 1);
-    row_sum = row_sum * rescale + tile_sum;
-    row_max = new_max;
-    if (half == 0) row_scale[row] = rescale;
-    __syncwarp();
-
-    // O = O * rescale + P V.
-#pragma unroll
-    for (int i = 0; i < kAccumulatorElements; ++i) {
-      const float factor = row_scale[at.row[i]];
-#pragma unroll
-      for (int n = 0; n < kColumnFragments; ++n)
-        output[n].x[i] *= factor;
-    }
-    mma_strip_by_tile<kHeadDim>(output, probabilities, value_tile);
+    __syncthreads();  // every warp is done with this tile's buffers before the next iteration refills them
   }
 
   // out = O / sum, lse = max + log(sum). Rows past the sequence ran on zero padding and are not stored.
-  __syncwarp();  // every lane has read row_scale
-  if (half == 0) {
-    row_scale[row] = row_sum > 0.0f ? 1.0f / row_sum : 0.0f;
-    if (t < seq) lse[(static_cast<int64_t>(batch) * heads + head) * seq + t] = row_max * kLn2 + logf(row_sum);
-  }
-  __syncwarp();
 #pragma unroll
-  for (int i = 0; i < kAccumulatorElements; ++i) {
-    const float factor = row_scale[at.row[i]];
+  for (int m = 0; m < kForwardRowBlocks; ++m) {
+    float inverse[2];
 #pragma unroll
-    for (int n = 0; n < kColumnFragments; ++n)
-      output[n].x[i] *= factor;
+    for (int half = 0; half < 2; ++half) {
+      float sum = row_sum[m][half];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      inverse[half] = sum > 0.0f ? 1.0f / sum : 0.0f;
+      const int t = warp_t0 + m * kMmaRows + lane / 4 + half * 8;
+      if (lane % 4 == 0 && t < seq) {
+        lse[(static_cast<int64_t>(batch) * heads + head) * seq + t] = row_max[m][half] * kLn2 + logf(sum);
+      }
+    }
+    store_rows<kHeadDim>(out, output[m], inverse, batch, warp_t0 + m * kMmaRows, seq, heads, head);
   }
-  store_rows<kHeadDim>(out, output, at, batch, t0 + warp * kFragment, seq, heads, head);
 }
 
 }  // namespace
@@ -168,13 +190,13 @@ void attention_forward(TensorView out, TensorView lse, TensorView q, TensorView 
   constexpr const char* kOp = "attention_forward";
   const AttentionShape shape = check_attention(q, k, v, out, lse, window, kOp);
   if (static_cast<int64_t>(shape.batch) * shape.seq * shape.heads == 0) return;
-  const dim3 grid(tile_count(shape.seq), shape.heads, shape.batch);
+  const dim3 grid(tile_count(shape.seq, kQueryTile), shape.heads, shape.batch);
   const float scale_log2 = static_cast<float>(scale) * kLog2E;
   with_head_dim(shape.head_dim, [&](auto head_dim) {
     constexpr int kHeadDim = decltype(head_dim)::value;
     constexpr int kBytes = ForwardShared<kHeadDim>::kBytes;
     allow_shared_bytes(attention_forward_kernel<kHeadDim>, kBytes);
-    launch_kernel<attention_forward_kernel<kHeadDim>>(grid, kThreads, kBytes)(
+    launch_kernel<attention_forward_kernel<kHeadDim>>(grid, kForwardThreads, kBytes)(
         out.as<BF16>(), lse.as<float>(), q.as<BF16>(), k.as<BF16>(), v.as<BF16>(), shape.seq, shape.heads,
         shape.kv_heads, shape.window, scale_log2);
   });

@@ -1,7 +1,8 @@
 // Tensor-core instructions below wmma, for kernels that need to know which lane holds which element: the
-// inline-PTX mma.sync m16n8k16 (bf16 in, f32 accumulators) and ldmatrix x4. Kernels use these functions
-// rather than writing the asm themselves, so that the emulation build (kernels/cuda/emulator/) runs them with
-// the fragment layouts of NVIDIA's PTX ISA; with g = lane / 4 and t = lane % 4, a lane holds
+// inline-PTX mma.sync m16n8k16 (bf16 in, f32 accumulators), ldmatrix x4 (plain and .trans) and the
+// asynchronous global-to-shared copies (cp.async) that feed them. Kernels use these functions rather than
+// writing the asm themselves, so that the emulation build (kernels/cuda/emulator/) runs them with the
+// fragment layouts and completion rules of NVIDIA's PTX ISA; with g = lane / 4 and t = lane % 4, a lane holds
 //   A (16x16): a[0] = (g, 2t..2t+1), a[1] = (g+8, 2t..), a[2] = (g, 2t+8..), a[3] = (g+8, 2t+8..)
 //   B (16x8):  b[0] = (2t..2t+1, g), b[1] = (2t+8..2t+9, g)           (two bf16 per register, low half first)
 //   C, D (16x8 f32): c[0], c[1] = (g, 2t), (g, 2t+1); c[2], c[3] = (g+8, 2t), (g+8, 2t+1)
@@ -12,6 +13,7 @@
 #include <cstdint>
 
 #if defined(NANOFORGE_CUDA_EMULATION)
+#include "kernels/cuda/emulator/async_copy.h"
 #include "kernels/cuda/emulator/tensor_cores.h"
 #endif
 
@@ -44,6 +46,53 @@ __device__ inline void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(address));
+#endif
+}
+
+// The same with .trans: lane l receives in r[i] elements (2 (l % 4), l / 4) and (2 (l % 4) + 1, l / 4) of
+// matrix i, i.e. the fragment of its transpose: a row-major (k, n) tile read as the B operand of an mma.
+__device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
+#if defined(NANOFORGE_CUDA_EMULATION)
+  emulator::ptx_ldmatrix_x4_trans(r, row);
+#else
+  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+#endif
+}
+
+// One thread's asynchronous copy of 16 bytes from global memory to shared memory, bypassing L1
+// (cp.async.cg.shared.global): `source` when `valid`, zeros otherwise (source size 0; `source` must still
+// be a valid address). Both 16-byte aligned. The bytes are only there after cp_async_wait_group releases the
+// group cp_async_commit_group put the copy in, and for other threads only after a barrier that follows it.
+__device__ inline void cp_async_16(void* shared_destination, const void* global_source, bool valid) {
+  const unsigned source_bytes = valid ? 16 : 0;
+#if defined(NANOFORGE_CUDA_EMULATION)
+  emulator::ptx_cp_async_16(shared_destination, global_source, source_bytes);
+#else
+  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(shared_destination));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global_source),
+               "r"(source_bytes));
+#endif
+}
+
+// cp.async.commit_group: the thread's copies issued since its last commit form one group.
+__device__ inline void cp_async_commit_group() {
+#if defined(NANOFORGE_CUDA_EMULATION)
+  emulator::ptx_cp_async_commit_group();
+#else
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+// cp.async.wait_group kPending: waits until at most the kPending newest of the thread's groups are in flight.
+template <int kPending>
+__device__ inline void cp_async_wait_group() {
+#if defined(NANOFORGE_CUDA_EMULATION)
+  emulator::ptx_cp_async_wait_group(kPending);
+#else
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 #endif
 }
 

@@ -1,9 +1,12 @@
 // CUDA flash attention (bf16 q/k/v/out and gradients, f32 lse) against the CPU op in f32 on the same
 // bf16-valued inputs: forward (out, lse) and backward (d_q, d_k, d_v) for B = 2, sequences of 1, 17, 64
-// (one whole tile), 200 and 333 (odd tails, several tiles), windows 0, 1, 63, 64, 100 and >= T (plain
-// causal), head dims 64 and 128, GQA 4/2 and plain 2/2 heads. Every output starts as NaN, so an element a
-// kernel never writes fails. The tolerances are error bounds computed per element from the inputs (see
-// ToleranceModel); both passes are also checked to give the same bits on every run.
+// (one backward tile), 200 and 333 (odd tails of the 128-query forward tiles), windows 0, 1, 63, 64, 100 and
+// >= T (plain causal), head dims 64 and 128, GQA 4/2 and plain 2/2 heads; then the tile edges (sequences of
+// 128 and 257, windows around the key and query tiles, GQA 4/1, head dims 32 to 128) and head dim 32 (the
+// small test models'). Every output starts as NaN, so an element a kernel never writes fails. The tolerances
+// are error bounds computed per element from the inputs (see tolerances()); both passes are also checked to
+// give the same bits on every run. CMake runs the suite twice: on the sm_90 profile, and on the sm_121 one
+// with truncating tensor cores.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -160,7 +163,8 @@ Gradients cpu_backward(const AttentionCase& c, Inputs in, ForwardResult forward)
 //    (D + 2) ulp of the exact value relative to scale * sum |q_d k_d| (the row's largest such sum, m_t), so
 //    they differ by at most ds_t = 2 (D + 2) ulp m_t. A probability exp(s - x) moves by a relative ds_t for
 //    each of its two terms.
-//  - the GPU rounds P to bf16 before P V and P^T dO (2^-8 each), and dS (times scale) before dS^T Q and
+//  - the GPU rounds P to bf16 before P V and P^T dO (2^-8 each), and dS (the GPU before scaling, the same
+//  relative error) before dS^T Q and
 //    dS K (2^-8 each), and every result to bf16 (2^-8 of the value);
 //  - sums over keys or queries add (terms + D + 16) ulp of relative error per side (lse's row sum, the fp32
 //    accumulation of the GEMMs); dP = dO.v and delta = dO.o, dot products of D terms, differ by
@@ -329,6 +333,17 @@ INSTANTIATE_TEST_SUITE_P(HeadDim32, CudaAttention,
                                           testing::Values<int64_t>(0, 63, kPlainCausal),
                                           testing::Values(HeadShape{4, 2, 32})),
                          case_name);
+
+// The tiles' edges: a sequence of exactly one 128-query forward tile and one of two tiles and a row;
+// windows one short of, equal to and one past the forward key tile at head dim 128 (32), around the query
+// tile (127, 129: not a multiple of any tile), and 126: there an aligned block of rows (16 or 32) whose keys
+// all lie below the diagonal has its farthest query exactly one key past the window of the tile's first key,
+// the edge of "this tile needs no mask" in every kernel; 4 query heads per kv head.
+INSTANTIATE_TEST_SUITE_P(
+    TileEdges, CudaAttention,
+    testing::Combine(testing::Values<int64_t>(128, 257), testing::Values<int64_t>(31, 32, 33, 126, 127, 129),
+                     testing::Values(HeadShape{4, 1, 32}, HeadShape{4, 1, 64}, HeadShape{4, 1, 128})),
+    case_name);
 
 // No atomics anywhere: the same inputs give the same bits, run after run.
 TEST(CudaAttentionDeterminism, RepeatedCallsGiveTheSameBits) {

@@ -25,14 +25,14 @@ GpuSpec hopper(std::string name, std::string description, double memory_bytes_pe
   // cuBLASLt bf16 GEMMs of a few thousand per side reach 600-750 TFLOP/s on H100 SXM in public
   // benchmarks: 0.70 of 989.
   spec.gemm_efficiency = 0.70;
-  // The current flash attention (kernels/cuda/flash_attention*.cu): wmma 16x16x16 fragments, 4 warps on
-  // 64x64 tiles, fp32 scores and bf16 P staged through shared memory, synchronous tile loads with two
-  // barriers each. FlashAttention-2 (mma.sync, P in registers) reaches ~35 % of an H100's peak forward;
-  // the shared-memory round trips give ~9 FLOP per shared-memory byte where the tensor cores need ~32, a
-  // ceiling near 28 %, and the unpipelined loads halve that: 0.14 forward; the backward stages both P^T and
-  // dS^T and runs seven tile GEMMs per pair: 0.12. The least certain numbers of the model.
-  spec.attention_forward_efficiency = 0.14;
-  spec.attention_backward_efficiency = 0.12;
+  // The flash attention (kernels/cuda/flash_attention*.cu, docs/kernels.md "Flash attention"): mma.sync
+  // m16n8k16 with S and P in registers, ldmatrix, cp.async double buffering; ~21-26 FLOP per shared-memory
+  // byte in the forward where the tensor cores need ~32, and FlashAttention-2 (also mma.sync) reaches ~35 %
+  // of an H100's peak forward: 0.35. The backward's seven tile GEMMs (dQ recomputes S and dP) at ~13 FLOP
+  // per shared-memory byte: 20-25 % in FlashAttention-2's five-GEMM FLOPs, i.e. ~0.30 of the seven executed.
+  // Reasoned from the code, not measured: the least certain numbers of the model.
+  spec.attention_forward_efficiency = 0.35;
+  spec.attention_backward_efficiency = 0.30;
   spec.fp32_efficiency = 0.60;    // assumed: transcendental-heavy code with reductions
   spec.memory_efficiency = 0.85;  // STREAM-like copies reach 85-90 % of HBM bandwidth on Hopper
   spec.link_efficiency = 0.80;    // nccl-tests' bus bandwidth on 8-GPU NVLink 4 nodes: ~360 of 450 GB/s
@@ -57,10 +57,13 @@ GpuSpec gb10() {
   spec.link_bytes_per_s = 25e9;       // DGX Spark: ConnectX-7 at 200 Gb/s = 25 GB/s each way
   spec.link_latency_seconds = 30e-6;  // assumed: NCCL over RoCE between two boxes
   spec.sms = 48;                      // 6,144 CUDA cores / 128 per Blackwell SM
-  // No public measurements of these kernels' kind on a GB10: Hopper's fractions, stated as such.
+  // No public measurements of these kernels' kind on a GB10: Hopper's GEMM fraction, stated as such. The
+  // flash attention needs only ~14 FLOP per shared-memory byte at the GB10's lower tensor rate, which its
+  // forward's 18-25 and backward's 13-14 nearly meet; one 4-warp block per SM at head dim 128 and the SFU
+  // decide instead (docs/kernels.md): 0.45 forward, 0.35 backward (executed FLOPs), reasoned, not measured.
   spec.gemm_efficiency = 0.70;
-  spec.attention_forward_efficiency = 0.14;
-  spec.attention_backward_efficiency = 0.12;
+  spec.attention_forward_efficiency = 0.45;
+  spec.attention_backward_efficiency = 0.35;
   spec.fp32_efficiency = 0.60;
   spec.memory_efficiency = 0.85;
   spec.link_efficiency = 0.80;

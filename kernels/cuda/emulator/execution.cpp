@@ -44,6 +44,7 @@ struct EmulatedThread {
   const char* waiting_name = nullptr;
   std::source_location waiting_site;
   unsigned waiting_mask = 0;
+  AsyncCopies async_copies;
 };
 
 // The ready threads of a block, picked best rank first (or at random).
@@ -274,6 +275,11 @@ class LaunchRun {
   }
 
   void* dynamic_shared() { return dynamic_shared_; }
+  bool in_dynamic_shared(const void* pointer, size_t bytes) const {
+    const auto* begin = static_cast<const unsigned char*>(dynamic_shared_);
+    const auto* p = static_cast<const unsigned char*>(pointer);
+    return p >= begin && p + bytes <= begin + launch_.dynamic_shared_bytes;
+  }
 
   [[noreturn]] void trap(std::source_location site) {
     EmulatedThread& t = thread();
@@ -347,6 +353,8 @@ class LaunchRun {
                 barrier_arrived_, where(barrier_site_)),
             barrier_site_);
     }
+    t.async_copies.uncommitted.clear();
+    t.async_copies.groups.clear();
     w.exited |= 1u << lane;
     if (exited_++ == 0) first_exited_ = t.linear;
     t.state = ThreadState::kDone;
@@ -388,6 +396,8 @@ class LaunchRun {
       t.state = ThreadState::kNotStarted;
       t.waiting = WaitKind::kNone;
       t.builtins.block_idx = block_idx;
+      t.async_copies.uncommitted.clear();
+      t.async_copies.groups.clear();
     }
     for (WarpState& w : warps_) {
       w.exited = 0;
@@ -645,6 +655,14 @@ unsigned ballot(unsigned mask, bool predicate, const char* name, std::source_loc
 
 void* dynamic_shared_memory() {
   return launch_run().dynamic_shared();
+}
+
+bool in_dynamic_shared_memory(const void* pointer, size_t bytes) {
+  return launch_run().in_dynamic_shared(pointer, bytes);
+}
+
+AsyncCopies& running_thread_async_copies() {
+  return launch_run().thread().async_copies;
 }
 
 void trap(std::source_location site) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <source_location>
 #include <string>
+#include <vector>
 
 namespace nanoforge::emulator {
 
@@ -93,6 +94,23 @@ unsigned ballot(unsigned mask, bool predicate, const char* name, std::source_loc
 
 // Dynamic shared memory of the running block (filled with 0xFF bytes, a NaN in f32 and bf16, at block start).
 void* dynamic_shared_memory();
+// Whether [pointer, pointer + bytes) lies inside the running block's dynamic shared memory.
+bool in_dynamic_shared_memory(const void* pointer, size_t bytes);
+
+// The running thread's cp.async copies (async_copy.cpp) that have not landed: those issued since its last
+// commit, and its committed groups, oldest first. Empty at block start; dropped when the thread exits (the
+// block's shared memory, their only destination, ends with the block).
+struct PendingAsyncCopy {
+  void* destination;
+  const void* source;
+  uint32_t bytes;         // copied into destination
+  uint32_t source_bytes;  // read from source; the rest of `bytes` is zero-filled
+};
+struct AsyncCopies {
+  std::vector<PendingAsyncCopy> uncommitted;
+  std::vector<std::vector<PendingAsyncCopy>> groups;
+};
+AsyncCopies& running_thread_async_copies();
 
 // Stops the running launch: the stream reports cudaErrorLaunchFailure from then on.
 [[noreturn]] void trap(std::source_location site);

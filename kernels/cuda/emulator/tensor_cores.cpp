@@ -1,8 +1,8 @@
-// wmma fragment operations and the inline-PTX mma.sync and ldmatrix on the emulator (tensor_cores.h): each
-// is one warp call; wmma goes through the launch's random element-to-lane mapping, PTX through the ISA's
-// layouts. Products multiply bf16 values exactly in fp32 and add in k order, rounding each addition to
-// nearest or, in the truncating mode, toward zero (-frounding-math keeps the compiler from assuming the
-// default mode).
+// wmma fragment operations and the inline-PTX mma.sync and ldmatrix (plain and .trans) on the emulator
+// (tensor_cores.h): each is one warp call; wmma goes through the launch's random element-to-lane mapping, PTX
+// through the ISA's layouts. Products multiply bf16 values exactly in fp32 and add in k order, rounding each
+// addition to nearest or, in the truncating mode, toward zero (-frounding-math keeps the compiler from
+// assuming the default mode).
 #include "kernels/cuda/emulator/tensor_cores.h"
 
 #include <fmt/format.h>
@@ -224,24 +224,47 @@ struct LdmatrixRecord {
   const void* row;
 };
 
-// ldmatrix x4: lanes 8i .. 8i+7 name the rows of matrix i; lane l gets (l / 4, 2 (l % 4) .. +1) of each.
-void complete_ldmatrix(WarpCall& call) {
+// Element `column` (0..7, 2 bytes each) of the row that lane `lane` names.
+uint16_t ldmatrix_element(const WarpCall& call, int lane, int column) {
+  const auto* row =
+      static_cast<const unsigned char*>(static_cast<const LdmatrixRecord*>(call.records[lane])->row);
+  uint16_t element;
+  std::memcpy(&element, row + 2 * column, sizeof(element));
+  return element;
+}
+
+// ldmatrix x4: lanes 8i .. 8i+7 name rows 0..7 of matrix i (16-byte aligned shared memory). Lane l gets, in
+// register i, elements (l / 4, 2 (l % 4)) and (l / 4, 2 (l % 4) + 1) of matrix i, low half first; with
+// .trans, elements (2 (l % 4), l / 4) and (2 (l % 4) + 1, l / 4): those of the transposed matrix.
+void complete_ldmatrix(WarpCall& call, bool transpose) {
   for (int lane = 0; lane < kLanes; ++lane) {
     const auto* row = static_cast<const LdmatrixRecord*>(call.records[lane])->row;
     if (reinterpret_cast<uintptr_t>(row) % 16 != 0) {
-      device_error(
-          fmt::format("ldmatrix: lane {} passes row address {}, which is not 16-byte aligned", lane, row),
-          call.site);
+      device_error(fmt::format("{}: lane {} passes row address {}, which is not 16-byte aligned", call.name,
+                               lane, row),
+                   call.site);
     }
   }
   for (int lane = 0; lane < kLanes; ++lane) {
     auto* r = static_cast<LdmatrixRecord*>(call.records[lane])->r;
+    const int g = lane / 4, t = lane % 4;
     for (int matrix = 0; matrix < 4; ++matrix) {
-      const auto* row = static_cast<const unsigned char*>(
-          static_cast<const LdmatrixRecord*>(call.records[matrix * 8 + lane / 4])->row);
-      std::memcpy(&r[matrix], row + 4 * (lane % 4), sizeof(uint32_t));
+      const int first_row = matrix * 8;
+      const uint16_t low = transpose ? ldmatrix_element(call, first_row + 2 * t, g)
+                                     : ldmatrix_element(call, first_row + g, 2 * t);
+      const uint16_t high = transpose ? ldmatrix_element(call, first_row + 2 * t + 1, g)
+                                      : ldmatrix_element(call, first_row + g, 2 * t + 1);
+      r[matrix] = uint32_t{low} | uint32_t{high} << 16;
     }
   }
+}
+
+void complete_ldmatrix_plain(WarpCall& call) {
+  complete_ldmatrix(call, false);
+}
+
+void complete_ldmatrix_trans(WarpCall& call) {
+  complete_ldmatrix(call, true);
 }
 
 }  // namespace
@@ -254,7 +277,14 @@ void ptx_mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)
 }
 
 void ptx_ldmatrix_x4(uint32_t (&r)[4], const void* row, std::source_location site) {
-  WarpCall call{.name = "ldmatrix.x4", .mask = kFullWarp, .site = site, .complete = &complete_ldmatrix};
+  WarpCall call{.name = "ldmatrix.x4", .mask = kFullWarp, .site = site, .complete = &complete_ldmatrix_plain};
+  LdmatrixRecord record{r, row};
+  warp_call(call, &record);
+}
+
+void ptx_ldmatrix_x4_trans(uint32_t (&r)[4], const void* row, std::source_location site) {
+  WarpCall call{
+      .name = "ldmatrix.x4.trans", .mask = kFullWarp, .site = site, .complete = &complete_ldmatrix_trans};
   LdmatrixRecord record{r, row};
   warp_call(call, &record);
 }

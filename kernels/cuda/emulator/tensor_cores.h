@@ -4,7 +4,8 @@
 // launch to launch and schedule to schedule. Loads, stores and mma_sync are warp-synchronous calls that check
 // what CUDA requires (all 32 lanes, the same pointer and stride in every lane, 32-byte aligned pointers,
 // strides of whole 16 bytes). Fresh fragments hold NaNs, as uninitialised registers hold garbage. The
-// inline-PTX mma.sync and ldmatrix of mma_ptx.cuh run here too, with the fragment layouts of the PTX ISA.
+// inline-PTX mma.sync and ldmatrix (plain and .trans) of mma_ptx.cuh run here too, with the fragment layouts
+// of the PTX ISA.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -38,6 +39,8 @@ void ptx_mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)
                       std::source_location site = std::source_location::current());
 void ptx_ldmatrix_x4(uint32_t (&r)[4], const void* row,
                      std::source_location site = std::source_location::current());
+void ptx_ldmatrix_x4_trans(uint32_t (&r)[4], const void* row,
+                           std::source_location site = std::source_location::current());
 
 }  // namespace nanoforge::emulator
 

@@ -1,7 +1,7 @@
 // The kernels of emulator_test_kernels.h: each is the smallest CUDA code that shows one behaviour of the
 // emulator (a race between warps or lanes, a deadlock, divergent warp calls, __trap, fresh shared memory, the
-// shared-memory opt-in, wmma's element mapping and products). Written in plain CUDA, launched through
-// kernels/cuda/launch.cuh as the backend's kernels are.
+// shared-memory opt-in, wmma's element mapping and products, ldmatrix and cp.async). Written in plain CUDA,
+// launched through kernels/cuda/launch.cuh as the backend's kernels are.
 #include <cuda_bf16.h>
 #include <mma.h>
 
@@ -143,6 +143,63 @@ __global__ void ptx_tile_mma_kernel(float* d, const __nv_bfloat16* a, const __nv
     d[(g + (i / 2) * 8) * 8 + 2 * t + i % 2] = d_registers[i];
 }
 
+// Lane l writes r[0..3] of ldmatrix x4 (or x4.trans) over a 16x16 b16 tile in dynamic shared memory, matrix
+// i being rows (i % 2) * 8 .., columns (i / 2) * 8 ..
+template <bool kTranspose>
+__global__ void ldmatrix_registers_kernel(uint32_t* out, const uint16_t* tile) {
+  // Named apart from the float arrays below: under nvcc every extern __shared__ array of a namespace is one
+  // symbol.
+  NANOFORGE_DYNAMIC_SHARED(uint16_t, ldmatrix_tile, 16);
+  const int lane = static_cast<int>(threadIdx.x);
+  for (int i = lane; i < 256; i += 32)
+    ldmatrix_tile[i] = tile[i];
+  __syncwarp();
+  const int matrix = lane / 8;
+  const uint16_t* row = &ldmatrix_tile[(lane % 8 + (matrix % 2) * 8) * 16 + (matrix / 2) * 8];
+  uint32_t r[4];
+  if constexpr (kTranspose) {
+    cuda::ptx::ldmatrix_x4_trans(r, row);
+  } else {
+    cuda::ptx::ldmatrix_x4(r, row);
+  }
+  for (int i = 0; i < 4; ++i)
+    out[lane * 4 + i] = r[i];
+}
+
+__device__ void copy_four(float* to, const float* from) {
+  for (int i = 0; i < 4; ++i)
+    to[i] = from[i];
+}
+
+// 64 threads; thread i copies floats 4i .. 4i+3 of source (group 0) and of source + 256 (group 1, zeros
+// for odd i) into shared memory, and records its chunks around the waits (see emulator_test_kernels.h).
+__global__ void async_copy_stages_kernel(float* out, const float* source) {
+  NANOFORGE_DYNAMIC_SHARED(float, staged, 16);
+  const int i = static_cast<int>(threadIdx.x);
+  float* record = out + i * 16;
+  cuda::ptx::cp_async_16(staged + 4 * i, source + 4 * i, true);
+  cuda::ptx::cp_async_commit_group();
+  cuda::ptx::cp_async_16(staged + 256 + 4 * i, source + 256 + 4 * i, i % 2 == 0);
+  cuda::ptx::cp_async_commit_group();
+  copy_four(record, staged + 4 * i);
+  cuda::ptx::cp_async_wait_group<1>();
+  copy_four(record + 4, staged + 4 * i);
+  copy_four(record + 8, staged + 256 + 4 * i);
+  cuda::ptx::cp_async_wait_group<0>();
+  copy_four(record + 12, staged + 256 + 4 * i);
+}
+
+template <bool kSynchronized>
+__global__ void async_copy_exchange_kernel(float* out, const float* source) {
+  NANOFORGE_DYNAMIC_SHARED(float, staged, 16);
+  const int i = static_cast<int>(threadIdx.x);
+  cuda::ptx::cp_async_16(staged + 4 * i, source + 4 * i, true);
+  cuda::ptx::cp_async_commit_group();
+  cuda::ptx::cp_async_wait_group<0>();
+  if constexpr (kSynchronized) __syncthreads();
+  copy_four(out + 4 * i, staged + 4 * ((i + 32) % 64));
+}
+
 __global__ void fragment_load_kernel(const float* tile) {
   Accumulator fragment;
   nvcuda::wmma::load_matrix_sync(fragment, tile, 16, nvcuda::wmma::mem_row_major);
@@ -227,6 +284,26 @@ void tile_mma(float* d, const uint16_t* a, const uint16_t* b, const float* c) {
 void ptx_tile_mma(float* d, const uint16_t* a, const uint16_t* b, const float* c) {
   launch_kernel<ptx_tile_mma_kernel>(1, 32)(d, reinterpret_cast<const __nv_bfloat16*>(a),
                                             reinterpret_cast<const __nv_bfloat16*>(b), c);
+}
+
+void ldmatrix_registers(uint32_t* out, const uint16_t* tile, bool transpose) {
+  if (transpose) {
+    launch_kernel<ldmatrix_registers_kernel<true>>(1, 32, 512)(out, tile);
+  } else {
+    launch_kernel<ldmatrix_registers_kernel<false>>(1, 32, 512)(out, tile);
+  }
+}
+
+void async_copy_stages(float* out, const float* source) {
+  launch_kernel<async_copy_stages_kernel>(1, 64, 512 * sizeof(float))(out, source);
+}
+
+void async_copy_exchange(float* out, const float* source, bool synchronized) {
+  if (synchronized) {
+    launch_kernel<async_copy_exchange_kernel<true>>(1, 64, 256 * sizeof(float))(out, source);
+  } else {
+    launch_kernel<async_copy_exchange_kernel<false>>(1, 64, 256 * sizeof(float))(out, source);
+  }
 }
 
 void misaligned_fragment_load(const float* tile, size_t offset_bytes) {

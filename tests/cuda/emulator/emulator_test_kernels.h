@@ -56,6 +56,16 @@ void tile_mma(float* d, const uint16_t* a, const uint16_t* b, const float* c);
 // x4, B and C read into registers by the PTX ISA's layouts. d (16x8 f32, row-major) = a (16x16 bf16,
 // row-major) b (16x8 bf16, col-major: b[n * 16 + k]) + c (16x8 f32, row-major).
 void ptx_tile_mma(float* d, const uint16_t* a, const uint16_t* b, const float* c);
+// ldmatrix x4 (or x4.trans) of one warp over a 16x16 b16 tile (row-major), matrix i = rows (i % 2) * 8 ..
+// + 7, columns (i / 2) * 8 .. + 7: out[4 l + i] = lane l's register i.
+void ldmatrix_registers(uint32_t* out, const uint16_t* tile, bool transpose);
+// cp.async with 64 threads: thread i copies floats 4i .. 4i+3 of source into shared memory as group 0, and
+// floats 256 + 4i .. of source (zero-filled for odd i) as group 1; out[16 i ..] records its group-0 chunk
+// before any wait, its group-0 and group-1 chunks after wait_group 1, its group-1 chunk after wait_group 0.
+void async_copy_stages(float* out, const float* source);
+// cp.async of chunk i (4 floats) by thread i of 64, wait_group 0, then (after a __syncthreads when
+// `synchronized`) out[4 i ..] = the chunk thread (i + 32) % 64 copied: a race between warps when not.
+void async_copy_exchange(float* out, const float* source, bool synchronized);
 // load_matrix_sync from `tile` plus `offset_bytes` (misaligned for a non-multiple of 32).
 void misaligned_fragment_load(const float* tile, size_t offset_bytes);
 

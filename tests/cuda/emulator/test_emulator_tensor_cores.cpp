@@ -131,6 +131,36 @@ TEST(EmulatorTensorCores, PtxMmaAndLdmatrixFollowThePtxLayouts) {
   }
 }
 
+// ldmatrix x4 gives lane l = 4g + t elements (g, 2t) and (g, 2t + 1) of each 8x8 matrix, low half first;
+// .trans gives (2t, g) and (2t + 1, g). The tile holds its own index in each element's bits.
+TEST(EmulatorTensorCores, LdmatrixAndItsTransposeFollowThePtxLayouts) {
+  ScopedSettings s;
+  s->schedule_mode = emulator::ScheduleMode::kCompare;
+  std::vector<uint16_t> tile(256);
+  for (int i = 0; i < 256; ++i)
+    tile[static_cast<size_t>(i)] = static_cast<uint16_t>(i);
+  DeviceArray<uint16_t> tile_device(256);
+  DeviceArray<uint32_t> registers(128);
+  tile_device.upload(tile);
+  for (const bool transpose : {false, true}) {
+    ldmatrix_registers(registers.get(), tile_device.get(), transpose);
+    const std::vector<uint32_t> got = registers.download();
+    for (int lane = 0; lane < 32; ++lane) {
+      const int g = lane / 4, t = lane % 4;
+      for (int i = 0; i < 4; ++i) {
+        const int row0 = (i % 2) * 8, col0 = (i / 2) * 8;
+        const auto at = [&](int row, int col) {
+          return static_cast<uint32_t>((row0 + row) * 16 + col0 + col);
+        };
+        const uint32_t low = transpose ? at(2 * t, g) : at(g, 2 * t);
+        const uint32_t high = transpose ? at(2 * t + 1, g) : at(g, 2 * t + 1);
+        EXPECT_EQ(got[static_cast<size_t>(lane * 4 + i)], low | high << 16)
+            << (transpose ? "ldmatrix.trans" : "ldmatrix") << " lane " << lane << " register " << i;
+      }
+    }
+  }
+}
+
 TEST(EmulatorTensorCores, MmaRoundsEachAdditionToNearestOrTowardZero) {
   ScopedSettings s;
   const Tiles tiles = random_tiles();
