@@ -13,8 +13,10 @@ endif()
 set(_sanitize_flags -fsanitize=${NANOFORGE_SANITIZE} -fno-sanitize-recover=all -fno-omit-frame-pointer)
 add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:${_sanitize_flags}>")
 # GCC 12 warns of maybe-uninitialized variables inside the standard library under ASan (std::regex,
-# std::function): noise, not findings.
-add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:-Wno-maybe-uninitialized>")
+# std::function): noise, not findings. (clang has no such warning.)
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:-Wno-maybe-uninitialized>")
+endif()
 if(CMAKE_CUDA_COMPILER)
   # The host half of .cu files, through nvcc's host compiler.
   string(REPLACE ";" "," _sanitize_host_flags "${_sanitize_flags}")
