@@ -92,6 +92,18 @@ absl::StatusOr<LoaderState> LoaderState::from_bytes(std::span<const uint8_t> byt
         "least 2 and a buffer of at least 1 (corrupt state)",
         state.row_capacity, state.doc_buffer_size));
   }
+  // Positions and counters no loader reaches (2^62 tokens is millions of times any corpus): a state that
+  // claims them was damaged, and adding to them would overflow.
+  constexpr int64_t kCountLimit = int64_t{1} << 62;
+  for (const int64_t count :
+       {state.next_global_row, state.next_stream_position, state.stats.rows, state.stats.tokens_packed,
+        state.stats.tokens_cropped, state.stats.docs_whole, state.stats.docs_cropped}) {
+    if (count < 0 || count >= kCountLimit) {
+      return absl::DataLossError(fmt::format(
+          "loader state: a position or count of {}; every loader's are between 0 and 2^62 (corrupt state)",
+          count));
+    }
+  }
   // Compared with what follows the fields, never multiplied: a huge count must not wrap around.
   const size_t following = bytes.size() - offset;
   if (buffered < 0 || following % 8 != 0 || static_cast<uint64_t>(buffered) != following / 8) {

@@ -251,6 +251,24 @@ TEST_F(LoaderTest, StateBytesRefuseRowAndBufferSizesNoLoaderHas) {
   }
 }
 
+// Found by fuzzing: a state whose cropped-document count was 2^63 - 1 overflowed at the next cropped
+// document.
+TEST_F(LoaderTest, StateBytesRefusePositionsAndCountsNoLoaderReaches) {
+  auto loader = make(options(4));
+  const std::vector<uint8_t> bytes = loader->state().to_bytes();
+  constexpr size_t kFirstPositionAt = 16 + 6 * 8,
+                   kLastCountAt = 16 + 12 * 8;  // next_global_row .. docs_cropped
+  for (size_t at = kFirstPositionAt; at <= kLastCountAt; at += 8) {
+    for (const int64_t value : {std::numeric_limits<int64_t>::max(), int64_t{-1}}) {
+      std::vector<uint8_t> damaged = bytes;
+      std::memcpy(damaged.data() + at, &value, 8);
+      const absl::StatusOr<LoaderState> state = LoaderState::from_bytes(damaged);
+      EXPECT_EQ(state.status().code(), absl::StatusCode::kDataLoss) << "field at " << at << ": " << value;
+      EXPECT_NE(state.status().message().find("(corrupt state)"), std::string::npos) << state.status();
+    }
+  }
+}
+
 TEST_F(LoaderTest, RefusesAStateForOtherDataOrSettings) {
   auto loader = make(options(4));
   take(*loader, 2);
