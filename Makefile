@@ -1,7 +1,7 @@
 # nanoforge's everyday commands. `make test` is what CI runs (.ci/run) on a clean clone: install the
 # missing Debian packages, configure, build with every core, run the tests (output shown on failure).
 # On a machine without a GPU the CUDA backend and its tests run on the CPU emulator of CUDA (docs/kernels.md).
-# `make sanitize` (CI's second stage) runs the whole test suite again in a tree built with AddressSanitizer
+# `make sanitize` runs the whole test suite again in a tree built with AddressSanitizer
 # and UndefinedBehaviorSanitizer (the GPU tests on the emulator, where every kernel overrun is a host
 # overrun), then the tests that run MPI in a CPU-only tree built with ThreadSanitizer (cmake/Sanitizers.cmake,
 # tools/sanitizers/, docs/build.md).
@@ -10,7 +10,7 @@
 # the run. It builds only the program, in a tree of its own: for the CPU, or for this machine's GPU alone when
 # it has one (not every architecture).
 # `make fuzz FUZZ_SECONDS=N` builds the libFuzzer targets with clang in build-fuzz/ and runs each for N seconds
-# from its committed seed corpus (docs/fuzzing.md); CI runs it after `make test`.
+# from its committed seed corpus (docs/fuzzing.md).
 
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
