@@ -15,7 +15,7 @@
 #include "kernels/host_transfer.h"
 #include "model/gpt.h"
 #include "support/philox.h"
-#include "tests/cuda/gpu_test_support.h"
+#include "tests/kernels/cuda/gpu_test_support.h"
 
 namespace nanoforge {
 namespace {

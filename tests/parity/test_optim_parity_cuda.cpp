@@ -11,7 +11,7 @@
 #include <string>
 
 #include "parity/optim_parity.h"
-#include "tests/cuda/gpu_test_support.h"
+#include "tests/kernels/cuda/gpu_test_support.h"
 #include "tests/parity/golden_steps.h"
 
 namespace nanoforge {

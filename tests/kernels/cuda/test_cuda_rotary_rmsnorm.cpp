@@ -12,7 +12,7 @@
 
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/ops.h"
-#include "tests/cuda/gpu_test_support.h"
+#include "tests/kernels/cuda/gpu_test_support.h"
 
 namespace nanoforge::gpu_test {
 namespace {

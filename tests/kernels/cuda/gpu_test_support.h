@@ -2,8 +2,8 @@
 // (round to nearest even, as the GPU's __float2bfloat16_rn; test data is finite, so NaN handling is left out)
 // and the rounding bounds tolerances are built from; random inputs; host vectors moved to and from CUDA
 // buffers, at an offset (to defeat 16-byte packs) and between guard elements an op must not touch; CPU views
-// for the reference ops; and the element-by-element comparison with a tolerance. The tests in tests/cuda live
-// in this namespace, so they use these unqualified.
+// for the reference ops; and the element-by-element comparison with a tolerance. The tests in
+// tests/kernels/cuda live in this namespace, so they use these unqualified.
 #pragma once
 
 #include <gtest/gtest.h>
