@@ -113,7 +113,10 @@ absl::StatusOr<CoreResults> evaluate_core(GPT& model, const Tokenizer& tokenizer
       return absl::InvalidArgumentError(
           fmt::format("task {}: another rank failed on an example (its message names it)", task.label));
     }
-    CoreTaskResult result{task.label, task.type, task.num_fewshot};
+    CoreTaskResult result;
+    result.label = task.label;
+    result.type = task.type;
+    result.num_fewshot = task.num_fewshot;
     float correct_count = 0;
     for (int64_t i = 0; i < count; ++i) {
       result.correct.push_back(sums[static_cast<size_t>(i)] > 0.5 ? 1 : 0);

@@ -52,7 +52,9 @@ void expect_nanochat_results(const std::string& record_json, int64_t max_per_tas
   simdjson::dom::parser golden_parser, parser;
   const simdjson::dom::element golden = golden_run(golden_parser, max_per_task);
   // The closing line is nanochat's record as Python's json.dumps writes it, character for character.
-  if (!file) EXPECT_EQ(record_json, std::string_view(golden["record"].get_string()));
+  if (!file) {
+    EXPECT_EQ(record_json, std::string_view(golden["record"].get_string()));
+  }
   simdjson::dom::element record;
   ASSERT_FALSE(parser.parse(record_json).get(record)) << record_json;
   for (const char* key : {"results", "centered_results"}) {

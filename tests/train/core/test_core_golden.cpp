@@ -173,7 +173,9 @@ TEST_F(CoreGoldenTest, ScoresAndVerdictsMatchNanochat) {
         ASSERT_EQ(outcome.mean_losses.size(), expected.size());
         for (size_t o = 0; o < expected.size(); ++o) {
           EXPECT_EQ(std::isnan(outcome.mean_losses[o]), std::isnan(expected[o])) << "option " << o;
-          if (!std::isnan(expected[o])) EXPECT_NEAR(outcome.mean_losses[o], expected[o], kMeanLossTolerance);
+          if (!std::isnan(expected[o])) {
+            EXPECT_NEAR(outcome.mean_losses[o], expected[o], kMeanLossTolerance);
+          }
         }
         margin = decision_margin(expected);
       }
