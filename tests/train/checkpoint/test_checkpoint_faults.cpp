@@ -57,7 +57,7 @@ Child spawn_training(const std::string& dir, const std::string& run, const std::
   const std::string recipe = recipe_file(recipe_values, dir);
   const std::string log = run + ".log";
   std::vector<std::string> environment = env;
-  environment.push_back(std::string("LD_PRELOAD=") + NANOFORGE_IO_FAULT_SHIM);
+  environment.push_back(std::string("LD_PRELOAD=") + NANOFORGE_IO_FAULT_PRELOAD);
   const pid_t pid = fork();
   if (pid == 0) {
     for (std::string& entry : environment)
