@@ -1,5 +1,6 @@
-# nanoforge's everyday commands. `make test` is what CI runs (.ci/run) on a clean clone: install the
-# missing Debian packages, configure, build with every core, run the tests (output shown on failure).
+# nanoforge's everyday commands. `make test` is CI's first stage (.ci/run, on a clean clone; then
+# sanitize-address, sanitize-thread and fuzz-ci): install the missing Debian packages, configure, build with
+# every core, run the tests (output shown on failure).
 # On a machine without a GPU the CUDA backend and its tests run on the CPU emulator of CUDA (docs/kernels.md).
 # `make sanitize` runs the whole test suite again in a tree built with AddressSanitizer
 # and UndefinedBehaviorSanitizer (the GPU tests on the emulator, where every kernel overrun is a host
@@ -10,7 +11,8 @@
 # the run. It builds only the program, in a tree of its own: for the CPU, or for this machine's GPU alone when
 # it has one (not every architecture).
 # `make fuzz FUZZ_SECONDS=N` builds the libFuzzer targets with clang in build-fuzz/ and runs each for N seconds
-# from its committed seed corpus (docs/fuzzing.md).
+# from its committed seed corpus; `make fuzz-ci`, CI's stage, runs each for a fixed number of inputs from a
+# fixed seed (docs/fuzzing.md).
 
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
@@ -41,7 +43,7 @@ FUZZ_CMAKE_FLAGS ?=
 PYTHON := $(shell python3 -c 'import matplotlib' >/dev/null 2>&1 && echo python3 || echo /usr/bin/python3)
 
 .PHONY: all deps configure build test sanitize sanitize-address sanitize-thread demo demo-build demo-data fuzz \
-        fuzz-build fuzz-seeds fuzz-merge format clean
+        fuzz-ci fuzz-build fuzz-seeds fuzz-merge format clean
 
 all: build
 
@@ -107,8 +109,13 @@ fuzz-build: deps
 
 # Each target for FUZZ_SECONDS from its seed corpus; what it finds is left in $(FUZZ_BUILD_DIR)/fuzz-work/.
 fuzz: fuzz-build
-	cd $(FUZZ_BUILD_DIR) && FUZZ_SECONDS=$(FUZZ_SECONDS) ctest -L fuzz --output-on-failure -j $(JOBS) \
+	cd $(FUZZ_BUILD_DIR) && FUZZ_SECONDS=$(FUZZ_SECONDS) ctest -L '^fuzz$$' --output-on-failure -j $(JOBS) \
 	    --timeout $$(( $(FUZZ_SECONDS) + 120 ))
+
+# Each target for its fixed number of inputs from seed 1 (tests/fuzz/CMakeLists.txt): the same inputs on
+# every run of the same tree. Reproducers land in $(FUZZ_BUILD_DIR)/fuzz-ci-work/NAME/artifacts/.
+fuzz-ci: fuzz-build
+	cd $(FUZZ_BUILD_DIR) && ctest -L '^fuzz_ci$$' --output-on-failure -j $(JOBS) --timeout 300
 
 # Rewrites the generated seeds in tests/fuzz/corpus/ (reproducers of findings stay); the parquet ones are
 # the parquet tests' files, which pyarrow writes.

@@ -28,14 +28,18 @@ add_compile_options(-fsanitize=fuzzer-no-link)
 # Every fuzz target, built by `cmake --build ... --target nanoforge_fuzzers`.
 add_custom_target(nanoforge_fuzzers)
 
-# nanoforge_fuzz_target(NAME SOURCES file... [LIBRARIES lib...] [CORPUS dir] [DICT file])
+# nanoforge_fuzz_target(NAME SOURCES file... CI_RUNS n [LIBRARIES lib...] [CORPUS dir] [DICT file])
 # NAME is what the target reads (shard_hdf5, recipe, ...). Builds the executable fuzz_NAME from SOURCES (which
-# define LLVMFuzzerTestOneInput), linked with libFuzzer, and registers the CTest test fuzz.NAME (label `fuzz`):
-# tests/fuzz/run_fuzz_target.sh runs it for FUZZ_SECONDS (from the environment) from its seed corpus, CORPUS
-# (default tests/fuzz/corpus/NAME), with libFuzzer's dictionary DICT when given. New inputs and crash
-# artifacts go under the build tree (fuzz-work/NAME/), never into the repository.
+# define LLVMFuzzerTestOneInput), linked with libFuzzer, and registers two CTest tests, both running
+# tests/fuzz/run_fuzz_target.sh from the seed corpus CORPUS (default tests/fuzz/corpus/NAME) with libFuzzer's
+# dictionary DICT when given: fuzz.NAME (label `fuzz`) for FUZZ_SECONDS (from the environment), and
+# fuzz_ci.NAME (label `fuzz_ci`, CI's stage) for exactly CI_RUNS inputs from seed 1. New inputs and crash
+# artifacts go under the build tree (fuzz-work/NAME/, fuzz-ci-work/NAME/), never into the repository.
 function(nanoforge_fuzz_target name)
-  cmake_parse_arguments(ARG "" "CORPUS;DICT" "SOURCES;LIBRARIES" ${ARGN})
+  cmake_parse_arguments(ARG "" "CORPUS;DICT;CI_RUNS" "SOURCES;LIBRARIES" ${ARGN})
+  if(NOT ARG_CI_RUNS)
+    message(FATAL_ERROR "nanoforge_fuzz_target(${name}): give CI_RUNS, the inputs CI's fuzz stage tries")
+  endif()
   if(NOT ARG_CORPUS)
     set(ARG_CORPUS "${PROJECT_SOURCE_DIR}/tests/fuzz/corpus/${name}")
   endif()
@@ -53,4 +57,8 @@ function(nanoforge_fuzz_target name)
            COMMAND ${PROJECT_SOURCE_DIR}/tests/fuzz/run_fuzz_target.sh $<TARGET_FILE:${executable}>
                    "${ARG_CORPUS}" "${CMAKE_BINARY_DIR}/fuzz-work/${name}" ${dict_argument})
   set_tests_properties(fuzz.${name} PROPERTIES LABELS fuzz)
+  add_test(NAME fuzz_ci.${name}
+           COMMAND ${PROJECT_SOURCE_DIR}/tests/fuzz/run_fuzz_target.sh $<TARGET_FILE:${executable}>
+                   "${ARG_CORPUS}" "${CMAKE_BINARY_DIR}/fuzz-ci-work/${name}" ${dict_argument})
+  set_tests_properties(fuzz_ci.${name} PROPERTIES LABELS fuzz_ci ENVIRONMENT "FUZZ_RUNS=${ARG_CI_RUNS};FUZZ_SEED=1")
 endfunction()
