@@ -73,10 +73,10 @@ TEST(Recipe, OverrideValuesMustBeUtf8) {
   expect_error(apply_overrides(recipe, {"data.train=/dat\xff\xff/a"}),
                "override data.train: the value is not valid UTF-8");
   EXPECT_EQ(recipe.data.train, Recipe().data.train);
-  ASSERT_TRUE(apply_overrides(recipe, {"data.train=/donn\xc3\xa9es"}).ok());  // UTF-8 beyond ASCII is fine
+  ASSERT_TRUE(apply_overrides(recipe, {"data.train=/donn\u00e9es"}).ok());  // UTF-8 beyond ASCII is fine
   const absl::StatusOr<Recipe> resolved = parse_recipe(recipe_to_toml(recipe), "config.toml");
   ASSERT_TRUE(resolved.ok()) << resolved.status();
-  EXPECT_EQ(resolved->data.train, "/donn\xc3\xa9es");
+  EXPECT_EQ(resolved->data.train, "/donn\u00e9es");
 }
 
 TEST(Recipe, ValidationNamesTheKeyToFix) {

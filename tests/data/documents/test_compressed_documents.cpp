@@ -36,7 +36,9 @@ std::vector<std::string> read_texts(const std::vector<std::string>& paths,
     if (!*got) break;
     texts.push_back(document.text);
   }
-  if (paths != std::vector<std::string>{"-"}) EXPECT_EQ(reader->bytes_read(), reader->total_bytes());
+  if (paths != std::vector<std::string>{"-"}) {
+    EXPECT_EQ(reader->bytes_read(), reader->total_bytes());
+  }
   return texts;
 }
 

@@ -97,8 +97,9 @@ void replace_double_dataset(const std::string& path, const std::string& dataset,
       H5Dcreate2(file, dataset.c_str(), H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   ASSERT_GE(handle, 0) << dataset;
   const std::vector<double> values(count, 1.0);
-  if (count > 0)
+  if (count > 0) {
     ASSERT_GE(H5Dwrite(handle, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), 0);
+  }
   H5Dclose(handle);
   H5Sclose(space);
   H5Fclose(file);
