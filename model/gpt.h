@@ -61,6 +61,10 @@ class GPT {
   const ModelWeights& weight_grads() const { return weight_grads_; }
   // What forward and backward read: weights(), with the GEMM matrices' bf16 copies on the GPU.
   const ModelWeights& compute_weights() const { return compute_weights_; }
+  // The bf16 copies as one flat buffer (empty on the CPU) and where each matrix sits in it: data parallelism
+  // gathers the copies there directly (optim/data_parallel_optimizer.h).
+  TensorView compute_copy() const;
+  const ComputeWeightLayout& compute_layout() const { return compute_layout_; }
 
   // Plans (and allocates) the activations for batches of (batch, seq), seq <= config.max_positions():
   // training rows are sequence_len; evaluation prompts may be longer, as in nanochat, where the long layers'
@@ -72,6 +76,15 @@ class GPT {
   // the targets that are not ignored (NaN when all are, as PyTorch does). On the GPU the compute copies must
   // be current (refresh_compute_weights).
   double forward(TensorView ids, TensorView targets);
+  // The same pass without reading the loss back (training keeps it on the device: ops::add_mean_loss of
+  // token_losses()); valid_targets, how many targets are not -1, is what backward() scales by.
+  void forward_without_readback(TensorView ids, TensorView targets, int64_t valid_targets);
+  // Called during forward() before it first reads the parameters of [from, total_numel) — the embeddings and
+  // scalars, then each block, then lm_head: `from` only decreases (the reverse of the gradients' order) —
+  // so a data-parallel step can make layer i wait only for layer i's weights. An empty function turns it off.
+  void set_weights_needed_callback(std::function<void(int64_t)> callback) {
+    weights_needed_ = std::move(callback);
+  }
   // Adds the gradient of loss_scale * (the last forward's mean loss) to grads(). One backward per forward.
   void backward(double loss_scale = 1.0);
   // Called during backward() each time more gradients are final, with n: the first n elements of grads() are
@@ -96,6 +109,10 @@ class GPT {
   TensorView view_of(const DeviceBuffer& buffer) const;
   TensorView param_view(const DeviceBuffer& buffer, const ParamInfo& info) const;
 
+  void forward_pass(TensorView ids, TensorView targets);  // up to token_losses()
+  void weights_needed(int64_t from) const {
+    if (weights_needed_) weights_needed_(from);
+  }
   double attention_scale() const;  // 1/sqrt(head dim), the default of FA3 and SDPA that nanochat keeps
   void block_forward(int64_t layer);
   void block_backward(int64_t layer);
@@ -118,6 +135,7 @@ class GPT {
   Activations activations_;
   int64_t valid_targets_ = -1;  // from the last forward; -1 before any
   std::function<void(int64_t)> gradient_ready_;
+  std::function<void(int64_t)> weights_needed_;
   std::vector<int64_t> ready_after_layer_;  // grads() elements final once layer i's backward is done
   int64_t ready_after_head_ = 0;            // ... once lm_head's and backout's are
 };
