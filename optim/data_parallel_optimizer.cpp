@@ -185,8 +185,10 @@ std::string DataParallelOptimizer::describe() const {
   std::vector<GradBucket> plans;
   for (const Bucket& bucket : buckets_)
     plans.push_back(bucket.plan);
-  return fmt::format("{}; optimizer state on this rank {:.1f} MB (rank {} of {})",
-                     describe_buckets(plans, dtype_bytes(params_.dtype)), state_bytes() / 1e6, rank_, world_);
+  return fmt::format(
+      "{}; optimizer state on this rank {:.1f} MB, all-gathers {:.1f} MB per step (rank {} of {})",
+      describe_buckets(plans, dtype_bytes(params_.dtype)), state_bytes() / 1e6,
+      static_cast<double>(gather_bytes_per_step()) / 1e6, rank_, world_);
 }
 
 void DataParallelOptimizer::launch(Bucket& bucket) {

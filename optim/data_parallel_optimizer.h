@@ -4,9 +4,9 @@
 // each bucket is reduce-scattered as soon as its gradients are final; the step updates the owned part and
 // all-gathers back what the forward reads, so every rank starts the next forward with the same weights.
 //
-// What is gathered is the compute weights (docs/distributed.md, "The step"): on the GPU each owner converts
-// its updated shard of a GEMM matrix to bf16 and the bf16 copies are gathered straight into the model's
-// compute copy (half the bytes of the fp32 masters, no conversion pass after); the parameters the forward
+// What is gathered is the compute weights (docs/distributed.md, "The data-parallel step"): on the GPU each
+// owner converts its updated shard of a GEMM matrix to bf16 and the bf16 copies are gathered into the
+// model's compute copy (half the matrices' fp32 bytes, no conversion pass after); the parameters the forward
 // reads in fp32 (embeddings, gates, scalars) and everything on the CPU are gathered as the fp32 masters
 // themselves. The gathers run in forward order and the next forward waits for them layer by layer
 // (weights_needed, from GPT's hook): on NCCL the compute stream waits for each gather's event, never the
@@ -92,7 +92,8 @@ class DataParallelOptimizer {
   // The host's time blocked on communication in the last step and the forward before it (the MPI engine; on
   // NCCL the device waits instead, and what is exposed there shows in the step time only).
   double last_exposed_seconds() const { return last_exposed_seconds_; }
-  // Bytes this rank sends through the all-gathers of one step (what docs/distributed.md counts).
+  // The bytes of this rank's chunks in one step's all-gathers (each rank receives world_size - 1 times as
+  // much); describe() prints it.
   int64_t gather_bytes_per_step() const;
   std::string describe() const;
 
