@@ -45,7 +45,8 @@ class GPT {
   void init_weights(uint64_t seed);
 
   // The GPU's bf16 copies of the GEMM matrices must match the fp32 parameters: call refresh_compute_weights()
-  // after every change to params() — an optimizer step, a load, init_weights — before the next forward().
+  // after every change to params() — an optimizer step, a load, init_weights — before the next forward(),
+  // except after a DataParallelOptimizer step given compute_copy(), which gathers the copies itself.
   // forward() refuses to run on copies older than the last weights_changed() (init_weights and
   // load_model_weights call it; call it after writing params() some other way). On the CPU there are no
   // copies, and both calls only keep the count.
