@@ -25,6 +25,8 @@ struct CommWork::State {
   // Set by engines whose completion is seen by polling a device (NCCL): nullopt while the device work runs,
   // then its outcome.
   std::function<std::optional<absl::Status>()> device_poll;
+  // Set by engines with a device queue (NCCL): makes the compute stream wait for the work (wait_on_device).
+  std::function<absl::Status()> device_wait;
 
   // Marks the work finished with `result`; later calls are ignored.
   void complete(absl::Status result);

@@ -68,6 +68,11 @@ absl::Status CommWork::wait() const {
   return state_ ? state_->wait() : absl::OkStatus();
 }
 
+absl::Status CommWork::wait_on_device() const {
+  if (!state_) return absl::OkStatus();
+  return state_->device_wait ? state_->device_wait() : state_->wait();
+}
+
 bool CommWork::done() const {
   return state_ ? state_->done() : true;
 }

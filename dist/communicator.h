@@ -24,12 +24,20 @@ enum class ReduceOp { kSum, kAverage };
 
 // A queued collective. wait() blocks until it has completed (or failed) and returns its status; it may be
 // called more than once. A default-constructed CommWork is already complete.
+//
+// wait_on_device() orders the device work queued after it on this rank's compute stream (the stream the
+// kernels run on) after the collective, without blocking the host: on NCCL the compute stream waits for the
+// collective's completion event, so a kernel that reads the collective's output may be queued at once.
+// Engines with host buffers (MPI, single) have no device queue: there it is wait(). It returns an error at
+// once only where the engine already knows of one; a collective that fails later shows in the next host
+// wait().
 class CommWork {
  public:
   struct State;
   CommWork() = default;
   explicit CommWork(std::shared_ptr<State> state) : state_(std::move(state)) {}
   absl::Status wait() const;
+  absl::Status wait_on_device() const;
   bool done() const;
 
  private:

@@ -1,5 +1,6 @@
 // NcclCommunicator: bootstrap (GPU binding, unique id over MPI or TCP, ncclCommInitRank under a deadline),
-// the enqueue path (event from the compute stream -> comm stream -> collective -> completion event), and the
+// the enqueue path (event from the compute stream -> comm stream -> collective -> completion event, which the
+// compute stream can wait for: CommWork::wait_on_device), and the
 // watchdog's side: polling completion events and NCCL's asynchronous errors, failing every queued collective
 // and calling ncclCommAbort when one is stuck. Once aborted, the communicator is never touched again
 // (ncclCommAbort frees it).
@@ -285,6 +286,15 @@ class NcclCommunicator final : public Communicator {
       if (query == cudaSuccess) return absl::OkStatus();
       return absl::InternalError(
           fmt::format("{} failed on the GPU: {}", description, cuda_error_text(query)));
+    };
+    state->device_wait = [done, health = health_, description, device = parts_.local_rank]() -> absl::Status {
+      if (health->failed.load()) return health->get();
+      const DeviceGuard guard(device);
+      if (const cudaError_t wait = cudaStreamWaitEvent(kComputeStream, done->event, 0); wait != cudaSuccess) {
+        return absl::InternalError(
+            fmt::format("the compute stream cannot wait for {}: {}", description, cuda_error_text(wait)));
+      }
+      return absl::OkStatus();
     };
     // The watchdog learns of it before the poller can see it finish.
     watchdog_->started(sequence, description);

@@ -319,5 +319,15 @@ OpCost squared_norm(TensorView x) {
   return cost;
 }
 
+// squared_norm's two kernels, the total added on the device: no read-back.
+OpCost add_squared_norm(TensorView total, TensorView x) {
+  return streaming(b(x) + 2 * b(total), 2 * n(x), 2);
+}
+
+// sum_loss's one-block kernel, the mean added on the device: no read-back.
+OpCost add_mean_loss(TensorView total, TensorView losses, TensorView targets) {
+  return streaming(b(losses) + b(targets) + 2 * b(total), n(losses));
+}
+
 }  // namespace cost
 }  // namespace nanoforge::ops

@@ -108,6 +108,8 @@ OpCost rescale_frobenius(TensorView x, double target_norm, double eps);
 OpCost normuon_variance_reduce(TensorView g, TensorView second_moment, double beta2);
 OpCost cautious_weight_decay_step(TensorView param, TensorView update, double lr, double weight_decay);
 OpCost squared_norm(TensorView x);
+OpCost add_squared_norm(TensorView total, TensorView x);
+OpCost add_mean_loss(TensorView total, TensorView losses, TensorView targets);
 
 // The (query tile, key tile) pairs the flash-attention kernels visit for one (batch, head): 64-row tiles,
 // from the first key tile a query tile's window reaches to the diagonal (kernels/cuda/flash_attention*.cu).

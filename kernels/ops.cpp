@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <initializer_list>
+#include <limits>
 #include <type_traits>
 
 #include "kernels/cpu/cpu_ops.h"
@@ -433,6 +434,41 @@ double squared_norm(TensorView x) {
         on_cpu(x.dtype, "squared_norm", [&](auto zero) { total = cpu::squared_norm<decltype(zero)>(x); });
       });
   return total;
+}
+
+namespace {
+// A step scalar: one f64 on the device of the tensor it sums.
+void check_step_total(const TensorView& total, const TensorView& source, const char* op) {
+  NANOFORGE_CHECK(total.dtype == DType::kF64 && total.numel() == 1 && total.device == source.device,
+                  "{}: total {} must be one f64 on the device of {}", op, total.describe(),
+                  source.describe());
+}
+}  // namespace
+
+void add_squared_norm(TensorView total, TensorView x) {
+  check_step_total(total, x, "add_squared_norm");
+  if (x.device == Device::kCuda) return NANOFORGE_CUDA(add_squared_norm, total, x);
+  timed(
+      "add_squared_norm", Device::kCpu, [&] { return cost::add_squared_norm(total, x); },
+      [&] {
+        on_cpu(x.dtype, "add_squared_norm",
+               [&](auto zero) { total.as<double>()[0] += cpu::squared_norm<decltype(zero)>(x); });
+      });
+}
+
+void add_mean_loss(TensorView total, TensorView losses, TensorView targets) {
+  check_step_total(total, losses, "add_mean_loss");
+  if (common_device({&losses, &targets}, "add_mean_loss") == Device::kCuda)
+    return NANOFORGE_CUDA(add_mean_loss, total, losses, targets);
+  timed(
+      "add_mean_loss", Device::kCpu, [&] { return cost::add_mean_loss(total, losses, targets); },
+      [&] {
+        on_cpu(losses.dtype, "add_mean_loss", [&](auto zero) {
+          const LossSum loss = cpu::sum_loss<decltype(zero)>(losses, targets);
+          total.as<double>()[0] += loss.count > 0 ? loss.sum / static_cast<double>(loss.count)
+                                                  : std::numeric_limits<double>::quiet_NaN();
+        });
+      });
 }
 
 }  // namespace nanoforge::ops

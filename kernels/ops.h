@@ -25,7 +25,7 @@ enum class Transpose : bool { kNo, kYes };
 enum class Accumulate : bool { kNo, kYes };  // write the gradient, or add it to what is there
 
 // ---- memory ----
-void fill(TensorView t, double value);
+void fill(TensorView t, double value);  // every dtype of its device (f64 on the GPU too: a step's scalars)
 void copy(TensorView dst, TensorView src);         // same shape, dtype and device
 void accumulate(TensorView into, TensorView add);  // into += add
 // dst = src converted to dst's dtype (same shape and device), rounded to nearest even: f32 <-> bf16 on the
@@ -190,5 +190,12 @@ void cautious_weight_decay_step(TensorView param, TensorView update, double lr, 
 // norm (the caller adds the tensors' shares, then takes the square root). Deterministic: the same bits for
 // any thread count on the CPU (a fixed blocking summed in double), and on every run on the GPU.
 double squared_norm(TensorView x);
+
+// ---- a step's scalars, kept on the device until the step's one read-back (data parallelism) ----
+// total (1) f64 on x's device += squared_norm(x): the same sum, added where it was computed.
+void add_squared_norm(TensorView total, TensorView x);
+// total (1) f64 on the device of losses += sum / count of sum_loss(losses, targets), the mean loss
+// GPT::forward returns (NaN when every target is ignored), computed with the same bits.
+void add_mean_loss(TensorView total, TensorView losses, TensorView targets);
 
 }  // namespace nanoforge::ops

@@ -118,6 +118,12 @@ void GPT::refresh_compute_weights() {
   compute_version_ = weights_version_;
 }
 
+TensorView GPT::compute_copy() const {
+  if (compute_buffer_.bytes() == 0) return TensorView();
+  return TensorView(compute_buffer_.data(), {compute_buffer_.bytes() / dtype_bytes(compute_layout_.dtype)},
+                    compute_layout_.dtype, device_);
+}
+
 TensorView GPT::view_of(const DeviceBuffer& buffer) const {
   return TensorView(buffer.data(), {layout_.total_numel()}, param_dtype_, device_);
 }
@@ -145,14 +151,26 @@ void GPT::zero_grad() {
 }
 
 double GPT::forward(TensorView ids, TensorView targets) {
-  return forward_pass(ids, targets, nullptr);
+  forward_pass(ids, targets, nullptr);
+  return read_mean_loss();
 }
 
 double GPT::forward_for_backward(TensorView ids, TensorView targets, double loss_scale) {
-  return forward_pass(ids, targets, &loss_scale);
+  forward_pass(ids, targets, &loss_scale);
+  return read_mean_loss();
 }
 
-double GPT::forward_pass(TensorView ids, TensorView targets, const double* loss_scale) {
+void GPT::forward_for_backward_without_readback(TensorView ids, TensorView targets, double loss_scale) {
+  forward_pass(ids, targets, &loss_scale);
+}
+
+double GPT::read_mean_loss() const {
+  const ops::LossSum loss = ops::sum_loss(activations_.losses, activations_.targets);
+  return loss.count > 0 ? loss.sum / static_cast<double>(loss.count)
+                        : std::numeric_limits<double>::quiet_NaN();
+}
+
+void GPT::forward_pass(TensorView ids, TensorView targets, const double* loss_scale) {
   Activations& a = activations_;
   const ModelWeights& w = compute_weights_;
   NANOFORGE_CHECK(
@@ -169,12 +187,16 @@ double GPT::forward_pass(TensorView ids, TensorView targets, const double* loss_
   ops::copy(a.ids, ids.reshaped({N}));
   ops::copy(a.targets, targets.reshaped({N}));
 
+  weights_needed(ready_after_layer_[0]);  // the embeddings and scalars
   ops::embedding_forward(a.embedding, w.wte, a.ids);
   ops::rmsnorm_forward(a.embedding, a.embedding_rstd, a.embedding, 1.0);
   ops::smear_forward(a.x0.reshaped({a.batch, a.seq, C}), a.smear_gate,
                      a.embedding.reshaped({a.batch, a.seq, C}), w.smear_gate, w.smear_lambda);
-  for (int64_t layer = 0; layer < config_.n_layer; ++layer)
+  for (int64_t layer = 0; layer < config_.n_layer; ++layer) {
+    weights_needed(layer + 1 < config_.n_layer ? ready_after_layer_[layer + 1] : ready_after_head_);
     block_forward(layer);
+  }
+  weights_needed(0);  // lm_head
 
   ops::backout_forward(a.final_norm, a.layers.back().residual, a.layers[config_.backout_layer()].residual,
                        w.backout_lambda);
@@ -188,9 +210,6 @@ double GPT::forward_pass(TensorView ids, TensorView targets, const double* loss_
     ops::softcap_cross_entropy_forward(a.losses, a.logits_lse, a.logits, a.targets, kLogitSoftcap);
     logits_hold_ = LogitsHold::kLogits;
   }
-  const ops::LossSum loss = ops::sum_loss(a.losses, a.targets);
-  return loss.count > 0 ? loss.sum / static_cast<double>(loss.count)
-                        : std::numeric_limits<double>::quiet_NaN();
 }
 
 void GPT::block_forward(int64_t layer) {

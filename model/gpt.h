@@ -45,7 +45,8 @@ class GPT {
   void init_weights(uint64_t seed);
 
   // The GPU's bf16 copies of the GEMM matrices must match the fp32 parameters: call refresh_compute_weights()
-  // after every change to params() — an optimizer step, a load, init_weights — before the next forward().
+  // after every change to params() — an optimizer step, a load, init_weights — before the next forward(),
+  // except after a DataParallelOptimizer step given compute_copy(), which gathers the copies itself.
   // forward() refuses to run on copies older than the last weights_changed() (init_weights and
   // load_model_weights call it; call it after writing params() some other way). On the CPU there are no
   // copies, and both calls only keep the count.
@@ -61,6 +62,10 @@ class GPT {
   const ModelWeights& weight_grads() const { return weight_grads_; }
   // What forward and backward read: weights(), with the GEMM matrices' bf16 copies on the GPU.
   const ModelWeights& compute_weights() const { return compute_weights_; }
+  // The bf16 copies as one flat buffer (empty on the CPU) and where each matrix sits in it: data parallelism
+  // gathers the copies there directly (optim/data_parallel_optimizer.h).
+  TensorView compute_copy() const;
+  const ComputeWeightLayout& compute_layout() const { return compute_layout_; }
 
   // Plans (and allocates) the activations for batches of (batch, seq), seq <= config.max_positions():
   // training rows are sequence_len; evaluation prompts may be longer, as in nanochat, where the long layers'
@@ -76,9 +81,19 @@ class GPT {
   // respect to the logits over them (one pass over the logits: ops::softcap_cross_entropy_forward_backward),
   // so the logits are gone afterwards (capped_logits() refuses) and backward() must follow.
   double forward_for_backward(TensorView ids, TensorView targets, double loss_scale = 1.0);
+  // The same pass without reading the loss back: a training step keeps it on the device
+  // (ops::add_mean_loss of token_losses()). Nothing else differs — the loss kernel counts the targets that
+  // are not -1 on the device — so the host never waits for the GPU here.
+  void forward_for_backward_without_readback(TensorView ids, TensorView targets, double loss_scale = 1.0);
   // Adds the gradient of loss_scale * (the last forward_for_backward's mean loss) to grads(). Once per
   // forward_for_backward.
   void backward();
+  // Called during every forward before it first reads the parameters of [from, total_numel) — the embeddings
+  // and scalars, then each block, then lm_head: `from` only decreases (the reverse of the gradients' order) —
+  // so a data-parallel step can make layer i wait only for layer i's weights. An empty function turns it off.
+  void set_weights_needed_callback(std::function<void(int64_t)> callback) {
+    weights_needed_ = std::move(callback);
+  }
   // Called during backward() each time more gradients are final, with n: the first n elements of grads() are
   // (the buffer is in backward order, so they complete as a growing prefix). Data parallelism starts reducing
   // them then. An empty function turns it off.
@@ -102,8 +117,12 @@ class GPT {
   TensorView param_view(const DeviceBuffer& buffer, const ParamInfo& info) const;
 
   double attention_scale() const;  // 1/sqrt(head dim), the default of FA3 and SDPA that nanochat keeps
-  // forward() (no loss_scale) or forward_for_backward().
-  double forward_pass(TensorView ids, TensorView targets, const double* loss_scale);
+  // forward() (no loss_scale) or forward_for_backward(), up to token_losses(); no read-back.
+  void forward_pass(TensorView ids, TensorView targets, const double* loss_scale);
+  double read_mean_loss() const;  // of the last forward_pass: the host waits for it
+  void weights_needed(int64_t from) const {
+    if (weights_needed_) weights_needed_(from);
+  }
   void block_forward(int64_t layer);
   void block_backward(int64_t layer);
 
@@ -128,6 +147,7 @@ class GPT {
   enum class LogitsHold { kNothing, kLogits, kGradient };
   LogitsHold logits_hold_ = LogitsHold::kNothing;
   std::function<void(int64_t)> gradient_ready_;
+  std::function<void(int64_t)> weights_needed_;
   std::vector<int64_t> ready_after_layer_;  // grads() elements final once layer i's backward is done
   int64_t ready_after_head_ = 0;            // ... once lm_head's and backout's are
 };

@@ -1,29 +1,25 @@
-// DataParallelOptimizer: bucket set-up (ownership, state, staging), the reduce-scatter / update / all-gather
-// of a step, and the state's gathering and loading for checkpoints.
+// DataParallelOptimizer: bucket set-up (ownership, state, staging, which buckets gather the compute copy),
+// the reduce-scatter / update / all-gather of a step and the forward's waits for the gathers, and the
+// state's gathering and loading for checkpoints.
 #include "optim/data_parallel_optimizer.h"
 
 #include <fmt/format.h>
 
 #include <chrono>
 #include <map>
+#include <utility>
 
 #include "kernels/host_transfer.h"
 #include "kernels/ops.h"
+#include "model/compute_weights.h"
 #include "support/number_format.h"
+#include "support/status.h"
 
 namespace nanoforge {
-namespace {
-
-double seconds_waiting(const CommWork& work, absl::Status& status) {
-  const auto start = std::chrono::steady_clock::now();
-  status = work.wait();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-}  // namespace
 
 std::vector<DataParallelOptimizer::Bucket> DataParallelOptimizer::make_buckets(
-    const std::vector<ParamGroup>& groups, int world_size, int64_t bucket_bytes, int64_t element_bytes) {
+    const std::vector<ParamGroup>& groups, int world_size, int64_t bucket_bytes, int64_t element_bytes,
+    const std::function<bool(const ParamInfo&)>& has_copy) {
   // Which group each parameter is in; the plan's input by place in the flat buffer.
   std::map<int64_t, std::pair<const ParamInfo*, const ParamGroup*>> by_offset;
   BucketPlanInput input;
@@ -39,7 +35,7 @@ std::vector<DataParallelOptimizer::Bucket> DataParallelOptimizer::make_buckets(
     }
     for (const ParamInfo* info : group.params) {
       by_offset[info->offset] = {info, &group};
-      const BucketTensor tensor{info->offset, info->numel};
+      const BucketTensor tensor{info->offset, info->numel, has_copy(*info) ? 1 : 0};
       (group.kind == GroupKind::kAdamW ? input.elementwise : input.matrix_groups.back()).push_back(tensor);
     }
   }
@@ -101,7 +97,12 @@ DataParallelOptimizer::MemoryBytes DataParallelOptimizer::memory_bytes(const std
                                                                        Device device, DType param_dtype,
                                                                        int rank, int world_size,
                                                                        int64_t bucket_bytes) {
-  std::vector<Bucket> buckets = make_buckets(groups, world_size, bucket_bytes, dtype_bytes(param_dtype));
+  // The GPU model has compute copies of exactly its GEMM matrices (model/compute_weights.h).
+  const auto has_copy = [device](const ParamInfo& info) {
+    return device == Device::kCuda && is_gemm_matrix(info);
+  };
+  std::vector<Bucket> buckets =
+      make_buckets(groups, world_size, bucket_bytes, dtype_bytes(param_dtype), has_copy);
   ArenaAllocator staging(device, param_dtype), state(device, param_dtype), scratch(device, param_dtype),
       gather(device, param_dtype);
   take_bucket_memory(buckets, rank, world_size, staging, state);
@@ -112,15 +113,21 @@ DataParallelOptimizer::MemoryBytes DataParallelOptimizer::memory_bytes(const std
 
 DataParallelOptimizer::DataParallelOptimizer(std::vector<ParamGroup> groups, const ParamLayout& layout,
                                              TensorView params, TensorView grads, Communicator& communicator,
-                                             int64_t bucket_bytes)
+                                             int64_t bucket_bytes, ComputeCopy compute)
     : groups_(std::move(groups)),
       layout_(layout),
       params_(params),
       grads_(grads),
+      compute_(std::move(compute)),
       communicator_(communicator),
       rank_(communicator.rank()),
       world_(communicator.world_size()) {
-  buckets_ = make_buckets(groups_, world_, bucket_bytes, dtype_bytes(params.dtype));
+  const auto copy_offset = [&](const ParamInfo& info) {
+    if (compute_.buffer.data == nullptr) return int64_t{-1};
+    return compute_.offsets[static_cast<size_t>(&info - layout_.params().data())];
+  };
+  buckets_ = make_buckets(groups_, world_, bucket_bytes, dtype_bytes(params.dtype),
+                          [&](const ParamInfo& info) { return copy_offset(info) >= 0; });
   // Measured first, then carved out of the buffers.
   ArenaAllocator measure_staging(params.device, params.dtype), measure_state(params.device, params.dtype);
   take_bucket_memory(buckets_, rank_, world_, measure_staging, measure_state);
@@ -133,6 +140,35 @@ DataParallelOptimizer::DataParallelOptimizer(std::vector<ParamGroup> groups, con
   scratch_buffer_ = DeviceBuffer(params.device, measure_scratch.used_bytes());
   ArenaAllocator scratch(scratch_buffer_, params.dtype);
   scratch_ = take_muon_scratch_for(scratch, groups_);
+  for (Bucket& bucket : buckets_) {
+    for (const ParamInfo* info : bucket.params)
+      bucket.copy_offsets.push_back(copy_offset(*info));
+    assign_compute_copy(bucket);
+  }
+  buckets_unpacked_ = buckets_.size();  // nothing gathered yet
+}
+
+// A bucket whose every tensor has a compute copy gathers the copy itself: the owner converts its shard into
+// the send chunk's memory, the gather lands in the staging memory, and unpacking is a copy.
+void DataParallelOptimizer::assign_compute_copy(Bucket& bucket) {
+  bucket.gathers_copy = !bucket.copy_offsets.empty();
+  for (const int64_t offset : bucket.copy_offsets)
+    bucket.gathers_copy = bucket.gathers_copy && offset >= 0;
+  if (!bucket.gathers_copy) return;
+  const DType dtype = compute_.buffer.dtype;
+  NANOFORGE_CHECK(dtype_bytes(dtype) <= dtype_bytes(params_.dtype),
+                  "the compute copy ({}) must not be wider than the parameters ({})", dtype_name(dtype),
+                  dtype_name(params_.dtype));
+  bucket.send_copy = TensorView(bucket.send.data, {bucket.send.numel()}, dtype, params_.device);
+  bucket.gathered_copy = TensorView(bucket.staging.data, {bucket.staging.numel()}, dtype, params_.device);
+}
+
+int64_t DataParallelOptimizer::gather_bytes_per_step() const {
+  int64_t bytes = 0;
+  for (const Bucket& bucket : buckets_) {
+    bytes += bucket.gathers_copy ? bucket.send_copy.bytes() : bucket.send.bytes();
+  }
+  return bytes;
 }
 
 TensorView DataParallelOptimizer::param_range(TensorView flat, const ParamInfo& info, int64_t begin,
@@ -149,8 +185,10 @@ std::string DataParallelOptimizer::describe() const {
   std::vector<GradBucket> plans;
   for (const Bucket& bucket : buckets_)
     plans.push_back(bucket.plan);
-  return fmt::format("{}; optimizer state on this rank {:.1f} MB (rank {} of {})",
-                     describe_buckets(plans, dtype_bytes(params_.dtype)), state_bytes() / 1e6, rank_, world_);
+  return fmt::format(
+      "{}; optimizer state on this rank {:.1f} MB, all-gathers {:.1f} MB per step (rank {} of {})",
+      describe_buckets(plans, dtype_bytes(params_.dtype)), state_bytes() / 1e6,
+      static_cast<double>(gather_bytes_per_step()) / 1e6, rank_, world_);
 }
 
 void DataParallelOptimizer::launch(Bucket& bucket) {
@@ -180,7 +218,11 @@ void DataParallelOptimizer::update(Bucket& bucket, const ScheduleValues& schedul
       const TensorView param = param_range(params_, *piece.param, piece.begin, piece.end);
       adamw_step(param, bucket.owned_grad.rows(piece.chunk_offset, length), piece.exp_avg, piece.exp_avg_sq,
                  *piece.group, piece.group->initial_lr * schedule.lr_multiplier, steps_taken_);
-      ops::copy(bucket.send.rows(piece.chunk_offset, length), param);
+      if (bucket.gathers_copy) {
+        ops::convert(bucket.send_copy.rows(piece.chunk_offset, length), param);
+      } else {
+        ops::copy(bucket.send.rows(piece.chunk_offset, length), param);
+      }
     }
   } else if (static_cast<size_t>(rank_) < bucket.params.size()) {
     const ParamInfo& info = *bucket.params[static_cast<size_t>(rank_)];
@@ -188,9 +230,18 @@ void DataParallelOptimizer::update(Bucket& bucket, const ScheduleValues& schedul
     const TensorView param = param_view(params_, info);
     muon_step(param, bucket.owned_grad.reshaped({group.rows, group.cols}), bucket.momentum,
               bucket.second_moment, group, schedule, group.initial_lr * schedule.lr_multiplier, scratch_);
-    ops::copy(bucket.send, params_.rows(info.offset, info.numel));
+    if (bucket.gathers_copy) {
+      ops::convert(bucket.send_copy, params_.rows(info.offset, info.numel));
+    } else {
+      ops::copy(bucket.send, params_.rows(info.offset, info.numel));
+    }
   }
-  bucket.gather = communicator_.all_gather(bucket.send, bucket.staging);
+}
+
+void DataParallelOptimizer::gather(Bucket& bucket) {
+  bucket.gather = bucket.gathers_copy ? communicator_.all_gather(bucket.send_copy, bucket.gathered_copy)
+                                      : communicator_.all_gather(bucket.send, bucket.staging);
+  masters_stale_ = masters_stale_ || (bucket.gathers_copy && world_ > 1);
 }
 
 void DataParallelOptimizer::unpack(Bucket& bucket) {
@@ -198,30 +249,96 @@ void DataParallelOptimizer::unpack(Bucket& bucket) {
   for (size_t t = 0; t < bucket.params.size(); ++t) {
     const ParamInfo& info = *bucket.params[t];
     if (bucket.plan.kind == GradBucket::Kind::kMatrixStack) at = static_cast<int64_t>(t) * info.numel;
-    ops::copy(params_.rows(info.offset, info.numel), bucket.staging.rows(at, info.numel));
+    const int64_t copy_offset = bucket.copy_offsets[t];
+    if (bucket.gathers_copy) {
+      ops::copy(compute_.buffer.rows(copy_offset, info.numel), bucket.gathered_copy.rows(at, info.numel));
+    } else {
+      ops::copy(params_.rows(info.offset, info.numel), bucket.staging.rows(at, info.numel));
+      // A tensor with a copy in a bucket gathered fp32 (a Muon group mixing matrices with and without one).
+      if (copy_offset >= 0) {
+        ops::convert(compute_.buffer.rows(copy_offset, info.numel), params_.rows(info.offset, info.numel));
+      }
+    }
     at += info.numel;
   }
   bucket.launched = false;
 }
 
-absl::Status DataParallelOptimizer::step(const ScheduleValues& schedule) {
+absl::Status DataParallelOptimizer::wait_on_device(const CommWork& work) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status status = work.wait_on_device();
+  exposed_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return status;
+}
+
+absl::StatusOr<CommWork> DataParallelOptimizer::start_step(const ScheduleValues& schedule,
+                                                           TensorView step_sums) {
+  NANOFORGE_RETURN_IF_ERROR(finish_weights());  // the previous step's, if no forward has waited for them
   gradients_ready(layout_.total_numel());
   ++steps_taken_;
-  last_exposed_seconds_ = 0;
-  last_owned_grad_squared_norm_ = 0;
-  absl::Status status;
   for (Bucket& bucket : buckets_) {
-    last_exposed_seconds_ += seconds_waiting(bucket.reduce, status);
-    if (!status.ok()) return status;
-    last_owned_grad_squared_norm_ += ops::squared_norm(bucket.owned_grad);  // padding is 0
+    NANOFORGE_RETURN_IF_ERROR(wait_on_device(bucket.reduce));
+    if (step_sums.data != nullptr)
+      ops::add_squared_norm(step_sums.rows(0, 1), bucket.owned_grad);  // padding is 0
     update(bucket, schedule);
   }
-  for (Bucket& bucket : buckets_) {
-    last_exposed_seconds_ += seconds_waiting(bucket.gather, status);
-    if (!status.ok()) return status;
-    unpack(bucket);
-  }
   next_launch_ = 0;
+  // The scalars first: reading them back then waits for the updates, not for the gathers queued after.
+  CommWork sums;
+  if (step_sums.data != nullptr) sums = communicator_.all_reduce(step_sums, ReduceOp::kSum);
+  // In forward order, as the next forward needs them.
+  for (auto bucket = buckets_.rbegin(); bucket != buckets_.rend(); ++bucket)
+    gather(*bucket);
+  buckets_unpacked_ = 0;
+  last_exposed_seconds_ = std::exchange(exposed_seconds_, 0.0);  // this forward's waits and this step's
+  return sums;
+}
+
+absl::Status DataParallelOptimizer::step(const ScheduleValues& schedule) {
+  NANOFORGE_RETURN_IF_ERROR(start_step(schedule, TensorView()).status());
+  return finish_weights();
+}
+
+void DataParallelOptimizer::weights_needed(int64_t from) {
+  while (buckets_unpacked_ < buckets_.size()) {
+    Bucket& bucket = buckets_[buckets_.size() - 1 - buckets_unpacked_];
+    if (bucket.plan.ready_offset <= from) break;  // every tensor of it lies before `from`
+    if (absl::Status status = wait_on_device(bucket.gather); !status.ok() && gather_failure_.ok())
+      gather_failure_ = status;
+    unpack(bucket);
+    ++buckets_unpacked_;
+  }
+}
+
+absl::Status DataParallelOptimizer::finish_weights() {
+  weights_needed(-1);
+  return std::exchange(gather_failure_, absl::OkStatus());
+}
+
+absl::Status DataParallelOptimizer::sync_masters() {
+  NANOFORGE_RETURN_IF_ERROR(finish_weights());  // the staging memory is the gathers' until then
+  if (!masters_stale_) return absl::OkStatus();
+  for (Bucket& bucket : buckets_) {
+    if (!bucket.gathers_copy) continue;
+    if (bucket.plan.kind == GradBucket::Kind::kElementwise) {
+      for (const Piece& piece : bucket.pieces) {
+        ops::copy(bucket.send.rows(piece.chunk_offset, piece.end - piece.begin),
+                  param_range(params_, *piece.param, piece.begin, piece.end));
+      }
+    } else if (static_cast<size_t>(rank_) < bucket.params.size()) {
+      const ParamInfo& info = *bucket.params[static_cast<size_t>(rank_)];
+      ops::copy(bucket.send, params_.rows(info.offset, info.numel));
+    }
+    NANOFORGE_RETURN_IF_ERROR(communicator_.all_gather(bucket.send, bucket.staging).wait());
+    int64_t at = 0;
+    for (size_t t = 0; t < bucket.params.size(); ++t) {
+      const ParamInfo& info = *bucket.params[t];
+      if (bucket.plan.kind == GradBucket::Kind::kMatrixStack) at = static_cast<int64_t>(t) * info.numel;
+      ops::copy(params_.rows(info.offset, info.numel), bucket.staging.rows(at, info.numel));
+      at += info.numel;
+    }
+  }
+  masters_stale_ = false;
   return absl::OkStatus();
 }
 

@@ -1,9 +1,21 @@
 // nanochat's MuonAdamW for a data-parallel run, with ZeRO-1 sharding: every rank holds the full parameters
 // and gradients, but updates — and keeps optimizer state for — only what it owns (optim/grad_buckets.h:
 // chunks of the AdamW buckets, whole Muon matrices). During the backward pass of a step's last micro-batch
-// each bucket is reduce-scattered as soon as its gradients are final; step() waits for each reduction in
-// turn, updates the owned part and all-gathers it back, so every rank ends the step with the same parameters.
-// With one rank the same code runs with local copies, and gives MuonAdamW's updates bit for bit.
+// each bucket is reduce-scattered as soon as its gradients are final; the step updates the owned part and
+// all-gathers back what the forward reads, so every rank starts the next forward with the same weights.
+//
+// What is gathered is the compute weights (docs/distributed.md, "The data-parallel step"): on the GPU each
+// owner converts its updated shard of a GEMM matrix to bf16 and the bf16 copies are gathered into the
+// model's compute copy (half the matrices' fp32 bytes, no conversion pass after); the parameters the forward
+// reads in fp32 (embeddings, gates, scalars) and everything on the CPU are gathered as the fp32 masters
+// themselves. The gathers run in forward order and the next forward waits for them layer by layer
+// (weights_needed, from GPT's hook): on NCCL the compute stream waits for each gather's event, never the
+// host. Nothing reads a gradient norm or a loss back mid-step: the owned squared norms are added on the
+// device and summed over ranks with the caller's scalars in one all-reduce queued before the gathers.
+//
+// The fp32 masters stay the optimizer's truth: each rank's owned shard is always current; on the GPU the
+// other ranks' shards of the bf16-gathered matrices are not, until sync_masters() gathers them (checkpoints
+// call it). With one rank the same code runs with local copies and gives MuonAdamW's updates bit for bit.
 #pragma once
 
 #include <absl/status/statusor.h>
@@ -26,10 +38,21 @@ namespace nanoforge {
 
 class DataParallelOptimizer {
  public:
+  // Where the forward reads the GEMM matrices when not from the masters: the model's bf16 compute copy
+  // (GPT::compute_copy, compute_layout().copy_offset: per parameter in layout order, its element offset in
+  // `buffer` or -1). Empty (the CPU, or a caller that refreshes the copy itself): everything is gathered
+  // fp32.
+  struct ComputeCopy {
+    TensorView buffer;
+    std::vector<int64_t> offsets;
+  };
+
   // params and grads: the flat buffers (layout order), f32 (or f64 on the CPU); the state has their dtype,
-  // Muon's scratch muon_scratch_dtype (bf16 on the GPU).
+  // Muon's scratch muon_scratch_dtype (bf16 on the GPU). Every buffer a step communicates through is
+  // allocated here, once: a step allocates nothing.
   DataParallelOptimizer(std::vector<ParamGroup> groups, const ParamLayout& layout, TensorView params,
-                        TensorView grads, Communicator& communicator, int64_t bucket_bytes);
+                        TensorView grads, Communicator& communicator, int64_t bucket_bytes,
+                        ComputeCopy compute = {});
 
   // The device memory one rank's optimizer takes, measured without allocating anything.
   struct MemoryBytes {
@@ -44,18 +67,34 @@ class DataParallelOptimizer {
   // From the backward pass of the step's last micro-batch: the gradients of [0, ready_elements) of the flat
   // buffer are final. Starts the reduction of every bucket that is now complete.
   void gradients_ready(int64_t ready_elements);
-  // Starts what is left, then reduces, updates and gathers every bucket.
+  // Starts what is left, waits for each reduction on the device, updates the owned part, then queues the
+  // all-reduce of `step_sums` (f64 on the parameters' device, or empty: no norm) after adding this rank's
+  // owned squared gradient norm to step_sums[0] — summed over ranks, the squared global gradient norm; the
+  // caller's own per-rank values sit after it — and then the gathers. Returns the all-reduce: wait for it,
+  // then read step_sums back (it does not wait for the gathers). The weights are complete only once the
+  // next forward has waited for them (weights_needed) or finish_weights() has.
+  absl::StatusOr<CommWork> start_step(const ScheduleValues& schedule, TensorView step_sums);
+  // start_step without scalars, then finish_weights(): the whole step, the weights complete on return.
   absl::Status step(const ScheduleValues& schedule);
+  // GPT's weights-needed hook: the forward is about to read the parameters of [from, total). Makes the
+  // device wait for the gathers of every bucket that holds some of them and unpacks those buckets. A failure
+  // is kept and returned by the next start_step or finish_weights.
+  void weights_needed(int64_t from);
+  // Every outstanding gather waited for (on the device) and unpacked.
+  absl::Status finish_weights();
+  // Collective: brings every rank's fp32 masters up to date (on the GPU the non-owned shards of the
+  // bf16-gathered matrices are stale after a step), for whoever reads params() whole: checkpoints.
+  absl::Status sync_masters();
 
   const std::vector<ParamGroup>& groups() const { return groups_; }
   int64_t steps_taken() const { return steps_taken_; }
   int64_t state_bytes() const { return state_buffer_.bytes(); }  // this rank's optimizer state
-  // The sum of squares of the averaged gradient this rank owned in the last step (each element is owned by
-  // one rank: summed over ranks it is the squared global gradient norm).
-  double last_owned_grad_squared_norm() const { return last_owned_grad_squared_norm_; }
-  double last_exposed_seconds() const {
-    return last_exposed_seconds_;
-  }  // waiting on communication, last step
+  // The host's time blocked on communication in the last step and the forward before it (the MPI engine; on
+  // NCCL the device waits instead, and what is exposed there shows in the step time only).
+  double last_exposed_seconds() const { return last_exposed_seconds_; }
+  // The bytes of this rank's chunks in one step's all-gathers (each rank receives world_size - 1 times as
+  // much); describe() prints it.
+  int64_t gather_bytes_per_step() const;
   std::string describe() const;
 
   // The optimizer state of every parameter as whole tensors, named as in checkpoints
@@ -80,6 +119,11 @@ class DataParallelOptimizer {
     std::vector<const ParamInfo*> params;         // tensors' parameters, packing order
     std::vector<const ParamGroup*> param_groups;  // the group of each
     TensorView staging, owned_grad, send;
+    // Gathered as the compute copy (bf16 on the GPU): every tensor has one. Its views reuse the memory of
+    // send and staging, which are idle by then.
+    bool gathers_copy = false;
+    std::vector<int64_t> copy_offsets;  // per tensor: its place in the compute copy, or -1
+    TensorView send_copy, gathered_copy;
     std::vector<Piece> pieces;           // elementwise: owned pieces
     const ParamGroup* group = nullptr;   // stacks: the Muon group
     TensorView momentum, second_moment;  // stacks: state of the owned matrix (when owned)
@@ -88,8 +132,11 @@ class DataParallelOptimizer {
   };
 
   // The buckets of `groups` (their plans, tensors and groups; no memory yet).
+  // has_copy: whether the forward reads a parameter from the compute copy (such tensors and the others never
+  // share an elementwise bucket, so that each bucket gathers one dtype).
   static std::vector<Bucket> make_buckets(const std::vector<ParamGroup>& groups, int world_size,
-                                          int64_t bucket_bytes, int64_t element_bytes);
+                                          int64_t bucket_bytes, int64_t element_bytes,
+                                          const std::function<bool(const ParamInfo&)>& has_copy);
   // Takes every bucket's staging views and this rank's state from the two arenas.
   static void take_bucket_memory(std::vector<Bucket>& buckets, int rank, int world_size,
                                  ArenaAllocator& staging, ArenaAllocator& state);
@@ -99,24 +146,31 @@ class DataParallelOptimizer {
 
   TensorView param_range(TensorView flat, const ParamInfo& info, int64_t begin, int64_t end) const;
   TensorView param_view(TensorView flat, const ParamInfo& info) const;
+  void assign_compute_copy(Bucket& bucket);
   void launch(Bucket& bucket);
   void update(Bucket& bucket, const ScheduleValues& schedule);
+  void gather(Bucket& bucket);
   void unpack(Bucket& bucket);
+  absl::Status wait_on_device(const CommWork& work);  // timed into last_exposed_seconds_
 
   std::vector<ParamGroup> groups_;
   const ParamLayout& layout_;
   TensorView params_, grads_;
+  ComputeCopy compute_;
   Communicator& communicator_;
   int rank_ = 0, world_ = 1;
-  std::vector<Bucket> buckets_;
+  std::vector<Bucket> buckets_;  // in reduction order (backward); gathered and unpacked in reverse
   size_t next_launch_ = 0;
+  size_t buckets_unpacked_ = 0;  // of the last step's gathers, counted from the back of buckets_
+  absl::Status gather_failure_;  // the first failed wait of weights_needed, until reported
+  bool masters_stale_ = false;   // non-owned shards of bf16-gathered matrices (sync_masters)
   DeviceBuffer staging_buffer_, state_buffer_, scratch_buffer_;
   DeviceBuffer gather_buffer_;        // gather_state's scratch, allocated on its first call
   std::vector<float> gathered_host_;  // its host copy
   MuonScratch scratch_;
   int64_t steps_taken_ = 0;
   double last_exposed_seconds_ = 0;
-  double last_owned_grad_squared_norm_ = 0;
+  double exposed_seconds_ = 0;  // since the last step
 };
 
 }  // namespace nanoforge

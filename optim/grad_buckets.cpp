@@ -34,7 +34,10 @@ std::vector<GradBucket> plan_grad_buckets(const BucketPlanInput& input) {
   for (const BucketTensor& tensor : elementwise) {
     const int64_t cap =
         (buckets.empty() ? input.first_bucket_bytes : input.bucket_bytes) / input.element_bytes;
-    if (!current.tensors.empty() && current_elements + tensor.numel > cap) close();
+    if (!current.tensors.empty() && (current_elements + tensor.numel > cap ||
+                                     tensor.gather_class != current.tensors.back().gather_class)) {
+      close();
+    }
     current.tensors.push_back(tensor);
     current_elements += tensor.numel;
     current.ready_offset = std::max(current.ready_offset, tensor.offset + tensor.numel);

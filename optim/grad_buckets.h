@@ -7,7 +7,8 @@
 //  - elementwise buckets (AdamW parameters): tensors packed one after another into a staging buffer of
 //    `padded_elements` (a multiple of world_size); rank r owns chunk r of it, whatever tensors it cuts.
 //    Buckets fill in backward order up to `bucket_bytes` (the first one up to `first_bucket_bytes`, so the
-//    reduction starts early); a tensor larger than a bucket gets one of its own.
+//    reduction starts early) and close where the gather class changes; a tensor larger than a bucket gets
+//    one of its own.
 //  - matrix-stack buckets (Muon matrices of one shape): world_size consecutive matrices of the same group in
 //    backward order, one per rank (the last stack of a group may be short, its missing slots zero): rank k
 //    owns the k-th matrix whole, as Muon's orthogonalisation needs.
@@ -24,6 +25,8 @@ namespace nanoforge {
 struct BucketTensor {
   int64_t offset = 0;  // in the flat buffer, elements
   int64_t numel = 0;
+  int gather_class = 0;  // elementwise tensors of different classes never share a bucket (gathered in
+                         // different dtypes: the GPU's bf16 compute copies, fp32 masters)
 };
 
 struct BucketPlanInput {

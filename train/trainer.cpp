@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -83,6 +84,19 @@ absl::Status load_initial_weights(const std::string& location, GPT& model) {
 // The most scalars one sum_over_ranks call adds up (the bits-per-byte sums).
 constexpr size_t kMaxSummedScalars = 3;
 
+// A training step's scalars, kept on the device and summed over ranks in one all-reduce at the step's end
+// (DataParallelOptimizer::start_step): the squared gradient norm (slot 0, the optimizer's), the sum of the
+// micro-batches' mean losses, and the stop votes agreed_stop would otherwise exchange at the next step's
+// start — an all-reduce there would queue behind the weight gathers and hold the host until they finish.
+enum StepSum : int64_t { kGradSquares, kLossSum, kRanksSignalled, kRanksFailedSave, kStepSums };
+
+// What every rank contributed to and learnt from a step's stop votes.
+struct StopVotes {
+  int local_signal = 0;
+  absl::Status local_failure;
+  double ranks_signalled = 0, ranks_failed = 0;
+};
+
 // Everything a run holds, and the steps of the loop.
 class Trainer {
  public:
@@ -99,11 +113,16 @@ class Trainer {
         // On the GPU the activations are bf16; weights, gradients and optimizer state stay fp32.
         model_(setup_.model, setup_.device, training_dtype(setup_.device)),
         optimizer_(setup_.param_groups, *setup_.layout, model_.params(), model_.grads(), communicator,
-                   static_cast<int64_t>(recipe_.dist.bucket_mb * 1024 * 1024)),
+                   static_cast<int64_t>(recipe_.dist.bucket_mb * 1024 * 1024),
+                   {model_.compute_copy(), model_.compute_layout().copy_offset}),
         tensors_(batch_, seq_, setup_.device),
         token_bytes_(setup_.tokenizer.token_byte_lengths()),
         writer_(options.run_dir, {recipe_.checkpoint.keep_last, recipe_.checkpoint.keep_every, -1}, chief_),
-        scalar_buffer_(setup_.device, kMaxSummedScalars * sizeof(double)) {}
+        scalar_buffer_(setup_.device, kMaxSummedScalars * sizeof(double)),
+        step_sums_(setup_.device, kStepSums * sizeof(double)) {
+    // Each layer of a forward waits only for its own weights' gathers (of the last step).
+    model_.set_weights_needed_callback([this](int64_t from) { optimizer_.weights_needed(from); });
+  }
 
   absl::Status start();
   absl::Status run();
@@ -134,7 +153,9 @@ class Trainer {
   TokenBatchTensors tensors_;
   std::vector<int32_t> token_bytes_;
   CheckpointWriter writer_;
-  DeviceBuffer scalar_buffer_;  // a few f64 on the run's device, for sum_over_ranks
+  DeviceBuffer scalar_buffer_;      // a few f64 on the run's device, for sum_over_ranks
+  DeviceBuffer step_sums_;          // kStepSums f64 on the run's device
+  std::optional<StopVotes> votes_;  // from the step just taken, until agreed_stop uses them
   int64_t start_step_ = 0;
   double training_seconds_ = 0;  // timed steps only (not evaluation), as nanochat's total_training_time
   int64_t timed_steps_ = 0;
@@ -318,6 +339,7 @@ absl::Status Trainer::save(int64_t step, bool wait) {
   state.tokenizer_hash = setup_.tokenizer.hash();
   state.training_seconds = training_seconds_;
   const Clock::time_point start = Clock::now();
+  NANOFORGE_RETURN_IF_ERROR(optimizer_.sync_masters());  // collective: whole fp32 weights on every rank
   NANOFORGE_RETURN_IF_ERROR(writer_.save_async(model_, optimizer_, std::move(state)));
   if (chief_) {
     fmt::print("step {:05d} | checkpoint {}: {:.2f}s host copy, written in the background\n", step,
@@ -330,14 +352,17 @@ absl::Status Trainer::train_step(int64_t step) {
   const Clock::time_point step_start = Clock::now();
   model_.plan(batch_, seq_);
   model_.zero_grad();
-  double loss_sum = 0, data_seconds = 0;
+  const TensorView sums(step_sums_.data(), {kStepSums}, DType::kF64, setup_.device);
+  ops::fill(sums, 0.0);
+  double data_seconds = 0;
   for (int64_t micro = 0; micro < setup_.grad_accum_steps; ++micro) {
     const Clock::time_point data_start = Clock::now();
     NANOFORGE_ASSIGN_OR_RETURN(const TokenBatch token_batch, train_loader_->next());
     data_seconds += seconds_since(data_start);
     tensors_.fill(token_batch);
-    loss_sum += model_.forward_for_backward(tensors_.ids(), tensors_.targets(),
-                                            1.0 / static_cast<double>(setup_.grad_accum_steps));
+    model_.forward_for_backward_without_readback(tensors_.ids(), tensors_.targets(),
+                                                 1.0 / static_cast<double>(setup_.grad_accum_steps));
+    ops::add_mean_loss(sums.rows(kLossSum, 1), model_.token_losses(), tensors_.targets());
     // Only the last micro-batch's backward starts the reductions: the gradients are summed locally before.
     const bool last = micro + 1 == setup_.grad_accum_steps;
     if (last)
@@ -346,13 +371,20 @@ absl::Status Trainer::train_step(int64_t step) {
     if (last) model_.set_gradient_ready_callback({});
   }
   const ScheduleValues schedule = schedule_at(setup_.schedule, step);
-  NANOFORGE_RETURN_IF_ERROR(optimizer_.step(schedule));
-  model_.refresh_compute_weights();
+  StopVotes votes{shutdown_requested(), writer_.failed_write()};
+  ops::fill(sums.rows(kRanksSignalled, 1), votes.local_signal != 0 ? 1.0 : 0.0);
+  ops::fill(sums.rows(kRanksFailedSave, 1), votes.local_failure.ok() ? 0.0 : 1.0);
+  // The update, then the scalars' all-reduce, then the weight gathers, which the next forward waits for.
+  NANOFORGE_ASSIGN_OR_RETURN(const CommWork summed, optimizer_.start_step(schedule, sums));
+  NANOFORGE_RETURN_IF_ERROR(summed.wait());
+  const std::vector<double> totals = download<double>(sums);  // the step's one read-back
+  votes.ranks_signalled = totals[kRanksSignalled];
+  votes.ranks_failed = totals[kRanksFailedSave];
+  votes_ = std::move(votes);
   // The loss of the step: the mean over its micro-batches and over the ranks.
-  const auto [rank_losses, grad_squared_norm] = sum_over_ranks(std::array<double, 2>{
-      loss_sum / static_cast<double>(setup_.grad_accum_steps), optimizer_.last_owned_grad_squared_norm()});
-  const double loss = rank_losses / static_cast<double>(communicator_.world_size());
-  const double grad_norm = std::sqrt(grad_squared_norm);
+  const double loss = totals[kLossSum] / static_cast<double>(setup_.grad_accum_steps) /
+                      static_cast<double>(communicator_.world_size());
+  const double grad_norm = std::sqrt(totals[kGradSquares]);
   const double step_seconds = seconds_since(step_start);
   if (!std::isfinite(loss)) {
     return absl::InternalError(
@@ -405,15 +437,30 @@ absl::Status Trainer::train_step(int64_t step) {
 constexpr int kSignalElsewhere = -1;
 
 int Trainer::agreed_stop(absl::Status& failure) {
-  const int local = shutdown_requested();
-  failure = writer_.failed_write();
-  if (communicator_.world_size() == 1) return local;
-  const auto [ranks_signalled, ranks_failed] =
-      sum_over_ranks(std::array<double, 2>{local != 0 ? 1.0 : 0.0, failure.ok() ? 0.0 : 1.0});
-  if (failure.ok() && ranks_failed > 0)
+  StopVotes votes;
+  if (votes_) {  // voted in the step just taken
+    votes = std::move(*votes_);
+    votes_.reset();
+  } else {
+    votes.local_signal = shutdown_requested();
+    votes.local_failure = writer_.failed_write();
+    if (communicator_.world_size() > 1) {
+      const auto summed = sum_over_ranks(
+          std::array<double, 2>{votes.local_signal != 0 ? 1.0 : 0.0, votes.local_failure.ok() ? 0.0 : 1.0});
+      votes.ranks_signalled = summed[0];
+      votes.ranks_failed = summed[1];
+    }
+  }
+  if (communicator_.world_size() == 1) {  // nothing to agree on: what happened since the vote counts too
+    failure = votes.local_failure.ok() ? writer_.failed_write() : votes.local_failure;
+    return votes.local_signal != 0 ? votes.local_signal : shutdown_requested();
+  }
+  // Several ranks: only what every rank voted (a signal since the vote counts at the next step).
+  failure = votes.local_failure;
+  if (failure.ok() && votes.ranks_failed > 0)
     failure = absl::AbortedError("rank 0 could not save a checkpoint (its error says why)");
-  if (local != 0) return local;
-  return ranks_signalled > 0 ? kSignalElsewhere : 0;
+  if (votes.local_signal != 0) return votes.local_signal;
+  return votes.ranks_signalled > 0 ? kSignalElsewhere : 0;
 }
 
 absl::Status Trainer::run() {

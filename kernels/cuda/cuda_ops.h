@@ -12,7 +12,8 @@
 //   optimizer: param, grad, moments, momentum, second moment f32; Muon's update / orthogonalisation
 //   matrix x bf16 (as nanochat orthogonalises in bf16) or f32
 // Kernels run on the current device's default stream, in order; nothing here synchronises with the host
-// except sum_loss and squared_norm, which return a value.
+// except sum_loss and squared_norm, which return a value (add_mean_loss and add_squared_norm are their
+// device-side twins).
 #pragma once
 
 #include "kernels/ops.h"
@@ -94,5 +95,9 @@ void rescale_frobenius(TensorView x, double target_norm, double eps);
 void normuon_variance_reduce(TensorView g, TensorView second_moment, double beta2);
 void cautious_weight_decay_step(TensorView param, TensorView update, double lr, double weight_decay);
 double squared_norm(TensorView x);
+void add_squared_norm(TensorView total, TensorView x);
+
+// ---- a step's scalars on the device (step_sums.cu) ----
+void add_mean_loss(TensorView total, TensorView losses, TensorView targets);
 
 }  // namespace nanoforge::cuda

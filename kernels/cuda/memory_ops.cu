@@ -110,8 +110,10 @@ void fill(TensorView t, double value) {
       return launch_fill<__nv_bfloat16>(t, __float2bfloat16_rn(static_cast<float>(value)));
     case DType::kI32:
       return launch_fill<int32_t>(t, static_cast<int32_t>(value));
+    case DType::kF64:
+      return launch_fill<double>(t, value);
     default:
-      NANOFORGE_CHECK(false, "fill on CUDA: t must be f32, bf16 or i32, got {}", t.describe());
+      NANOFORGE_CHECK(false, "fill on CUDA: t must be f32, bf16, i32 or f64, got {}", t.describe());
   }
 }
 

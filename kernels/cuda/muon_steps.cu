@@ -184,6 +184,12 @@ struct StoreTotal {
   __device__ void operator()(int /*column*/, double sum) const { *total = sum; }
 };
 
+// add_squared_norm: the total kept on the device grows by the sum.
+struct AddToTotal {
+  double* total;
+  __device__ void operator()(int /*column*/, double sum) const { *total += sum; }
+};
+
 // normalize_frobenius: factor = 1 / (||x||_F * multiplier + eps).
 struct NormalizeFactor {
   float* factor;
@@ -503,6 +509,17 @@ double squared_norm(TensorView x) {
     total = *host_total;
   });
   return total;
+}
+
+void add_squared_norm(TensorView total, TensorView x) {
+  constexpr const char* kOp = "add_squared_norm";
+  check_tensor(total, DType::kF64, kOp, "total");
+  with_element_type(x, kOp, "x", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (x.numel() == 0) return;
+    const SquaresLaunch launch = plan_squares<T>(x);
+    sum_of_squares<T>(x, launch, AddToTotal{total.as<double>()}, kOp);
+  });
 }
 
 }  // namespace nanoforge::cuda

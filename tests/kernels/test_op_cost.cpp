@@ -67,6 +67,21 @@ TEST(OpCost, LossReadsTheLogitsOnceEachWay) {
   EXPECT_TRUE(ops::cost::sum_loss(rows, targets).host_sync);
 }
 
+// A step's scalars kept on the device: squared_norm's and sum_loss's kernels, the f64 total read and written
+// in place of the read-back.
+TEST(OpCost, StepSumsStreamLikeTheirReadBackTwinsWithoutTheHostWait) {
+  const TensorView x = shaped({1000}, DType::kBF16), total = shaped({1}, DType::kF64),
+                   rows = shaped({6}, DType::kF32), targets = shaped({6}, DType::kI32);
+  const OpCost norm = ops::cost::add_squared_norm(total, x);
+  EXPECT_EQ(norm.bytes, 1000 * 2 + 2 * 8);
+  EXPECT_EQ(norm.kernels, ops::cost::squared_norm(x).kernels);
+  EXPECT_FALSE(norm.host_sync);
+  EXPECT_TRUE(ops::cost::squared_norm(x).host_sync);
+  const OpCost loss = ops::cost::add_mean_loss(total, rows, targets);
+  EXPECT_EQ(loss.bytes, ops::cost::sum_loss(rows, targets).bytes + 2 * 8);
+  EXPECT_FALSE(loss.host_sync);
+}
+
 // The tile pairs as diagonals: pairs (i, j) with 0 <= i - j <= w/64 over n tiles is the sum over the
 // diagonal offsets d of (n - d) — a different count from the kernel's per-query-tile loop.
 int64_t pairs_by_diagonals(int64_t tiles, int64_t window_tiles) {
@@ -126,6 +141,29 @@ TEST(CostRecording, OpsAreRecordedUnderTheProfilersNameAndDoNotRun) {
   for (int i = 0; i < 8; ++i)
     EXPECT_EQ(x.as<float>()[i], 3.0f) << i;  // the fill inside the scope never ran
   EXPECT_EQ(ops::squared_norm(x), 8 * 9.0);  // and ops run again after it
+}
+
+// The CPU's step sums write their host total: recorded, they must leave it alone.
+TEST(CostRecording, StepSumsOnTheCpuAreRecordedAndDoNotRun) {
+  DeviceBuffer buffer(Device::kCpu, 8 * sizeof(float) + sizeof(double));
+  const TensorView x(buffer.data(), {8}, DType::kF32, Device::kCpu);
+  const TensorView total(static_cast<float*>(buffer.data()) + 8, {1}, DType::kF64, Device::kCpu);
+  DeviceBuffer target_buffer(Device::kCpu, 8 * sizeof(int32_t));
+  const TensorView targets(target_buffer.data(), {8}, DType::kI32, Device::kCpu);
+  ops::fill(x, 3.0);
+  ops::fill(targets, 1.0);
+  ops::fill(total, 5.0);
+  Recorded recorded;
+  {
+    const ops::ScopedCostRecording recording(recorded);
+    ops::add_squared_norm(total, x);
+    ops::add_mean_loss(total, x, targets);
+  }
+  EXPECT_EQ(recorded.names, (std::vector<std::string>{"add_squared_norm", "add_mean_loss"}));
+  EXPECT_EQ(total.as<double>()[0], 5.0);
+  ops::add_squared_norm(total, x);  // and they run after it: 5 + 8 x 9, then + the mean loss 3
+  ops::add_mean_loss(total, x, targets);
+  EXPECT_EQ(total.as<double>()[0], 5.0 + 72.0 + 3.0);
 }
 
 TEST(CostRecording, CudaOpsAreRecordedInAnyBuild) {

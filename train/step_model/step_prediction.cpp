@@ -1,5 +1,6 @@
 // predict_step: replays the recorded events on two clocks (compute stream, link), sums per op name and per
-// phase, and derives tokens/s and MFU as the trainer does (train/peak_flops.h, model/flops.h).
+// phase, and derives tokens/s and MFU as the trainer does (train/peak_flops.h, model/flops.h). A previous
+// step's events only move the clocks: the step is timed from its first own event.
 #include "train/step_model/step_prediction.h"
 
 #include <algorithm>
@@ -101,17 +102,25 @@ StepPrediction predict_step(const std::vector<StepEvent>& events, const GpuSpec&
   std::map<StepPhase, double> phase_seconds;
   std::map<int64_t, double> collective_end;  // by id
   double compute_clock = 0, link_clock = 0;
+  double step_start = 0;  // the compute clock when the predicted step begins (after a previous step's events)
+  bool in_previous_step = true;
   for (const StepEvent& event : events) {
+    const bool counted = event.phase != StepPhase::kPreviousStep;
+    if (counted && in_previous_step) {
+      in_previous_step = false;
+      step_start = compute_clock;
+    }
     switch (event.kind) {
       case StepEvent::Kind::kOp: {
         const OpTimePrediction op = predict_op(event.cost, gpu);
+        compute_clock += op.seconds;
+        if (!counted) break;
         RowTotals& totals = compute_rows[event.op];
         totals.row.name = event.op;
         totals.row.tensor_flops += event.cost.tensor_flops;
         totals.row.fp32_flops += event.cost.vector_flops;
         totals.row.bytes += event.cost.bytes;
         add_to(totals, op.seconds, op.bound);
-        compute_clock += op.seconds;
         phase_seconds[event.phase] += op.seconds;
         prediction.launches += event.cost.kernels;
         prediction.executed_tensor_flops += event.cost.tensor_flops;
@@ -122,6 +131,7 @@ StepPrediction predict_step(const std::vector<StepEvent>& events, const GpuSpec&
         const double start = std::max(compute_clock, link_clock);
         link_clock = start + seconds;
         collective_end[event.collective.id] = link_clock;
+        if (!counted) break;
         RowTotals& totals = link_rows[collective_name(event.collective.kind)];
         totals.row.name = collective_name(event.collective.kind);
         totals.row.collective = true;
@@ -135,7 +145,7 @@ StepPrediction predict_step(const std::vector<StepEvent>& events, const GpuSpec&
         NANOFORGE_CHECK(end != collective_end.end(), "step model: wait for collective {} never issued",
                         event.collective.id);
         if (end->second > compute_clock) {
-          prediction.exposed_comm_seconds += end->second - compute_clock;
+          if (counted) prediction.exposed_comm_seconds += end->second - compute_clock;
           compute_clock = end->second;
         }
         break;
@@ -155,7 +165,7 @@ StepPrediction predict_step(const std::vector<StepEvent>& events, const GpuSpec&
   }
   for (const auto& [phase, seconds] : phase_seconds)
     prediction.phases.push_back({phase, seconds});
-  prediction.step_seconds = compute_clock;
+  prediction.step_seconds = compute_clock - step_start;
   prediction.tokens_per_step = batch * config.sequence_len * grad_accum_steps * world_size;
   prediction.flops_per_token = flops_per_token(config);
   if (prediction.step_seconds > 0) {

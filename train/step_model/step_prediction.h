@@ -2,7 +2,9 @@
 // max(tensor FLOPs / (peak x efficiency x wave fill), fp32 FLOPs / (fp32 peak x efficiency),
 //     bytes / (bandwidth x efficiency), kernels x the kernel floor) (+ a host round trip for read-backs);
 // calls run one after another on the compute stream, collectives one after another on a communication stream
-// from the moment they are issued, and a wait stalls the compute stream until its collective is done.
+// from the moment they are issued, and a wait stalls the compute stream until its collective is done. Events
+// of the previous step (StepPhase::kPreviousStep) run on both clocks but count in no row: the step is timed
+// from its own first event, so it pays for the previous step's all-gathers only where its forward waits.
 // Rows are aggregated by the op profiler's names, so they line up with `bench step --profile`.
 #pragma once
 

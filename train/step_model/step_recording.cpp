@@ -1,11 +1,13 @@
 // record_training_step: builds the model, the token tensors, the communicator and the optimizer as the
-// trainer does (their memory is reserved address space while recording), then replays Trainer::train_step.
+// trainer does (their memory is reserved address space while recording), then replays Trainer::train_step
+// (twice with the optimizer: the first step's gathers are what the second's forward waits for).
 #include "train/step_model/step_recording.h"
 
 #include <memory>
 
 #include "dist/single_communicator.h"
 #include "kernels/device_buffer.h"
+#include "kernels/ops.h"
 #include "model/gpt.h"
 #include "optim/data_parallel_optimizer.h"
 #include "optim/param_groups.h"
@@ -62,8 +64,8 @@ const char* step_phase_name(StepPhase phase) {
       return "backward";
     case StepPhase::kOptimizer:
       return "optimizer";
-    case StepPhase::kWeightRefresh:
-      return "weight refresh";
+    case StepPhase::kPreviousStep:
+      return "previous step";
     case StepPhase::kStepEnd:
       return "step end";
   }
@@ -98,36 +100,53 @@ std::vector<StepEvent> record_training_step(const StepRecordingOptions& options)
   const std::vector<ParamGroup> groups =
       nanochat_param_groups(options.config, model.layout(), OptimizerHyperparameters{}, 1.0, 0.0);
   DataParallelOptimizer optimizer(groups, model.layout(), model.params(), model.grads(), *communicator,
-                                  options.bucket_bytes);
-  const DeviceBuffer scalar_buffer(device, 2 * static_cast<int64_t>(sizeof(double)));
+                                  options.bucket_bytes,
+                                  {model.compute_copy(), model.compute_layout().copy_offset});
+  model.set_weights_needed_callback([&](int64_t from) { optimizer.weights_needed(from); });
+  // Trainer's step scalars: gradient squares, loss sum, two stop votes.
+  constexpr int64_t kStepSums = 4;
+  const DeviceBuffer step_sums_buffer(device, kStepSums * static_cast<int64_t>(sizeof(double)));
+  const TensorView sums(step_sums_buffer.data(), {kStepSums}, DType::kF64, device);
 
-  // Trainer::train_step, call for call.
+  // Trainer::train_step, call for call. With the optimizer, twice: the first step (phase kPreviousStep)
+  // leaves the all-gathers that the second one's forward waits for, as every step but a run's first does.
   recorder.set_recording(true);
-  recorder.set_phase(StepPhase::kForward);
-  model.zero_grad();
-  for (int64_t micro = 0; micro < options.grad_accum_steps; ++micro) {
-    recorder.set_phase(StepPhase::kForward);
-    model.forward_for_backward(ids, targets, 1.0 / static_cast<double>(options.grad_accum_steps));
-    recorder.set_phase(StepPhase::kBackward);
-    const bool last = micro + 1 == options.grad_accum_steps;
-    if (last && options.optimizer)
-      model.set_gradient_ready_callback([&](int64_t ready) { optimizer.gradients_ready(ready); });
-    model.backward();
-    model.set_gradient_ready_callback({});
-  }
-  if (options.optimizer) {
-    recorder.set_phase(StepPhase::kOptimizer);
-    const absl::Status stepped = optimizer.step(ScheduleValues{});
-    NANOFORGE_CHECK(stepped.ok(), "record_training_step: {}", stepped.ToString());
-    recorder.set_phase(StepPhase::kWeightRefresh);
-    model.refresh_compute_weights();
-    // Trainer::sum_over_ranks: the step's loss and gradient norm, summed over the ranks.
-    recorder.set_phase(StepPhase::kStepEnd);
-    if (options.world_size > 1) {
-      const TensorView scalars(scalar_buffer.data(), {2}, DType::kF64, device);
-      const absl::Status summed = communicator->all_reduce(scalars, ReduceOp::kSum).wait();
-      NANOFORGE_CHECK(summed.ok(), "record_training_step: {}", summed.ToString());
+  const int steps = options.optimizer ? 2 : 1;
+  for (int step = 0; step < steps; ++step) {
+    const bool previous = step + 1 < steps;
+    const auto set_phase = [&](StepPhase phase) {
+      recorder.set_phase(previous ? StepPhase::kPreviousStep : phase);
+    };
+    set_phase(StepPhase::kForward);
+    model.zero_grad();
+    if (options.optimizer) ops::fill(sums, 0.0);
+    for (int64_t micro = 0; micro < options.grad_accum_steps; ++micro) {
+      set_phase(StepPhase::kForward);
+      const double loss_scale = 1.0 / static_cast<double>(options.grad_accum_steps);
+      if (options.optimizer) {
+        model.forward_for_backward_without_readback(ids, targets, loss_scale);
+        ops::add_mean_loss(sums.rows(1, 1), model.token_losses(), targets);
+      } else {
+        model.forward_for_backward(ids, targets, loss_scale);  // bench step's timed pass reads the loss
+      }
+      set_phase(StepPhase::kBackward);
+      const bool last = micro + 1 == options.grad_accum_steps;
+      if (last && options.optimizer)
+        model.set_gradient_ready_callback([&](int64_t ready) { optimizer.gradients_ready(ready); });
+      model.backward();
+      model.set_gradient_ready_callback({});
     }
+    if (!options.optimizer) break;
+    // The stop votes, the update and the scalars' all-reduce, whose wait precedes the step's one read-back,
+    // then the all-gathers (waited for by the next forward).
+    set_phase(StepPhase::kOptimizer);
+    ops::fill(sums.rows(2, 1), 0.0);
+    ops::fill(sums.rows(3, 1), 0.0);
+    const absl::StatusOr<CommWork> summed = optimizer.start_step(ScheduleValues{}, sums);
+    NANOFORGE_CHECK(summed.ok(), "record_training_step: {}", summed.status().ToString());
+    set_phase(StepPhase::kStepEnd);
+    const absl::Status waited = summed->wait();
+    NANOFORGE_CHECK(waited.ok(), "record_training_step: {}", waited.ToString());
   }
   recorder.set_recording(false);
   return recorder.take();

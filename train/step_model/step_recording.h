@@ -1,5 +1,6 @@
-// The performance model's input: one training step of nanoforge's real code — GPT::forward and backward,
-// the DataParallelOptimizer's step, the bf16 weight refresh, in Trainer::train_step's order — run in
+// The performance model's input: one training step of nanoforge's real code — GPT's forward and backward,
+// the DataParallelOptimizer's step and its all-gathers of the bf16 weights, which the next forward waits for
+// layer by layer, in Trainer::train_step's order — run in
 // cost-recording mode (kernels/op_cost.h), so every op call is recorded with its shapes and cost instead of
 // running, and every collective through a RecordingCommunicator. Nothing is allocated: a d20 step on 8 GPUs
 // is recorded on a laptop. When kernels are fused or ops added, the recording follows the code.
@@ -15,7 +16,9 @@
 
 namespace nanoforge {
 
-enum class StepPhase { kForward, kBackward, kOptimizer, kWeightRefresh, kStepEnd };
+// kPreviousStep: the step recorded before the predicted one (with the optimizer), whose all-gathers the
+// predicted step's forward waits for; the prediction runs its events on the clocks but counts none of them.
+enum class StepPhase { kPreviousStep, kForward, kBackward, kOptimizer, kStepEnd };
 const char* step_phase_name(StepPhase phase);
 
 struct StepEvent {

@@ -1,7 +1,7 @@
 // The performance model (train/step_model/): the recorded step against independent counts of the model's
-// FLOPs (6 x GEMM weights x tokens, attention tile pairs by diagonals) and of ZeRO-1's collectives and Muon's
-// GEMMs, the recorded op names and counts against the CPU op profiler's of a real step, the roofline and
-// timeline arithmetic on hand-made GPUs, and the JSON line parsed back.
+// FLOPs (6 x GEMM weights x tokens, attention tile pairs by diagonals), of ZeRO-1's collectives (the GEMM
+// matrices all-gathered in bf16) and of Muon's GEMMs, the recorded op names and counts against the CPU op
+// profiler's of a real step, the roofline and timeline arithmetic on hand-made GPUs, and the JSON line.
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
@@ -146,6 +146,18 @@ std::vector<int64_t> muon_matrices_per_shape(const GPTConfig& c) {
   return {4 * c.n_layer, c.n_layer, c.n_layer, gates};
 }
 
+// The bytes the all-gathers save by gathering the bf16 compute copies of the GEMM matrices (half of their
+// fp32 bytes) on `world` ranks, from the architecture: the Muon stacks of (C, C) matrices (q, k, v, proj:
+// 4 per layer) and of fc and mlp proj (one per layer each), every stack padded to `world` slots; lm_head
+// (AdamW, in an elementwise bucket of its own: it never shares one with tensors gathered fp32).
+int64_t bf16_gather_savings(const GPTConfig& c, int world) {
+  const auto slots = [world](int64_t matrices) { return (matrices + world - 1) / world * world; };
+  const int64_t C = c.n_embd;
+  const int64_t elements =
+      slots(4 * c.n_layer) * C * C + 2 * slots(c.n_layer) * 4 * C * C + c.padded_vocab_size() * C;
+  return 2 * elements;  // 4 bytes each in the reduce-scatters, 2 in the all-gathers
+}
+
 TEST(StepModel, DataParallelStepHasZeroOneCollectivesAndRankZerosMuonWork) {
   const GPTConfig config = small_config();
   for (const int world : {1, 8}) {
@@ -153,13 +165,16 @@ TEST(StepModel, DataParallelStepHasZeroOneCollectivesAndRankZerosMuonWork) {
     options.world_size = world;
     const std::vector<StepEvent> events = record_training_step(options);
     std::map<std::string, int64_t> issued_bytes, issued_count;
-    int64_t waited = 0;
+    int64_t waited = 0, waited_in_forward = 0;
     for (const StepEvent& event : events) {
+      if (event.phase == StepPhase::kPreviousStep) continue;
       if (event.kind == StepEvent::Kind::kCollectiveIssued) {
         issued_bytes[collective_name(event.collective.kind)] += event.collective.bytes;
         issued_count[collective_name(event.collective.kind)] += 1;
       }
       waited += event.kind == StepEvent::Kind::kCollectiveWaited;
+      waited_in_forward +=
+          event.kind == StepEvent::Kind::kCollectiveWaited && event.phase == StepPhase::kForward;
     }
     // Rank 0 owns the first matrix of every stack of `world` matrices: 3 GEMMs x 5 Polar Express iterations
     // for each.
@@ -167,17 +182,27 @@ TEST(StepModel, DataParallelStepHasZeroOneCollectivesAndRankZerosMuonWork) {
     for (const int64_t matrices : muon_matrices_per_shape(config))
       stacks += (matrices + world - 1) / world;
     EXPECT_EQ(count_of(events, "matmul", StepPhase::kOptimizer), 15 * stacks) << world;
+    // The step's scalars stay on the device: no read-back op, one add of the loss per micro-batch.
+    EXPECT_EQ(count_of(events, "sum_loss", StepPhase::kForward), 0);
+    EXPECT_EQ(count_of(events, "squared_norm", StepPhase::kOptimizer), 0);
+    EXPECT_EQ(count_of(events, "add_mean_loss", StepPhase::kForward), 1);
     if (world == 1) {
       EXPECT_TRUE(issued_count.empty());  // one rank: the single engine copies, nothing goes on a link
       continue;
     }
     const int64_t buckets = issued_count["reduce_scatter"];
     EXPECT_GT(buckets, 0);
+    EXPECT_EQ(count_of(events, "add_squared_norm", StepPhase::kOptimizer), buckets);
     EXPECT_EQ(issued_count["all_gather"], buckets);
-    EXPECT_EQ(issued_count["all_reduce"], 1);  // the loss and gradient norm
+    EXPECT_EQ(issued_count["all_reduce"], 1);  // the loss, gradient norm and stop votes
+    EXPECT_EQ(issued_bytes["all_reduce"], 4 * 8);
+    // Each reduction and the scalars' all-reduce are waited for in the step; the previous step's gathers by
+    // this step's forward, layer by layer; this step's gathers by the next forward.
     EXPECT_EQ(waited, 2 * buckets + 1);
-    EXPECT_EQ(issued_bytes["reduce_scatter"], issued_bytes["all_gather"]);
+    EXPECT_EQ(waited_in_forward, buckets);
     EXPECT_GE(issued_bytes["reduce_scatter"], 4 * ParamLayout(config).total_numel());
+    EXPECT_EQ(issued_bytes["reduce_scatter"] - issued_bytes["all_gather"],
+              bf16_gather_savings(config, world));
   }
 }
 
@@ -253,6 +278,33 @@ TEST(StepModel, OnlyCommunicationNotHiddenBehindComputeIsExposed) {
   EXPECT_NEAR(p.step_seconds, 4e-3, 1e-12);
   EXPECT_NEAR(p.compute_seconds, 2.5e-3, 1e-12);
   EXPECT_NEAR(p.comm_seconds, 2e-3, 1e-12);
+}
+
+// The previous step's events run on the clocks but count nowhere: its all-gather costs this step only the
+// part its forward waits for.
+TEST(StepModel, PreviousStepMovesTheClocksOnly) {
+  const GpuSpec gpu = round_gpu();
+  StepEvent previous_op = op_event(5e8);  // 1 ms
+  previous_op.phase = StepPhase::kPreviousStep;
+  StepEvent gather;
+  gather.kind = StepEvent::Kind::kCollectiveIssued;
+  gather.phase = StepPhase::kPreviousStep;
+  gather.collective = {0, CollectiveKind::kAllGather, 199000000, 2};  // 2 ms, as above
+  StepEvent wait;
+  wait.kind = StepEvent::Kind::kCollectiveWaited;
+  wait.collective.id = 0;
+  // The step starts at 1 ms; 0.5 ms of compute, then the wait until the gather ends at 3 ms; 1 ms more.
+  const std::vector<StepEvent> events = {previous_op, gather, op_event(2.5e8), wait, op_event(5e8)};
+  const StepPrediction p = predict_step(events, gpu, small_config(), 1, 2, 1);
+  EXPECT_NEAR(p.step_seconds, 3e-3, 1e-12);  // 1e-12 s: double rounding of ms-sized sums
+  EXPECT_NEAR(p.exposed_comm_seconds, 1.5e-3, 1e-12);
+  EXPECT_NEAR(p.compute_seconds, 1.5e-3, 1e-12);
+  EXPECT_EQ(p.comm_seconds, 0);  // the gather is the previous step's
+  ASSERT_EQ(p.rows.size(), 1u);
+  EXPECT_EQ(p.rows[0].calls, 2);
+  EXPECT_EQ(p.launches, 2);
+  ASSERT_EQ(p.phases.size(), 1u);
+  EXPECT_EQ(p.phases[0].phase, StepPhase::kForward);
 }
 
 TEST(StepModel, JsonLineParsesAndAgreesWithItself) {

@@ -1,0 +1,295 @@
+// The data-parallel step under mpirun with 2 ranks (CPU: the MPI engine; GPU: NCCL, on two emulated GPUs
+// where there is none). Each rank trains its own micro-batch; a reference on the same rank — the same model
+// and kernels, its gradient averaged over the ranks with one all-reduce, and a one-rank MuonAdamW step whose
+// whole weights are then refreshed — is what the sharded step must give bit for bit: the averages are the
+// same sums (the reduce-scatter and the all-reduce add the same two numbers and halve them), every update is
+// elementwise or on a whole matrix that one rank owns, and the bf16 copy an owner converts and gathers is
+// the conversion the reference makes. The next forward, which waits for the gathers layer by layer, must
+// give the reference's loss bit for bit, and after the last step the weights themselves must agree.
+//
+// A forward layer that reads its weights without waiting for their gather is caught with a communicator that
+// issues each all-gather only when it is waited for (or when the next collective is queued): a layer that
+// did not wait reads the stale staging buffer. The sharded run through it must still match; with its waits
+// dropped it must not — the proof that the comparison sees a missing wait.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dist/comm_work_state.h"
+#include "dist/create_communicator.h"
+#include "dist/single_communicator.h"
+#include "kernels/cuda/cuda_memory.h"
+#include "kernels/device_buffer.h"
+#include "kernels/host_transfer.h"
+#include "kernels/ops.h"
+#include "model/gpt.h"
+#include "optim/data_parallel_optimizer.h"
+#include "optim/param_groups.h"
+
+namespace nanoforge {
+namespace {
+
+constexpr int64_t kBatch = 2, kSeq = 32, kVocab = 300, kSteps = 3;
+constexpr int64_t kBucketBytes = 16 << 10;  // several buckets for this small model
+
+GPTConfig small_model() {
+  // Four layers: Muon stacks of two matrices (one per rank) and per-layer waits that matter.
+  return GPTConfig::from_sizing(
+      {.depth = 4, .aspect_ratio = 32, .head_dim = 64, .max_seq_len = 64, .window_pattern = "SL"}, kVocab);
+}
+
+std::vector<ParamGroup> groups_of(const GPTConfig& config, const ParamLayout& layout) {
+  return nanochat_param_groups(config, layout, OptimizerHyperparameters{}, 1.0, 0.1);
+}
+
+// Issues each all-gather only when it is waited for or when another collective is queued (keeping the
+// order every rank issues collectives in), so a gather's output is stale until someone has waited for it.
+// honour_device_waits = false: wait_on_device returns at once — a caller that relies on it reads stale data.
+class DeferredGathers final : public Communicator {
+ public:
+  DeferredGathers(Communicator& inner, bool honour_device_waits)
+      : inner_(inner), honour_device_waits_(honour_device_waits) {}
+
+  int rank() const override { return inner_.rank(); }
+  int world_size() const override { return inner_.world_size(); }
+  int local_rank() const override { return inner_.local_rank(); }
+  std::string engine_name() const override { return "deferred " + inner_.engine_name(); }
+
+  CommWork all_reduce(TensorView buffer, ReduceOp op) override {
+    flush();
+    return inner_.all_reduce(buffer, op);
+  }
+  CommWork reduce_scatter(TensorView input, TensorView output, ReduceOp op) override {
+    flush();
+    return inner_.reduce_scatter(input, output, op);
+  }
+  CommWork broadcast(TensorView buffer, int root) override {
+    flush();
+    return inner_.broadcast(buffer, root);
+  }
+  absl::Status barrier() override {
+    flush();
+    return inner_.barrier();
+  }
+  CommWork all_gather(TensorView input, TensorView output) override {
+    auto gather = std::make_shared<Deferred>(Deferred{input, output, {}});
+    pending_.push_back(gather);
+    auto state = std::make_shared<CommWork::State>("deferred all_gather");
+    state->device_poll = [this, gather]() -> std::optional<absl::Status> {
+      flush();
+      return gather->work.wait();
+    };
+    state->device_wait = [this, gather]() -> absl::Status {
+      if (!honour_device_waits_) return absl::OkStatus();
+      flush();
+      return gather->work.wait_on_device();
+    };
+    return CommWork(state);
+  }
+
+ private:
+  struct Deferred {
+    TensorView input, output;
+    CommWork work;
+  };
+  void flush() {
+    for (const std::shared_ptr<Deferred>& gather : pending_)
+      gather->work = inner_.all_gather(gather->input, gather->output);
+    pending_.clear();
+  }
+
+  Communicator& inner_;
+  const bool honour_device_waits_;
+  std::vector<std::shared_ptr<Deferred>> pending_;
+};
+
+// Rank r's micro-batch of step s (one target ignored, so the loss kernel's count of valid targets is not
+// B*T).
+struct MicroBatch {
+  DeviceBuffer ids, targets;
+};
+
+MicroBatch micro_batch(int rank, int64_t step, Device device) {
+  std::vector<int32_t> ids(kBatch * kSeq), targets(kBatch * kSeq);
+  for (int64_t i = 0; i < kBatch * kSeq; ++i) {
+    ids[static_cast<size_t>(i)] = static_cast<int32_t>((17 * (rank + 1) + 7 * i + 13 * step) % kVocab);
+    targets[static_cast<size_t>(i)] = static_cast<int32_t>((5 * (rank + 2) + 11 * i + 3 * step) % kVocab);
+  }
+  targets[3] = -1;
+  MicroBatch batch{DeviceBuffer(device, kBatch * kSeq * 4), DeviceBuffer(device, kBatch * kSeq * 4)};
+  upload<int32_t>(TensorView(batch.ids.data(), {kBatch, kSeq}, DType::kI32, device), ids.data());
+  upload<int32_t>(TensorView(batch.targets.data(), {kBatch, kSeq}, DType::kI32, device), targets.data());
+  return batch;
+}
+
+TensorView ids_of(const MicroBatch& batch, Device device) {
+  return TensorView(batch.ids.data(), {kBatch, kSeq}, DType::kI32, device);
+}
+TensorView targets_of(const MicroBatch& batch, Device device) {
+  return TensorView(batch.targets.data(), {kBatch, kSeq}, DType::kI32, device);
+}
+
+enum class Transport { kPlain, kDeferred, kDeferredWithoutWaits };
+
+struct Case {
+  Device device;
+  Transport transport;
+};
+
+std::string case_name(const testing::TestParamInfo<Case>& info) {
+  const char* transport = info.param.transport == Transport::kPlain      ? "Plain"
+                          : info.param.transport == Transport::kDeferred ? "DeferredGathers"
+                                                                         : "DeferredGathersWaitsDropped";
+  return std::string(info.param.device == Device::kCpu ? "Cpu" : "Cuda") + transport;
+}
+
+// What a run ends with: the loss of every forward after the first, and the weights the forward reads.
+struct Outcome {
+  std::vector<double> losses;
+  std::vector<float> masters;
+  std::vector<float> compute;  // the GPU's bf16 copy, widened (empty on the CPU)
+};
+
+// One engine per device for the whole process (engines are made once per run), closed after the suite.
+class DataParallelStep : public testing::TestWithParam<Case> {
+ protected:
+  static void TearDownTestSuite() {
+    for (std::unique_ptr<Communicator>& engine : engines_)
+      engine.reset();
+  }
+  static Communicator* engine_for(Device device) {
+    std::unique_ptr<Communicator>& engine = engines_[device == Device::kCpu ? 0 : 1];
+    if (!engine) {
+      absl::StatusOr<std::unique_ptr<Communicator>> made =
+          create_communicator(device, {.timeout_seconds = 120});
+      if (!made.ok()) return nullptr;
+      engine = std::move(made).value();
+    }
+    return engine.get();
+  }
+  static std::unique_ptr<Communicator> engines_[2];
+};
+
+std::unique_ptr<Communicator> DataParallelStep::engines_[2];
+
+TEST_P(DataParallelStep, MatchesOneRankOnTheAveragedGradient) {
+  const Case c = GetParam();
+  const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (world == nullptr || std::string(world) != "2") GTEST_SKIP() << "run under mpirun -n 2";
+  if (c.device == Device::kCuda && (!cuda::available() || cuda::device_count() < 2))
+    GTEST_SKIP() << "two GPUs needed";
+  Communicator* engine = engine_for(c.device);
+  ASSERT_NE(engine, nullptr);
+  ops::set_deterministic(true);  // the same gradient bits in both models (no atomics' order)
+  const int rank = engine->rank();
+  const DType dtype = c.device == Device::kCuda ? DType::kBF16 : DType::kF32;
+  const GPTConfig config = small_model();
+
+  std::unique_ptr<DeferredGathers> deferred;
+  if (c.transport != Transport::kPlain)
+    deferred = std::make_unique<DeferredGathers>(*engine, c.transport == Transport::kDeferred);
+  Communicator& comm = deferred ? *deferred : *engine;
+
+  GPT sharded(config, c.device, dtype), reference(config, c.device, dtype);
+  for (GPT* model : {&sharded, &reference}) {
+    model->init_weights(7);
+    model->refresh_compute_weights();
+    model->plan(kBatch, kSeq);
+  }
+  DataParallelOptimizer sharded_optimizer(groups_of(config, sharded.layout()), sharded.layout(),
+                                          sharded.params(), sharded.grads(), comm, kBucketBytes,
+                                          {sharded.compute_copy(), sharded.compute_layout().copy_offset});
+  sharded.set_weights_needed_callback([&](int64_t from) { sharded_optimizer.weights_needed(from); });
+  SingleCommunicator single(c.device);
+  DataParallelOptimizer reference_optimizer(groups_of(config, reference.layout()), reference.layout(),
+                                            reference.params(), reference.grads(), single, kBucketBytes);
+  DeviceBuffer sums_buffer(c.device, 2 * sizeof(double));
+  const TensorView sums(sums_buffer.data(), {2}, DType::kF64, c.device);
+
+  Outcome sharded_outcome, reference_outcome;
+  for (int64_t step = 0; step <= kSteps; ++step) {
+    const MicroBatch batch = micro_batch(rank, step, c.device);
+    // The sharded run: the forward waits for the last step's gathers as it goes.
+    sharded.zero_grad();
+    ops::fill(sums, 0.0);
+    sharded.forward_for_backward_without_readback(ids_of(batch, c.device), targets_of(batch, c.device));
+    ops::add_mean_loss(sums.rows(1, 1), sharded.token_losses(), targets_of(batch, c.device));
+    // The reference: whole weights, refreshed after every step.
+    reference.zero_grad();
+    const double reference_loss =
+        reference.forward_for_backward(ids_of(batch, c.device), targets_of(batch, c.device));
+    if (step == kSteps) {  // the last forward: its loss, not another step
+      sharded_outcome.losses.push_back(download<double>(sums)[1]);
+      reference_outcome.losses.push_back(reference_loss);
+      break;
+    }
+    sharded.set_gradient_ready_callback([&](int64_t ready) { sharded_optimizer.gradients_ready(ready); });
+    sharded.backward();
+    sharded.set_gradient_ready_callback({});
+    const ScheduleValues schedule{1.0 - 0.1 * static_cast<double>(step), 0.9, 0.01};
+    absl::StatusOr<CommWork> summed = sharded_optimizer.start_step(schedule, sums);
+    ASSERT_TRUE(summed.ok()) << summed.status();
+    ASSERT_TRUE(summed->wait().ok());
+    const std::vector<double> totals = download<double>(sums);
+    sharded_outcome.losses.push_back(totals[1] / 2);  // the mean over both ranks' micro-batches
+
+    reference.backward();
+    ASSERT_TRUE(engine->all_reduce(reference.grads(), ReduceOp::kAverage).wait().ok());
+    std::array<double, 1> rank_loss{reference_loss};
+    DeviceBuffer loss_buffer(c.device, sizeof(double));
+    const TensorView loss_view(loss_buffer.data(), {1}, DType::kF64, c.device);
+    upload<double>(loss_view, rank_loss.data());
+    ASSERT_TRUE(engine->all_reduce(loss_view, ReduceOp::kSum).wait().ok());
+    reference_outcome.losses.push_back(download<double>(loss_view)[0] / 2);
+    ASSERT_TRUE(reference_optimizer.step(schedule).ok());
+    reference.refresh_compute_weights();
+    // The squared gradient norm: the same squares summed in another grouping (per owned chunk, then over
+    // ranks). The CPU sums in double over fewer than 2^20 fp32 terms: within 2^20 * 2^-53 ~ 1e-10 relative.
+    // The GPU adds each block's squares in fp32 before the double fold (8 squares per thread, then a tree
+    // over 256 threads: 16 roundings of positive terms, <= 16 * 2^-24 ~ 1e-6 relative per partial), and the
+    // chunks cut the blocks differently: 1e-5 relative.
+    const double reference_squares = ops::squared_norm(reference.grads());
+    if (c.transport != Transport::kDeferredWithoutWaits)
+      EXPECT_NEAR(totals[0], reference_squares, (c.device == Device::kCpu ? 1e-10 : 1e-5) * reference_squares)
+          << "step " << step;
+  }
+  ASSERT_TRUE(sharded_optimizer.sync_masters().ok());
+  sharded_outcome.masters = download<float>(sharded.params());
+  reference_outcome.masters = download<float>(reference.params());
+  if (c.device == Device::kCuda) {
+    for (auto [model, outcome] : {std::pair{&sharded, &sharded_outcome}, {&reference, &reference_outcome}}) {
+      DeviceBuffer wide(c.device, model->compute_copy().numel() * 4);
+      const TensorView widened(wide.data(), {model->compute_copy().numel()}, DType::kF32, c.device);
+      ops::convert(widened, model->compute_copy());
+      outcome->compute = download<float>(widened);
+    }
+  }
+
+  const bool must_match = c.transport != Transport::kDeferredWithoutWaits;
+  if (must_match) {
+    EXPECT_EQ(sharded_outcome.losses, reference_outcome.losses);
+    EXPECT_EQ(sharded_outcome.masters, reference_outcome.masters);
+    EXPECT_EQ(sharded_outcome.compute, reference_outcome.compute);
+  } else {
+    // Without its waits the second forward already reads stale weights.
+    EXPECT_NE(sharded_outcome.losses, reference_outcome.losses);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, DataParallelStep,
+                         testing::Values(Case{Device::kCpu, Transport::kPlain},
+                                         Case{Device::kCpu, Transport::kDeferred},
+                                         Case{Device::kCpu, Transport::kDeferredWithoutWaits},
+                                         Case{Device::kCuda, Transport::kPlain},
+                                         Case{Device::kCuda, Transport::kDeferred},
+                                         Case{Device::kCuda, Transport::kDeferredWithoutWaits}),
+                         case_name);
+
+}  // namespace
+}  // namespace nanoforge
