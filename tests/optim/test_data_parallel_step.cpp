@@ -255,9 +255,10 @@ TEST_P(DataParallelStep, MatchesOneRankOnTheAveragedGradient) {
     // over 256 threads: 16 roundings of positive terms, <= 16 * 2^-24 ~ 1e-6 relative per partial), and the
     // chunks cut the blocks differently: 1e-5 relative.
     const double reference_squares = ops::squared_norm(reference.grads());
-    if (c.transport != Transport::kDeferredWithoutWaits)
+    if (c.transport != Transport::kDeferredWithoutWaits) {
       EXPECT_NEAR(totals[0], reference_squares, (c.device == Device::kCpu ? 1e-10 : 1e-5) * reference_squares)
           << "step " << step;
+    }
   }
   ASSERT_TRUE(sharded_optimizer.sync_masters().ok());
   sharded_outcome.masters = download<float>(sharded.params());
