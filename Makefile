@@ -27,8 +27,9 @@ ASAN_BUILD_DIR ?= build-sanitize
 TSAN_BUILD_DIR ?= build-sanitize-thread
 # What ThreadSanitizer checks: the programs and tests that run under mpirun (KilledDuringACollective is left
 # out: its 3 s watchdog fires before the victim dies, as 64 MB all-reduces take longer than that under TSan).
-TSAN_TARGETS := nanoforge dist_mpi_tests lost_rank_worker dist_lost_rank_tests train_data_parallel_tests
-TSAN_TESTS := dist_mpi_collectives|LostRank|DataParallel|parity_optim_.*_np
+TSAN_TARGETS := nanoforge dist_mpi_tests lost_rank_worker dist_lost_rank_tests train_data_parallel_tests \
+                optim_data_parallel_step_tests
+TSAN_TESTS := dist_mpi_collectives|LostRank|DataParallel|parity_optim_.*_np|optim_data_parallel_step_cpu_np
 TSAN_EXCLUDED := KilledDuringACollective
 DEMO_BUILD_DIR ?= build-demo
 DEMO_CMAKE_FLAGS ?= $(shell nvidia-smi >/dev/null 2>&1 && echo -DCMAKE_CUDA_ARCHITECTURES=native \

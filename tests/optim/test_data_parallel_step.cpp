@@ -184,6 +184,11 @@ TEST_P(DataParallelStep, MatchesOneRankOnTheAveragedGradient) {
   if (world == nullptr || std::string(world) != "2") GTEST_SKIP() << "run under mpirun -n 2";
   if (c.device == Device::kCuda && (!cuda::available() || cuda::device_count() < 2))
     GTEST_SKIP() << "two GPUs needed";
+#if defined(__SANITIZE_THREAD__)
+  // Without its waits the last step's gathers are still writing while the next backward packs gradients into
+  // the same memory: the race this case exists to show, which ThreadSanitizer rightly reports.
+  if (c.transport == Transport::kDeferredWithoutWaits) GTEST_SKIP() << "races on purpose";
+#endif
   Communicator* engine = engine_for(c.device);
   ASSERT_NE(engine, nullptr);
   ops::set_deterministic(true);  // the same gradient bits in both models (no atomics' order)
