@@ -29,6 +29,7 @@
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/loss_totals.cuh"
 #include "kernels/cuda/reductions.cuh"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/vector_pack.cuh"
@@ -36,9 +37,8 @@
 namespace nanoforge::cuda {
 namespace {
 
-constexpr int32_t kIgnoreIndex = -1;  // nanochat's F.cross_entropy(ignore_index=-1)
 constexpr int kThreadsPerRow = 512;
-constexpr int kSumLossThreads = 1024;
+constexpr int kSumLossThreads = kLossTotalsThreads;
 
 // Stops the kernel (and with it the CUDA context: the next synchronising call reports a launch failure) on a
 // target outside [0, vocab) that is not the ignore index, which would otherwise silently lose the row's
@@ -197,28 +197,11 @@ __global__ void __launch_bounds__(kThreadsPerRow)
   }
 }
 
-// What sum_loss reads back: the sum of the kept rows' losses and their count.
-struct LossTotals {
-  double sum;
-  long long count;
-};
-
-// losses: (rows) f32, targets: (rows) i32; one block. Thread i sums rows i, i + blockDim.x, ... in fp64 (and
-// counts them), then block_sum adds the threads in its fixed tree: the same bits on every run.
+// losses: (rows) f32, targets: (rows) i32; one block: the kept rows' loss sum and count (block_loss_totals).
 __global__ void __launch_bounds__(kSumLossThreads)
     sum_loss_kernel(LossTotals* totals, const float* losses, const int32_t* targets, int64_t rows) {
-  __shared__ double shared_sum[kWarpSize];
-  __shared__ long long shared_count[kWarpSize];
-  double sum = 0;
-  long long count = 0;
-  for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
-    if (targets[i] == kIgnoreIndex) continue;
-    sum += losses[i];
-    ++count;
-  }
-  sum = block_sum(sum, shared_sum);
-  count = block_sum(count, shared_count);
-  if (threadIdx.x == 0) *totals = {sum, count};
+  const LossTotals block_totals = block_loss_totals(losses, targets, rows);
+  if (threadIdx.x == 0) *totals = block_totals;
 }
 
 // The rows and vocabulary of the (rows, vocab) logits, checked against the per-row tensors and the launch.
