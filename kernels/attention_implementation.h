@@ -28,6 +28,9 @@ struct AttentionCalls {
   int64_t batch = 0, seq = 0, heads = 0, kv_heads = 0, head_dim = 0;
   std::vector<int64_t> windows;
   double scale = 0;
+  // How many heads apart consecutive positions of q, k, v and their gradients lie: 2 kv_heads + heads when
+  // they are head slices of the fused projection's output (the model's), 0 when they are dense tensors.
+  int64_t row_heads = 0;
 };
 
 // Whether cuDNN attention can run these calls on this GPU: builds the forward and backward graphs of each

@@ -26,6 +26,13 @@ double b(const TensorView& t) {
 double n(const TensorView& t) {
   return static_cast<double>(t.numel());
 }
+// A head slice's own elements (a head is contiguous, so moving a slice moves just these bytes).
+double n(const HeadSlice& t) {
+  return static_cast<double>(t.batch() * t.seq() * t.heads() * t.head_dim());
+}
+double b(const HeadSlice& t) {
+  return n(t) * static_cast<double>(dtype_bytes(t.dtype()));
+}
 
 OpCost streaming(double bytes, double elements, int kernels = 1) {
   OpCost cost;
@@ -124,29 +131,29 @@ OpCost rmsnorm_backward(TensorView d_x, TensorView d_out, TensorView out, Tensor
   return streaming(b(d_out) + b(out) + b(rstd) + (mode == Accumulate::kYes ? 2 : 1) * b(d_x), n(d_x));
 }
 
-OpCost rotary_rmsnorm_forward(TensorView x, TensorView rstd, TensorView cos, TensorView /*sin*/,
+OpCost rotary_rmsnorm_forward(HeadSlice x, TensorView rstd, TensorView cos, TensorView /*sin*/,
                               double /*scale*/) {
   // In place, one warp per (position, head): x read and written once, rstd written; the rows of cos and sin
   // for the T positions are read once (x is (B, T, heads, D)).
-  const double positions = static_cast<double>(x.shape[1]);
+  const double positions = static_cast<double>(x.seq());
   const double table_row_bytes = static_cast<double>(cos.shape[1] * dtype_bytes(cos.dtype));
   return streaming(2 * b(x) + b(rstd) + 2 * positions * table_row_bytes, 2 * n(x));
 }
 
-OpCost rotary_rmsnorm_backward(TensorView d_x, TensorView out, TensorView rstd, TensorView cos,
-                               TensorView sin, double scale) {
+OpCost rotary_rmsnorm_backward(HeadSlice d_x, HeadSlice out, TensorView rstd, TensorView cos, TensorView sin,
+                               double scale) {
   // d_x read and written, the forward's output and rstd read.
   OpCost cost = rotary_rmsnorm_forward(d_x, rstd, cos, sin, scale);
   cost.bytes += b(out);
   return cost;
 }
 
-OpCost attention_forward(TensorView out, TensorView lse, TensorView q, TensorView k, TensorView v,
+OpCost attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSlice k, HeadSlice v,
                          int64_t window, double /*scale*/, TensorView /*workspace*/) {
-  const double batch = static_cast<double>(q.shape[0]), heads = static_cast<double>(q.shape[2]);
-  const double head_dim = static_cast<double>(q.shape[3]);
+  const double batch = static_cast<double>(q.batch()), heads = static_cast<double>(q.heads());
+  const double head_dim = static_cast<double>(q.head_dim());
   const double tile = static_cast<double>(kAttentionTileRows);
-  const double pairs = static_cast<double>(attention_tile_pairs(q.shape[1], window)) * batch * heads;
+  const double pairs = static_cast<double>(attention_tile_pairs(q.seq(), window)) * batch * heads;
   OpCost cost;
   cost.kind = CostClass::kAttentionForward;
   cost.tensor_flops = pairs * 2 * (2 * tile * tile * head_dim);  // S = Q K^T and O += P V per tile pair
@@ -155,13 +162,13 @@ OpCost attention_forward(TensorView out, TensorView lse, TensorView q, TensorVie
   return cost;
 }
 
-OpCost attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorView d_out, TensorView q,
-                          TensorView k, TensorView v, TensorView out, TensorView lse, int64_t window,
+OpCost attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorView d_out, HeadSlice q,
+                          HeadSlice k, HeadSlice v, TensorView out, TensorView lse, int64_t window,
                           double /*scale*/, TensorView /*workspace*/) {
-  const double batch = static_cast<double>(q.shape[0]), heads = static_cast<double>(q.shape[2]);
-  const double head_dim = static_cast<double>(q.shape[3]);
+  const double batch = static_cast<double>(q.batch()), heads = static_cast<double>(q.heads());
+  const double head_dim = static_cast<double>(q.head_dim());
   const double tile = static_cast<double>(kAttentionTileRows);
-  const double pairs = static_cast<double>(attention_tile_pairs(q.shape[1], window)) * batch * heads;
+  const double pairs = static_cast<double>(attention_tile_pairs(q.seq(), window)) * batch * heads;
   const double delta_bytes = b(lse);  // delta = rowsum(dO * O) is (B, H, T) f32, as lse
   OpCost cost;
   cost.kind = CostClass::kAttentionBackward;
@@ -176,14 +183,14 @@ OpCost attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, Tensor
   return cost;
 }
 
-OpCost cudnn_attention_forward(TensorView out, TensorView lse, TensorView q, TensorView k, TensorView v,
+OpCost cudnn_attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSlice k, HeadSlice v,
                                int64_t window, double scale, TensorView workspace) {
   return attention_forward(out, lse, q, k, v, window, scale, workspace);
 }
 
-OpCost cudnn_attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorView d_out,
-                                TensorView q, TensorView k, TensorView v, TensorView out, TensorView lse,
-                                int64_t window, double scale, TensorView workspace) {
+OpCost cudnn_attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorView d_out, HeadSlice q,
+                                HeadSlice k, HeadSlice v, TensorView out, TensorView lse, int64_t window,
+                                double scale, TensorView workspace) {
   OpCost cost = attention_backward(d_q, d_k, d_v, d_out, q, k, v, out, lse, window, scale, workspace);
   cost.tensor_flops *= 5.0 / 7.0;  // five tile GEMMs a pair where ours has seven
   return cost;
@@ -209,7 +216,7 @@ OpCost smear_backward(TensorView d_x, TensorView /*d_gate_weight*/, TensorView /
   return streaming(b(d_out) + b(x) + b(gate_sigmoid) + b(d_x), n(x), 3);
 }
 
-OpCost value_embed_gate_forward(TensorView v, TensorView gate_sigmoid, TensorView u, TensorView gate_weight,
+OpCost value_embed_gate_forward(HeadSlice v, TensorView gate_sigmoid, TensorView u, TensorView gate_weight,
                                 TensorView table, TensorView ids) {
   const double rows = static_cast<double>(u.shape[0]);
   const double gate_bytes = rows * static_cast<double>(gate_weight.shape[1] * dtype_bytes(u.dtype));
@@ -218,8 +225,8 @@ OpCost value_embed_gate_forward(TensorView v, TensorView gate_sigmoid, TensorVie
 }
 
 OpCost value_embed_gate_backward(TensorView /*d_u*/, TensorView /*d_gate_weight*/, TensorView d_table,
-                                 TensorView d_v, TensorView u, TensorView gate_sigmoid,
-                                 TensorView gate_weight, TensorView table, TensorView ids) {
+                                 HeadSlice d_v, TensorView u, TensorView gate_sigmoid, TensorView gate_weight,
+                                 TensorView table, TensorView ids) {
   const double rows = static_cast<double>(u.shape[0]);
   const double gate_bytes = rows * static_cast<double>(gate_weight.shape[1] * dtype_bytes(u.dtype));
   const double table_row_bytes = n(d_v) * static_cast<double>(dtype_bytes(table.dtype));

@@ -57,31 +57,31 @@ OpCost embedding_backward(TensorView d_table, TensorView d_out, TensorView ids);
 OpCost rmsnorm_forward(TensorView out, TensorView rstd, TensorView x, double scale);
 OpCost rmsnorm_backward(TensorView d_x, TensorView d_out, TensorView out, TensorView rstd, double scale,
                         Accumulate mode);
-OpCost rotary_rmsnorm_forward(TensorView x, TensorView rstd, TensorView cos, TensorView sin, double scale);
-OpCost rotary_rmsnorm_backward(TensorView d_x, TensorView out, TensorView rstd, TensorView cos,
-                               TensorView sin, double scale);
-OpCost attention_forward(TensorView out, TensorView lse, TensorView q, TensorView k, TensorView v,
+OpCost rotary_rmsnorm_forward(HeadSlice x, TensorView rstd, TensorView cos, TensorView sin, double scale);
+OpCost rotary_rmsnorm_backward(HeadSlice d_x, HeadSlice out, TensorView rstd, TensorView cos, TensorView sin,
+                               double scale);
+OpCost attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSlice k, HeadSlice v,
                          int64_t window, double scale, TensorView workspace);
-OpCost attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorView d_out, TensorView q,
-                          TensorView k, TensorView v, TensorView out, TensorView lse, int64_t window,
+OpCost attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorView d_out, HeadSlice q,
+                          HeadSlice k, HeadSlice v, TensorView out, TensorView lse, int64_t window,
                           double scale, TensorView workspace);
 // cuDNN's fused attention (model.attention=cudnn): the same tile-pair work as the forward; a backward with
 // FlashAttention-2's five tile GEMMs. Its efficiency is assumed to be the flash kernels' (not modelled
 // apart).
-OpCost cudnn_attention_forward(TensorView out, TensorView lse, TensorView q, TensorView k, TensorView v,
+OpCost cudnn_attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSlice k, HeadSlice v,
                                int64_t window, double scale, TensorView workspace);
-OpCost cudnn_attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorView d_out,
-                                TensorView q, TensorView k, TensorView v, TensorView out, TensorView lse,
-                                int64_t window, double scale, TensorView workspace);
+OpCost cudnn_attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorView d_out, HeadSlice q,
+                                HeadSlice k, HeadSlice v, TensorView out, TensorView lse, int64_t window,
+                                double scale, TensorView workspace);
 OpCost relu_squared_forward(TensorView out, TensorView x);
 OpCost relu_squared_backward(TensorView d_x, TensorView d_out, TensorView x);
 OpCost smear_forward(TensorView out, TensorView gate_sigmoid, TensorView x, TensorView gate_weight,
                      TensorView lambda);
 OpCost smear_backward(TensorView d_x, TensorView d_gate_weight, TensorView d_lambda, TensorView d_out,
                       TensorView x, TensorView gate_sigmoid, TensorView gate_weight, TensorView lambda);
-OpCost value_embed_gate_forward(TensorView v, TensorView gate_sigmoid, TensorView u, TensorView gate_weight,
+OpCost value_embed_gate_forward(HeadSlice v, TensorView gate_sigmoid, TensorView u, TensorView gate_weight,
                                 TensorView table, TensorView ids);
-OpCost value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorView d_table, TensorView d_v,
+OpCost value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorView d_table, HeadSlice d_v,
                                  TensorView u, TensorView gate_sigmoid, TensorView gate_weight,
                                  TensorView table, TensorView ids);
 OpCost residual_mix_rmsnorm_forward(TensorView residual, TensorView out, TensorView rstd, TensorView x,

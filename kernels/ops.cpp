@@ -185,17 +185,17 @@ void rmsnorm_backward(TensorView d_x, TensorView d_out, TensorView out, TensorVi
   NANOFORGE_CPU(rmsnorm_backward, out, d_x, d_out, out, rstd, scale, mode);
 }
 
-void rotary_rmsnorm_forward(TensorView x, TensorView rstd, TensorView cos, TensorView sin, double scale) {
-  if (common_device({&x, &rstd, &cos, &sin}, "rotary_rmsnorm_forward") == Device::kCuda)
+void rotary_rmsnorm_forward(HeadSlice x, TensorView rstd, TensorView cos, TensorView sin, double scale) {
+  if (common_device({&x.whole, &rstd, &cos, &sin}, "rotary_rmsnorm_forward") == Device::kCuda)
     return NANOFORGE_CUDA(rotary_rmsnorm_forward, x, rstd, cos, sin, scale);
-  NANOFORGE_CPU(rotary_rmsnorm_forward, x, x, rstd, cos, sin, scale);
+  NANOFORGE_CPU(rotary_rmsnorm_forward, x.whole, x, rstd, cos, sin, scale);
 }
 
-void rotary_rmsnorm_backward(TensorView d_x, TensorView out, TensorView rstd, TensorView cos, TensorView sin,
+void rotary_rmsnorm_backward(HeadSlice d_x, HeadSlice out, TensorView rstd, TensorView cos, TensorView sin,
                              double scale) {
-  if (common_device({&d_x, &out, &rstd, &cos, &sin}, "rotary_rmsnorm_backward") == Device::kCuda)
+  if (common_device({&d_x.whole, &out.whole, &rstd, &cos, &sin}, "rotary_rmsnorm_backward") == Device::kCuda)
     return NANOFORGE_CUDA(rotary_rmsnorm_backward, d_x, out, rstd, cos, sin, scale);
-  NANOFORGE_CPU(rotary_rmsnorm_backward, d_x, d_x, out, rstd, cos, sin, scale);
+  NANOFORGE_CPU(rotary_rmsnorm_backward, d_x.whole, d_x, out, rstd, cos, sin, scale);
 }
 
 int64_t attention_workspace_bytes(Device device, DType dtype, [[maybe_unused]] int64_t batch, int64_t seq,
@@ -213,22 +213,24 @@ int64_t attention_workspace_bytes(Device device, DType dtype, [[maybe_unused]] i
   return cpu::attention_workspace_bytes(dtype, seq, window);
 }
 
-void attention_forward(TensorView out, TensorView lse, TensorView q, TensorView k, TensorView v,
-                       int64_t window, double scale, TensorView workspace) {
-  if (common_device({&out, &lse, &q, &k, &v, &workspace}, "attention_forward") == Device::kCuda) {
+void attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSlice k, HeadSlice v, int64_t window,
+                       double scale, TensorView workspace) {
+  if (common_device({&out, &lse, &q.whole, &k.whole, &v.whole, &workspace}, "attention_forward") ==
+      Device::kCuda) {
     if (attention_implementation() == AttentionImplementation::kCudnn) {
       return NANOFORGE_CUDA(cudnn_attention_forward, out, lse, q, k, v, window, scale, workspace);
     }
     return NANOFORGE_CUDA(attention_forward, out, lse, q, k, v, window, scale, workspace);
   }
-  NANOFORGE_CPU(attention_forward, q, out, lse, q, k, v, window, scale, workspace);
+  NANOFORGE_CPU(attention_forward, q.whole, out, lse, q, k, v, window, scale, workspace);
 }
 
-void attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorView d_out, TensorView q,
-                        TensorView k, TensorView v, TensorView out, TensorView lse, int64_t window,
+void attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorView d_out, HeadSlice q,
+                        HeadSlice k, HeadSlice v, TensorView out, TensorView lse, int64_t window,
                         double scale, TensorView workspace) {
-  if (common_device({&d_q, &d_k, &d_v, &d_out, &q, &k, &v, &out, &lse, &workspace}, "attention_backward") ==
-      Device::kCuda) {
+  if (common_device(
+          {&d_q.whole, &d_k.whole, &d_v.whole, &d_out, &q.whole, &k.whole, &v.whole, &out, &lse, &workspace},
+          "attention_backward") == Device::kCuda) {
     if (attention_implementation() == AttentionImplementation::kCudnn) {
       return NANOFORGE_CUDA(cudnn_attention_backward, d_q, d_k, d_v, d_out, q, k, v, out, lse, window, scale,
                             workspace);
@@ -236,7 +238,8 @@ void attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorVi
     return NANOFORGE_CUDA(attention_backward, d_q, d_k, d_v, d_out, q, k, v, out, lse, window, scale,
                           workspace);
   }
-  NANOFORGE_CPU(attention_backward, q, d_q, d_k, d_v, d_out, q, k, v, out, lse, window, scale, workspace);
+  NANOFORGE_CPU(attention_backward, q.whole, d_q, d_k, d_v, d_out, q, k, v, out, lse, window, scale,
+                workspace);
 }
 
 void relu_squared_forward(TensorView out, TensorView x) {
@@ -271,20 +274,21 @@ void smear_backward(TensorView d_x, TensorView d_gate_weight, TensorView d_lambd
   NANOFORGE_CPU(smear_backward, x, d_x, d_gate_weight, d_lambda, d_out, x, gate_sigmoid, gate_weight, lambda);
 }
 
-void value_embed_gate_forward(TensorView v, TensorView gate_sigmoid, TensorView u, TensorView gate_weight,
+void value_embed_gate_forward(HeadSlice v, TensorView gate_sigmoid, TensorView u, TensorView gate_weight,
                               TensorView table, TensorView ids) {
-  if (common_device({&v, &gate_sigmoid, &u, &gate_weight, &table, &ids}, "value_embed_gate_forward") ==
+  if (common_device({&v.whole, &gate_sigmoid, &u, &gate_weight, &table, &ids}, "value_embed_gate_forward") ==
       Device::kCuda) {
     return NANOFORGE_CUDA(value_embed_gate_forward, v, gate_sigmoid, u, gate_weight, table, ids);
   }
-  NANOFORGE_CPU(value_embed_gate_forward, v, v, gate_sigmoid, u, gate_weight, table, ids);
+  NANOFORGE_CPU(value_embed_gate_forward, v.whole, v, gate_sigmoid, u, gate_weight, table, ids);
 }
 
-void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorView d_table, TensorView d_v,
+void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorView d_table, HeadSlice d_v,
                                TensorView u, TensorView gate_sigmoid, TensorView gate_weight,
                                TensorView table, TensorView ids) {
-  if (common_device({&d_u, &d_gate_weight, &d_table, &d_v, &u, &gate_sigmoid, &gate_weight, &table, &ids},
-                    "value_embed_gate_backward") == Device::kCuda) {
+  if (common_device(
+          {&d_u, &d_gate_weight, &d_table, &d_v.whole, &u, &gate_sigmoid, &gate_weight, &table, &ids},
+          "value_embed_gate_backward") == Device::kCuda) {
     return NANOFORGE_CUDA(value_embed_gate_backward, d_u, d_gate_weight, d_table, d_v, u, gate_sigmoid,
                           gate_weight, table, ids);
   }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "kernels/head_slice.h"
 #include "kernels/tensor.h"
 
 namespace nanoforge::ops {
@@ -56,31 +57,33 @@ void rmsnorm_backward(TensorView d_x, TensorView d_out, TensorView out, TensorVi
                       Accumulate mode);
 
 // ---- rotary position embedding with nanochat's QK-norm, one pass ----
-// x (B, T, heads, D), q or k, in place: rotated, then RMS-normalised per head and scaled (nanochat's
-// apply_rotary_emb then norm(), times 1.2). With x1 = x[..., :D/2], x2 = x[..., D/2:], position t:
+// x (B, T, heads, D), q or k (a HeadSlice: the model's are inside the fused projection's output), in place:
+// rotated, then RMS-normalised per head and scaled (nanochat's apply_rotary_emb then norm(), times 1.2). With
+// x1 = x[..., :D/2], x2 = x[..., D/2:], position t:
 //   r = cat(x1 cos + x2 sin, -x1 sin + x2 cos)    (a rotation by -theta; halves, not interleaved)
 //   x = scale * r * rstd,  rstd (B*T*heads) = 1 / sqrt(mean(r^2) + kRmsNormEps), in the accumulation type.
 // cos, sin (T_max, D/2), T_max >= T; row t holds position t.
-void rotary_rmsnorm_forward(TensorView x, TensorView rstd, TensorView cos, TensorView sin, double scale);
+void rotary_rmsnorm_forward(HeadSlice x, TensorView rstd, TensorView cos, TensorView sin, double scale);
 // In place on the gradient d_x (B, T, heads, D): the RMSNorm backward from the forward's output `out` (x
 // after rotary_rmsnorm_forward) and rstd (rmsnorm_backward's formula), then the transpose rotation R^T.
-void rotary_rmsnorm_backward(TensorView d_x, TensorView out, TensorView rstd, TensorView cos, TensorView sin,
+void rotary_rmsnorm_backward(HeadSlice d_x, HeadSlice out, TensorView rstd, TensorView cos, TensorView sin,
                              double scale);
 
 // ---- causal attention with a sliding window ----
-// q (B, T, H, D), k and v (B, T, Hkv, D), H % Hkv == 0 (query head h reads kv head h / (H / Hkv)).
-// out (B, T, H, D). Query t attends to keys j with t - window <= j <= t (window + 1 keys, as FA3's
-// window_size=(window, 0); window >= T is plain causal). Scores are scale * q.k, softmaxed per query.
-// lse (B, H, T), in the accumulation type (f32 for f32/bf16, f64 for f64): log-sum-exp of each query's
-// scaled scores, saved for the backward pass.
+// q (B, T, H, D), k and v (B, T, Hkv, D), H % Hkv == 0 (query head h reads kv head h / (H / Hkv)); each
+// of them, and the backward's d_q, d_k, d_v, may be a HeadSlice of a wider tensor (the fused projection's
+// output and its gradient). out (B, T, H, D) dense. Query t attends to keys j with t - window <= j <= t
+// (window + 1 keys, as FA3's window_size=(window, 0); window >= T is plain causal). Scores are scale * q.k,
+// softmaxed per query. lse (B, H, T), in the accumulation type (f32 for f32/bf16, f64 for f64): log-sum-exp
+// of each query's scaled scores, saved for the backward pass.
 int64_t attention_workspace_bytes(Device device, DType dtype, int64_t batch, int64_t seq, int64_t heads,
                                   int64_t kv_heads, int64_t head_dim, int64_t window);
-void attention_forward(TensorView out, TensorView lse, TensorView q, TensorView k, TensorView v,
-                       int64_t window, double scale, TensorView workspace);
+void attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSlice k, HeadSlice v, int64_t window,
+                       double scale, TensorView workspace);
 // Writes d_q, d_k, d_v (same shapes as q, k, v) from d_out and the forward's q, k, v, out, lse. No gradient
 // may alias an input.
-void attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorView d_out, TensorView q,
-                        TensorView k, TensorView v, TensorView out, TensorView lse, int64_t window,
+void attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorView d_out, HeadSlice q,
+                        HeadSlice k, HeadSlice v, TensorView out, TensorView lse, int64_t window,
                         double scale, TensorView workspace);
 
 // ---- MLP activation ----
@@ -101,14 +104,16 @@ void smear_backward(TensorView d_x, TensorView d_gate_weight, TensorView d_lambd
                     TensorView x, TensorView gate_sigmoid, TensorView gate_weight, TensorView lambda);
 
 // ---- value embeddings with their gate (nanochat's value residual) ----
-// v (N, Hkv, D) += 3 * sigmoid(u[:, :G] @ gate_weight^T) (N, Hkv) * table[ids] seen as (N, Hkv, D), in place.
+// v (N, Hkv, D) += 3 * sigmoid(u[:, :G] @ gate_weight^T) (N, Hkv) * table[ids] seen as (N, Hkv, D), in place;
+// v (and the backward's d_v) is a HeadSlice with N = B * T (the model's is inside the fused projection's
+// output), or a dense (N, Hkv, D).
 // u (N, C) is the block's normalised input, gate_weight (Hkv, G) with G = 12, table (V, Hkv*D), ids (N).
 // gate_sigmoid (N, Hkv) keeps the sigmoid for the backward pass.
-void value_embed_gate_forward(TensorView v, TensorView gate_sigmoid, TensorView u, TensorView gate_weight,
+void value_embed_gate_forward(HeadSlice v, TensorView gate_sigmoid, TensorView u, TensorView gate_weight,
                               TensorView table, TensorView ids);
 // d_v is the gradient of the mixed v (it is also that of the projected v, unchanged). Adds to d_u[:, :G],
 // d_gate_weight and d_table (scattered by ids in token order).
-void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorView d_table, TensorView d_v,
+void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorView d_table, HeadSlice d_v,
                                TensorView u, TensorView gate_sigmoid, TensorView gate_weight,
                                TensorView table, TensorView ids);
 

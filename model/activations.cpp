@@ -11,6 +11,11 @@ DType statistics_dtype(DType activation_dtype) {
   return activation_dtype == DType::kBF16 ? DType::kF32 : activation_dtype;
 }
 
+VkqSlices vkq_slices(const TensorView& vkq, int64_t kv_heads) {
+  return {HeadSlice(vkq, 0, kv_heads), HeadSlice(vkq, kv_heads, kv_heads),
+          HeadSlice(vkq, 2 * kv_heads, vkq.shape[2] - 2 * kv_heads)};
+}
+
 void plan_activations(const GPTConfig& config, int64_t batch, int64_t seq, ArenaAllocator& arena,
                       Activations& a) {
   const int64_t N = batch * seq, C = config.n_embd, H = config.n_head, Hkv = config.n_kv_head;
@@ -30,9 +35,7 @@ void plan_activations(const GPTConfig& config, int64_t batch, int64_t seq, Arena
     l.residual = arena.take({N, C});
     l.norm1 = arena.take({N, C});
     l.rstd1 = arena.take({N}, stat);
-    l.q = arena.take({batch, seq, H, D});
-    l.k = arena.take({batch, seq, Hkv, D});
-    l.v = arena.take({batch, seq, Hkv, D});
+    l.vkq = arena.take({batch, seq, 2 * Hkv + H, D});
     l.q_rstd = arena.take({N * H}, stat);
     l.k_rstd = arena.take({N * Hkv}, stat);
     if (config.has_value_embed(i)) l.value_gate = arena.take({N, Hkv}, stat);
@@ -59,9 +62,7 @@ void plan_activations(const GPTConfig& config, int64_t batch, int64_t seq, Arena
   a.d_x0 = arena.take({N, C});
   a.d_norm = arena.take({N, C});
   a.d_backout = arena.take({N, C});
-  a.d_q = arena.take({batch, seq, H, D});
-  a.d_k = arena.take({batch, seq, Hkv, D});
-  a.d_v = arena.take({batch, seq, Hkv, D});
+  a.d_vkq = arena.take({batch, seq, 2 * Hkv + H, D});
   a.d_attention = arena.take({batch, seq, H, D});
   a.d_fc = arena.take({N, hidden});
 }

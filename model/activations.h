@@ -9,21 +9,30 @@
 #include <vector>
 
 #include "kernels/device_buffer.h"
+#include "kernels/head_slice.h"
 #include "model/gpt_config.h"
 
 namespace nanoforge {
 
 struct LayerActivations {
-  TensorView residual;        // (N, C) the block's output x; built in place: mix, + attention, + MLP
-  TensorView norm1, rstd1;    // (N, C), (N): norm of the mixed input, read by q/k/v and the value gate
-  TensorView q;               // (B, T, H, D) after rotary and QK-norm
-  TensorView k, v;            // (B, T, Hkv, D); k after rotary and QK-norm, v after the value embedding
+  TensorView residual;      // (N, C) the block's output x; built in place: mix, + attention, + MLP
+  TensorView norm1, rstd1;  // (N, C), (N): norm of the mixed input, read by q/k/v and the value gate
+  // (B, T, 2 Hkv + H, D): the fused projection's output, heads v, k, q (its rows' order), then in place v
+  // after the value embedding, k and q after rotary and QK-norm (vkq_slices).
+  TensorView vkq;
   TensorView q_rstd, k_rstd;  // (N*H), (N*Hkv)
   TensorView value_gate;      // (N, Hkv) sigmoid of the value-embedding gate (value-embedding layers only)
   TensorView attention, lse;  // (B, T, H, D), (B, H, T)
   TensorView norm2, rstd2;    // (N, C), (N)
   TensorView fc, fc_act;      // (N, 4C) before and after ReLU^2
 };
+
+// The v, k and q heads of a (B, T, 2 Hkv + H, D) tensor laid out as the fused projection's output (a
+// layer's vkq, or the backward's d_vkq).
+struct VkqSlices {
+  HeadSlice v, k, q;
+};
+VkqSlices vkq_slices(const TensorView& vkq, int64_t kv_heads);
 
 struct Activations {
   int64_t batch = 0, seq = 0;
@@ -38,7 +47,8 @@ struct Activations {
   TensorView attention_workspace;     // per-thread attention scratch
   // Backward scratch.
   TensorView d_residual, d_x0, d_norm, d_backout;  // (N, C)
-  TensorView d_q, d_k, d_v, d_attention;           // (B, T, H|Hkv, D)
+  TensorView d_vkq;                                // (B, T, 2 Hkv + H, D): d_v, d_k, d_q as head slices
+  TensorView d_attention;                          // (B, T, H, D)
   TensorView d_fc;                                 // (N, 4C)
 };
 

@@ -18,6 +18,19 @@ bool is_gemm_matrix(const ParamInfo& param) {
   return param.kind == ParamKind::kMatrix && !gate;
 }
 
+namespace {
+
+// c_k and c_q continue c_v (their predecessors in the master) in the copy: the three are one GEMM's matrix.
+bool continues_vkq(const ParamInfo& param) {
+  const std::string_view name = param.name;
+  for (const std::string_view suffix : {std::string_view("attn.c_k.weight"), std::string_view("attn.c_q.weight")}) {
+    if (name.size() >= suffix.size() && name.substr(name.size() - suffix.size()) == suffix) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 ComputeWeightLayout compute_weight_layout(const ParamLayout& layout, DType dtype) {
   ComputeWeightLayout compute;
   compute.dtype = dtype;
@@ -32,7 +45,11 @@ ComputeWeightLayout compute_weight_layout(const ParamLayout& layout, DType dtype
       previous_is_matrix = false;
       continue;
     }
-    const int64_t start = (used + alignment_elements - 1) / alignment_elements * alignment_elements;
+    NANOFORGE_CHECK(!continues_vkq(param) || previous_is_matrix, "{} does not follow its layer's c_v / c_k",
+                    param.name);
+    const int64_t start = continues_vkq(param)
+                              ? used
+                              : (used + alignment_elements - 1) / alignment_elements * alignment_elements;
     if (previous_is_matrix && start == used) {
       compute.runs.back().numel += param.numel;
     } else {
@@ -60,9 +77,8 @@ ModelWeights with_compute_matrices(const ModelWeights& weights, const GPTConfig&
   w.lm_head = view("lm_head.weight").rows(0, config.vocab_size);
   for (int64_t i = 0; i < config.n_layer; ++i) {
     BlockWeights& b = w.blocks[static_cast<size_t>(i)];
-    b.c_q = view(layer_param(i, "attn.c_q"));
-    b.c_k = view(layer_param(i, "attn.c_k"));
-    b.c_v = view(layer_param(i, "attn.c_v"));
+    b.c_vkq = stacked_rows(
+        {view(layer_param(i, "attn.c_v")), view(layer_param(i, "attn.c_k")), view(layer_param(i, "attn.c_q"))});
     b.c_proj = view(layer_param(i, "attn.c_proj"));
     b.fc = view(layer_param(i, "mlp.c_fc"));
     b.mlp_proj = view(layer_param(i, "mlp.c_proj"));

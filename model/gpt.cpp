@@ -33,12 +33,9 @@ void linear_backward(TensorView d_x, Accumulate mode, TensorView d_weight, Tenso
   ops::matmul(d_x, d_y, Transpose::kNo, weight, Transpose::kNo, 1.0, mode == Accumulate::kYes ? 1.0 : 0.0);
 }
 
-// A (B, T, heads, D) tensor as (B*T, heads*D) for GEMMs, or (B*T, heads, D) for the value-embedding gate.
+// A (B, T, heads, D) tensor as (B*T, heads*D) for GEMMs.
 TensorView as_rows(TensorView t) {
   return t.reshaped({t.shape[0] * t.shape[1], t.shape[2] * t.shape[3]});
-}
-TensorView as_token_heads(TensorView t) {
-  return t.reshaped({t.shape[0] * t.shape[1], t.shape[2], t.shape[3]});
 }
 
 // The parameters' dtype: fp32 master weights on the GPU, the activation dtype on the CPU.
@@ -219,16 +216,15 @@ void GPT::block_forward(int64_t layer) {
   const TensorView x_in = layer == 0 ? a.x0 : a.layers[layer - 1].residual;
   // Attention, on norm(resid_lambda * x_in + x0_lambda * x0).
   ops::residual_mix_rmsnorm_forward(l.residual, l.norm1, l.rstd1, x_in, a.x0, w.resid_lambda, w.x0_lambda);
-  linear_forward(as_rows(l.q), l.norm1, w.c_q, Accumulate::kNo);
-  linear_forward(as_rows(l.k), l.norm1, w.c_k, Accumulate::kNo);
-  linear_forward(as_rows(l.v), l.norm1, w.c_v, Accumulate::kNo);
+  // v, k and q from one GEMM, then transformed in place inside it (docs/model.md).
+  linear_forward(as_rows(l.vkq), l.norm1, w.c_vkq, Accumulate::kNo);
+  const VkqSlices x = vkq_slices(l.vkq, config_.n_kv_head);
   if (config_.has_value_embed(layer)) {
-    ops::value_embed_gate_forward(as_token_heads(l.v), l.value_gate, l.norm1, w.ve_gate, w.value_embed,
-                                  a.ids);
+    ops::value_embed_gate_forward(x.v, l.value_gate, l.norm1, w.ve_gate, w.value_embed, a.ids);
   }
-  ops::rotary_rmsnorm_forward(l.q, l.q_rstd, rotary_cos_, rotary_sin_, kQKNormScale);
-  ops::rotary_rmsnorm_forward(l.k, l.k_rstd, rotary_cos_, rotary_sin_, kQKNormScale);
-  ops::attention_forward(l.attention, l.lse, l.q, l.k, l.v, config_.window(layer), attention_scale(),
+  ops::rotary_rmsnorm_forward(x.q, l.q_rstd, rotary_cos_, rotary_sin_, kQKNormScale);
+  ops::rotary_rmsnorm_forward(x.k, l.k_rstd, rotary_cos_, rotary_sin_, kQKNormScale);
+  ops::attention_forward(l.attention, l.lse, x.q, x.k, x.v, config_.window(layer), attention_scale(),
                          a.attention_workspace);
   linear_forward(l.residual, as_rows(l.attention), w.c_proj, Accumulate::kYes);
   // MLP.
@@ -283,16 +279,16 @@ void GPT::block_backward(int64_t layer) {
   // Attention: residual += c_proj(attention(q, k, v)).
   linear_backward(as_rows(a.d_attention), Accumulate::kNo, g.c_proj, a.d_residual, as_rows(l.attention),
                   w.c_proj);
-  ops::attention_backward(a.d_q, a.d_k, a.d_v, a.d_attention, l.q, l.k, l.v, l.attention, l.lse,
+  // d_v, d_k, d_q land in d_vkq's head slices, the fused projection's output gradient.
+  const VkqSlices x = vkq_slices(l.vkq, config_.n_kv_head), d = vkq_slices(a.d_vkq, config_.n_kv_head);
+  ops::attention_backward(d.q, d.k, d.v, a.d_attention, x.q, x.k, x.v, l.attention, l.lse,
                           config_.window(layer), attention_scale(), a.attention_workspace);
-  ops::rotary_rmsnorm_backward(a.d_q, l.q, l.q_rstd, rotary_cos_, rotary_sin_, kQKNormScale);
-  ops::rotary_rmsnorm_backward(a.d_k, l.k, l.k_rstd, rotary_cos_, rotary_sin_, kQKNormScale);
-  linear_backward(a.d_norm, Accumulate::kNo, g.c_q, as_rows(a.d_q), l.norm1, w.c_q);
-  linear_backward(a.d_norm, Accumulate::kYes, g.c_k, as_rows(a.d_k), l.norm1, w.c_k);
-  linear_backward(a.d_norm, Accumulate::kYes, g.c_v, as_rows(a.d_v), l.norm1, w.c_v);
+  ops::rotary_rmsnorm_backward(d.q, x.q, l.q_rstd, rotary_cos_, rotary_sin_, kQKNormScale);
+  ops::rotary_rmsnorm_backward(d.k, x.k, l.k_rstd, rotary_cos_, rotary_sin_, kQKNormScale);
+  linear_backward(a.d_norm, Accumulate::kNo, g.c_vkq, as_rows(a.d_vkq), l.norm1, w.c_vkq);
   if (config_.has_value_embed(layer)) {
-    ops::value_embed_gate_backward(a.d_norm, g.ve_gate, g.value_embed, as_token_heads(a.d_v), l.norm1,
-                                   l.value_gate, w.ve_gate, w.value_embed, a.ids);
+    ops::value_embed_gate_backward(a.d_norm, g.ve_gate, g.value_embed, d.v, l.norm1, l.value_gate, w.ve_gate,
+                                   w.value_embed, a.ids);
   }
   // norm1 = norm(residual), residual = resid_lambda * x_in + x0_lambda * x0: d_residual becomes d_x_in.
   const TensorView x_in = layer == 0 ? a.x0 : a.layers[layer - 1].residual;

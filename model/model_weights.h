@@ -2,6 +2,7 @@
 // the flat buffer so the forward and backward passes do no name lookups.
 #pragma once
 
+#include <initializer_list>
 #include <vector>
 
 #include "kernels/tensor.h"
@@ -10,7 +11,9 @@
 namespace nanoforge {
 
 struct BlockWeights {
-  TensorView c_q, c_k, c_v, c_proj;    // attention projections, (out, in)
+  // The attention's input projections c_v, c_k, c_q stacked (their order in the buffer) as one
+  // (2 kv_dim + q_dim, C) matrix: one GEMM computes v, k and q. c_proj (C, q_dim).
+  TensorView c_vkq, c_proj;
   TensorView ve_gate, value_embed;     // value-embedding layers only: (Hkv, 12), (padded vocab, Hkv*D)
   TensorView fc, mlp_proj;             // (4C, C), (C, 4C)
   TensorView resid_lambda, x0_lambda;  // this layer's element of resid_lambdas / x0_lambdas, (1)
@@ -23,6 +26,9 @@ struct ModelWeights {
   TensorView smear_lambda, backout_lambda;  // (1)
   std::vector<BlockWeights> blocks;
 };
+
+// The views as one matrix of their rows stacked; each must start where the one before it ends.
+TensorView stacked_rows(std::initializer_list<TensorView> matrices);
 
 // Views into `flat` (laid out as `layout`, holding `dtype` on `device`).
 ModelWeights model_weights(const GPTConfig& config, const ParamLayout& layout, void* flat, DType dtype,

@@ -21,6 +21,7 @@ ops::AttentionCalls run_attention_calls(const GPTConfig& model, int64_t batch) {
   calls.kv_heads = model.n_kv_head;
   calls.head_dim = model.head_dim();
   calls.scale = 1.0 / std::sqrt(static_cast<double>(model.head_dim()));
+  calls.row_heads = 2 * model.n_kv_head + model.n_head;  // q, k, v are slices of GPT's vkq
   for (int64_t layer = 0; layer < model.n_layer; ++layer)
     calls.windows.push_back(model.window(layer));
   return calls;

@@ -3,7 +3,8 @@
 // and softmaxed per row, and multiply V in a second GEMM. Only the band of keys within the window is ever
 // touched, so short-window layers cost what their window says. The backward recomputes the probabilities
 // from the saved log-sum-exp (no T x T matrix is kept) and runs one task per (batch, kv head), so the key
-// and value gradients of a GQA group are summed by one thread in a fixed order.
+// and value gradients of a GQA group are summed by one thread in a fixed order. q, k, v and their gradients
+// may be head slices of wider tensors: every GEMM takes its own leading dimension.
 #include <omp.h>
 
 #include <algorithm>
@@ -32,15 +33,13 @@ struct Shape {
   int64_t batch, seq, heads, kv_heads, head_dim, group;
 };
 
-Shape attention_shape(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+Shape attention_shape(const HeadSlice& q, const HeadSlice& k, const HeadSlice& v, const TensorView& out,
                       const char* op) {
-  check_rank(q, 4, op, "q");
-  check_rank(k, 4, op, "k");
   check_same_shape(k, v, op);
   check_same_shape(q, out, op);
-  Shape s{q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3], 0};
-  NANOFORGE_CHECK(k.shape[0] == s.batch && k.shape[1] == s.seq && k.shape[3] == s.head_dim &&
-                      s.kv_heads > 0 && s.heads % s.kv_heads == 0,
+  Shape s{q.batch(), q.seq(), q.heads(), k.heads(), q.head_dim(), 0};
+  NANOFORGE_CHECK(k.batch() == s.batch && k.seq() == s.seq && k.head_dim() == s.head_dim && s.kv_heads > 0 &&
+                      s.heads % s.kv_heads == 0,
                   "{}: k {} does not match q {} (heads must be a multiple of kv heads)", op, k.describe(),
                   q.describe());
   s.group = s.heads / s.kv_heads;
@@ -81,8 +80,8 @@ int64_t attention_workspace_bytes(DType dtype, int64_t seq, int64_t window) {
 }
 
 template <class T>
-void attention_forward(TensorView out, TensorView lse, TensorView q, TensorView k, TensorView v,
-                       int64_t window, double scale, TensorView workspace) {
+void attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSlice k, HeadSlice v, int64_t window,
+                       double scale, TensorView workspace) {
   const Shape s = attention_shape(q, k, v, out, "attention_forward");
   NANOFORGE_CHECK(lse.numel() == s.batch * s.heads * s.seq, "attention_forward: lse {} must be ({}, {}, {})",
                   lse.describe(), s.batch, s.heads, s.seq);
@@ -90,7 +89,9 @@ void attention_forward(TensorView out, TensorView lse, TensorView q, TensorView 
   const int64_t per_thread = workspace_elements_per_thread(s.seq, window);
   const int threads = workspace_slots(workspace, per_thread, "attention_forward");
   const int64_t blocks = (s.seq + kQueryBlock - 1) / kQueryBlock;
-  const int64_t q_stride = s.heads * s.head_dim, kv_stride = s.kv_heads * s.head_dim;
+  // Leading dimensions (elements from one position to the next) of each tensor: a slice's are its whole's.
+  const int64_t q_stride = q.row_elements(), k_stride = k.row_elements(), v_stride = v.row_elements();
+  const int64_t out_stride = s.heads * s.head_dim;
   const T* q_data = q.as<T>();
   const T* k_data = k.as<T>();
   const T* v_data = v.as<T>();
@@ -106,11 +107,11 @@ void attention_forward(TensorView out, TensorView lse, TensorView q, TensorView 
         for (int64_t index = 0; index < blocks; ++index) {
           const Block block = query_block(index, s.seq, window);
           const int64_t kv_head = h / s.group;
-          const T* q_block = q_data + ((b * s.seq + block.t0) * s.heads + h) * s.head_dim;
-          const T* k_block = k_data + ((b * s.seq + block.key0) * s.kv_heads + kv_head) * s.head_dim;
-          const T* v_block = v_data + ((b * s.seq + block.key0) * s.kv_heads + kv_head) * s.head_dim;
+          const T* q_block = q_data + (b * s.seq + block.t0) * q_stride + h * s.head_dim;
+          const T* k_block = k_data + (b * s.seq + block.key0) * k_stride + kv_head * s.head_dim;
+          const T* v_block = v_data + (b * s.seq + block.key0) * v_stride + kv_head * s.head_dim;
           gemm<T>(false, true, block.queries, block.keys, s.head_dim, static_cast<T>(scale), q_block,
-                  q_stride, k_block, kv_stride, T{0}, scores, block.keys);
+                  q_stride, k_block, k_stride, T{0}, scores, block.keys);
           for (int64_t i = 0; i < block.queries; ++i) {
             const int64_t t = block.t0 + i;
             int64_t lo, hi;
@@ -132,7 +133,7 @@ void attention_forward(TensorView out, TensorView lse, TensorView q, TensorView 
           }
           T* out_block = out_data + ((b * s.seq + block.t0) * s.heads + h) * s.head_dim;
           gemm<T>(false, false, block.queries, s.head_dim, block.keys, T{1}, scores, block.keys, v_block,
-                  kv_stride, T{0}, out_block, q_stride);
+                  v_stride, T{0}, out_block, out_stride);
         }
       }
     }
@@ -140,8 +141,8 @@ void attention_forward(TensorView out, TensorView lse, TensorView q, TensorView 
 }
 
 template <class T>
-void attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorView d_out, TensorView q,
-                        TensorView k, TensorView v, TensorView out, TensorView lse, int64_t window,
+void attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorView d_out, HeadSlice q,
+                        HeadSlice k, HeadSlice v, TensorView out, TensorView lse, int64_t window,
                         double scale, TensorView workspace) {
   const Shape s = attention_shape(q, k, v, out, "attention_backward");
   check_same_shape(d_q, q, "attention_backward");
@@ -152,7 +153,10 @@ void attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorVi
   const int threads = workspace_slots(workspace, per_thread, "attention_backward");
   const int64_t blocks = (s.seq + kQueryBlock - 1) / kQueryBlock;
   const int64_t block_keys = max_block_keys(s.seq, window);
-  const int64_t q_stride = s.heads * s.head_dim, kv_stride = s.kv_heads * s.head_dim;
+  // Leading dimensions (elements from one position to the next) of each tensor: a slice's are its whole's.
+  const int64_t q_stride = q.row_elements(), k_stride = k.row_elements(), v_stride = v.row_elements();
+  const int64_t d_q_stride = d_q.row_elements(), d_k_stride = d_k.row_elements();
+  const int64_t d_v_stride = d_v.row_elements(), out_stride = s.heads * s.head_dim;
   const T* q_data = q.as<T>();
   const T* k_data = k.as<T>();
   const T* v_data = v.as<T>();
@@ -173,17 +177,24 @@ void attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorVi
     for (int64_t b = 0; b < s.batch; ++b) {
       for (int64_t kv_head = 0; kv_head < s.kv_heads; ++kv_head) {
         for (int64_t t = 0; t < s.seq; ++t) {
-          std::fill_n(d_k_data + ((b * s.seq + t) * s.kv_heads + kv_head) * s.head_dim, s.head_dim, T{0});
-          std::fill_n(d_v_data + ((b * s.seq + t) * s.kv_heads + kv_head) * s.head_dim, s.head_dim, T{0});
+          std::fill_n(d_k_data + (b * s.seq + t) * d_k_stride + kv_head * s.head_dim, s.head_dim, T{0});
+          std::fill_n(d_v_data + (b * s.seq + t) * d_v_stride + kv_head * s.head_dim, s.head_dim, T{0});
         }
         for (int64_t h = kv_head * s.group; h < (kv_head + 1) * s.group; ++h) {
           for (int64_t index = 0; index < blocks; ++index) {
             const Block block = query_block(index, s.seq, window);
-            const int64_t q_offset = ((b * s.seq + block.t0) * s.heads + h) * s.head_dim;
-            const int64_t kv_offset = ((b * s.seq + block.key0) * s.kv_heads + kv_head) * s.head_dim;
+            // Element offsets of the block's first query (head h) and first key (head kv_head) per tensor.
+            const int64_t query_row = b * s.seq + block.t0, key_row = b * s.seq + block.key0;
+            const int64_t q_offset = query_row * q_stride + h * s.head_dim;
+            const int64_t d_q_offset = query_row * d_q_stride + h * s.head_dim;
+            const int64_t out_offset = query_row * out_stride + h * s.head_dim;
+            const int64_t k_offset = key_row * k_stride + kv_head * s.head_dim;
+            const int64_t v_offset = key_row * v_stride + kv_head * s.head_dim;
+            const int64_t d_k_offset = key_row * d_k_stride + kv_head * s.head_dim;
+            const int64_t d_v_offset = key_row * d_v_stride + kv_head * s.head_dim;
             // Probabilities from the saved log-sum-exp.
             gemm<T>(false, true, block.queries, block.keys, s.head_dim, scale_t, q_data + q_offset, q_stride,
-                    k_data + kv_offset, kv_stride, T{0}, probabilities, block.keys);
+                    k_data + k_offset, k_stride, T{0}, probabilities, block.keys);
             for (int64_t i = 0; i < block.queries; ++i) {
               const int64_t t = block.t0 + i;
               int64_t lo, hi;
@@ -193,8 +204,8 @@ void attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorVi
               for (int64_t j = 0; j < block.keys; ++j) {
                 row[j] = (j >= lo && j <= hi) ? std::exp(row[j] - row_lse) : T{0};
               }
-              const T* o = out_data + q_offset + i * q_stride;
-              const T* d_o = d_out_data + q_offset + i * q_stride;
+              const T* o = out_data + out_offset + i * out_stride;
+              const T* d_o = d_out_data + out_offset + i * out_stride;
               T dot = 0;
               for (int64_t d = 0; d < s.head_dim; ++d)
                 dot += o[d] * d_o[d];
@@ -202,10 +213,10 @@ void attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorVi
             }
             // dV += P^T dO
             gemm<T>(true, false, block.keys, s.head_dim, block.queries, T{1}, probabilities, block.keys,
-                    d_out_data + q_offset, q_stride, T{1}, d_v_data + kv_offset, kv_stride);
+                    d_out_data + out_offset, out_stride, T{1}, d_v_data + d_v_offset, d_v_stride);
             // dP = dO V^T, then dS = P * (dP - rowsum(dO * O))
-            gemm<T>(false, true, block.queries, block.keys, s.head_dim, T{1}, d_out_data + q_offset, q_stride,
-                    v_data + kv_offset, kv_stride, T{0}, d_scores, block.keys);
+            gemm<T>(false, true, block.queries, block.keys, s.head_dim, T{1}, d_out_data + out_offset,
+                    out_stride, v_data + v_offset, v_stride, T{0}, d_scores, block.keys);
             for (int64_t i = 0; i < block.queries; ++i) {
               T* d_row = d_scores + i * block.keys;
               const T* p_row = probabilities + i * block.keys;
@@ -214,9 +225,9 @@ void attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorVi
             }
             // dQ = scale dS K ; dK += scale dS^T Q
             gemm<T>(false, false, block.queries, s.head_dim, block.keys, scale_t, d_scores, block.keys,
-                    k_data + kv_offset, kv_stride, T{0}, d_q_data + q_offset, q_stride);
+                    k_data + k_offset, k_stride, T{0}, d_q_data + d_q_offset, d_q_stride);
             gemm<T>(true, false, block.keys, s.head_dim, block.queries, scale_t, d_scores, block.keys,
-                    q_data + q_offset, q_stride, T{1}, d_k_data + kv_offset, kv_stride);
+                    q_data + q_offset, q_stride, T{1}, d_k_data + d_k_offset, d_k_stride);
           }
         }
       }
@@ -224,15 +235,13 @@ void attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorVi
   }
 }
 
-template void attention_forward<float>(TensorView, TensorView, TensorView, TensorView, TensorView, int64_t,
+template void attention_forward<float>(TensorView, TensorView, HeadSlice, HeadSlice, HeadSlice, int64_t,
                                        double, TensorView);
-template void attention_forward<double>(TensorView, TensorView, TensorView, TensorView, TensorView, int64_t,
+template void attention_forward<double>(TensorView, TensorView, HeadSlice, HeadSlice, HeadSlice, int64_t,
                                         double, TensorView);
-template void attention_backward<float>(TensorView, TensorView, TensorView, TensorView, TensorView,
-                                        TensorView, TensorView, TensorView, TensorView, int64_t, double,
-                                        TensorView);
-template void attention_backward<double>(TensorView, TensorView, TensorView, TensorView, TensorView,
-                                         TensorView, TensorView, TensorView, TensorView, int64_t, double,
-                                         TensorView);
+template void attention_backward<float>(HeadSlice, HeadSlice, HeadSlice, TensorView, HeadSlice, HeadSlice,
+                                        HeadSlice, TensorView, TensorView, int64_t, double, TensorView);
+template void attention_backward<double>(HeadSlice, HeadSlice, HeadSlice, TensorView, HeadSlice, HeadSlice,
+                                         HeadSlice, TensorView, TensorView, int64_t, double, TensorView);
 
 }  // namespace nanoforge::cpu

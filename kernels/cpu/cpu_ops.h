@@ -37,18 +37,18 @@ void rmsnorm_backward(TensorView d_x, TensorView d_out, TensorView out, TensorVi
                       Accumulate mode);
 
 template <class T>
-void rotary_rmsnorm_forward(TensorView x, TensorView rstd, TensorView cos, TensorView sin, double scale);
+void rotary_rmsnorm_forward(HeadSlice x, TensorView rstd, TensorView cos, TensorView sin, double scale);
 template <class T>
-void rotary_rmsnorm_backward(TensorView d_x, TensorView out, TensorView rstd, TensorView cos, TensorView sin,
+void rotary_rmsnorm_backward(HeadSlice d_x, HeadSlice out, TensorView rstd, TensorView cos, TensorView sin,
                              double scale);
 
 int64_t attention_workspace_bytes(DType dtype, int64_t seq, int64_t window);
 template <class T>
-void attention_forward(TensorView out, TensorView lse, TensorView q, TensorView k, TensorView v,
-                       int64_t window, double scale, TensorView workspace);
+void attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSlice k, HeadSlice v, int64_t window,
+                       double scale, TensorView workspace);
 template <class T>
-void attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorView d_out, TensorView q,
-                        TensorView k, TensorView v, TensorView out, TensorView lse, int64_t window,
+void attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorView d_out, HeadSlice q,
+                        HeadSlice k, HeadSlice v, TensorView out, TensorView lse, int64_t window,
                         double scale, TensorView workspace);
 
 template <class T>
@@ -64,10 +64,10 @@ void smear_backward(TensorView d_x, TensorView d_gate_weight, TensorView d_lambd
                     TensorView x, TensorView gate_sigmoid, TensorView gate_weight, TensorView lambda);
 
 template <class T>
-void value_embed_gate_forward(TensorView v, TensorView gate_sigmoid, TensorView u, TensorView gate_weight,
+void value_embed_gate_forward(HeadSlice v, TensorView gate_sigmoid, TensorView u, TensorView gate_weight,
                               TensorView table, TensorView ids);
 template <class T>
-void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorView d_table, TensorView d_v,
+void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorView d_table, HeadSlice d_v,
                                TensorView u, TensorView gate_sigmoid, TensorView gate_weight,
                                TensorView table, TensorView ids);
 

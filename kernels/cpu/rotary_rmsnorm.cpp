@@ -1,22 +1,27 @@
 // CPU pass of rotary embedding (nanochat's convention: half split, rotation by -theta) with the QK-norm that
-// follows it, in place, one (position, head) row at a time; the backward is the norm's backward then the
-// transpose rotation. Each row does the arithmetic of the unfused sequence (rotation, then rmsnorm_rows.h),
-// so the results are bitwise those of the separate rotary and norm ops this pass replaced.
+// follows it, in place on a head slice (q or k inside the fused projection's output), one (position, head)
+// row at a time; the backward is the norm's backward then the transpose rotation. Each row does the
+// arithmetic of the unfused sequence (rotation, then rmsnorm_rows.h), so the results are bitwise those of the
+// separate rotary and norm ops this pass replaced.
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/rmsnorm_rows.h"
 
 namespace nanoforge::cpu {
 namespace {
 
-// The (batch, seq, heads, head_dim) shape, checked against the tables and rstd.
+// The (batch, seq, heads, head_dim) shape of the slice, and how far apart its positions are, checked against
+// the tables and rstd.
 struct HeadRows {
-  int64_t batch, seq, heads, head_dim;
+  int64_t batch, seq, heads, head_dim, row_elements;
+  // Element offset of head h at position (b, t); rstd's row of it is (b * seq + t) * heads + h.
+  int64_t offset(int64_t b, int64_t t, int64_t h) const {
+    return (b * seq + t) * row_elements + h * head_dim;
+  }
 };
 
-HeadRows check_shapes(const TensorView& x, const TensorView& rstd, const TensorView& cos,
+HeadRows check_shapes(const HeadSlice& x, const TensorView& rstd, const TensorView& cos,
                       const TensorView& sin, const char* op) {
-  check_rank(x, 4, op, "x");
-  const HeadRows shape{x.shape[0], x.shape[1], x.shape[2], x.shape[3]};
+  const HeadRows shape{x.batch(), x.seq(), x.heads(), x.head_dim(), x.row_elements()};
   const int64_t half = shape.head_dim / 2;
   NANOFORGE_CHECK(shape.head_dim % 2 == 0, "{}: head dim {} must be even", op, shape.head_dim);
   NANOFORGE_CHECK(cos.dim(-1) == half && sin.dim(-1) == half && cos.numel() / half >= shape.seq &&
@@ -43,7 +48,7 @@ void rotate_head(T* x1, const T* c, const T* s, int64_t half, T sign) {
 }  // namespace
 
 template <class T>
-void rotary_rmsnorm_forward(TensorView x, TensorView rstd, TensorView cos, TensorView sin, double scale) {
+void rotary_rmsnorm_forward(HeadSlice x, TensorView rstd, TensorView cos, TensorView sin, double scale) {
   const HeadRows shape = check_shapes(x, rstd, cos, sin, "rotary_rmsnorm_forward");
   const int64_t half = shape.head_dim / 2;
   T* data = x.as<T>();
@@ -56,7 +61,7 @@ void rotary_rmsnorm_forward(TensorView x, TensorView rstd, TensorView cos, Tenso
     for (int64_t t = 0; t < shape.seq; ++t) {
       for (int64_t h = 0; h < shape.heads; ++h) {
         const int64_t row = (b * shape.seq + t) * shape.heads + h;
-        T* head = data + row * shape.head_dim;
+        T* head = data + shape.offset(b, t, h);
         rotate_head(head, cos_table + t * half, sin_table + t * half, half, T{1});
         inv_rms[row] = rmsnorm_row_forward(head, head, shape.head_dim, factor);
       }
@@ -65,10 +70,14 @@ void rotary_rmsnorm_forward(TensorView x, TensorView rstd, TensorView cos, Tenso
 }
 
 template <class T>
-void rotary_rmsnorm_backward(TensorView d_x, TensorView out, TensorView rstd, TensorView cos, TensorView sin,
+void rotary_rmsnorm_backward(HeadSlice d_x, HeadSlice out, TensorView rstd, TensorView cos, TensorView sin,
                              double scale) {
   const HeadRows shape = check_shapes(d_x, rstd, cos, sin, "rotary_rmsnorm_backward");
-  check_same_shape(out, d_x, "rotary_rmsnorm_backward");
+  const HeadRows out_shape = check_shapes(out, rstd, cos, sin, "rotary_rmsnorm_backward");
+  NANOFORGE_CHECK(out_shape.batch == shape.batch && out_shape.seq == shape.seq &&
+                      out_shape.heads == shape.heads && out_shape.head_dim == shape.head_dim,
+                  "rotary_rmsnorm_backward: out {} and d_x {} differ in shape", out.describe(),
+                  d_x.describe());
   const int64_t half = shape.head_dim / 2;
   T* grad = d_x.as<T>();
   const T* y = out.as<T>();
@@ -81,8 +90,8 @@ void rotary_rmsnorm_backward(TensorView d_x, TensorView out, TensorView rstd, Te
     for (int64_t t = 0; t < shape.seq; ++t) {
       for (int64_t h = 0; h < shape.heads; ++h) {
         const int64_t row = (b * shape.seq + t) * shape.heads + h;
-        T* head = grad + row * shape.head_dim;
-        rmsnorm_row_backward(head, head, y + row * shape.head_dim, inv_rms[row], shape.head_dim, factor,
+        T* head = grad + shape.offset(b, t, h);
+        rmsnorm_row_backward(head, head, y + out_shape.offset(b, t, h), inv_rms[row], shape.head_dim, factor,
                              /*add=*/false);
         rotate_head(head, cos_table + t * half, sin_table + t * half, half, T{-1});
       }
@@ -90,11 +99,11 @@ void rotary_rmsnorm_backward(TensorView d_x, TensorView out, TensorView rstd, Te
   }
 }
 
-template void rotary_rmsnorm_forward<float>(TensorView, TensorView, TensorView, TensorView, double);
-template void rotary_rmsnorm_forward<double>(TensorView, TensorView, TensorView, TensorView, double);
-template void rotary_rmsnorm_backward<float>(TensorView, TensorView, TensorView, TensorView, TensorView,
+template void rotary_rmsnorm_forward<float>(HeadSlice, TensorView, TensorView, TensorView, double);
+template void rotary_rmsnorm_forward<double>(HeadSlice, TensorView, TensorView, TensorView, double);
+template void rotary_rmsnorm_backward<float>(HeadSlice, HeadSlice, TensorView, TensorView, TensorView,
                                              double);
-template void rotary_rmsnorm_backward<double>(TensorView, TensorView, TensorView, TensorView, TensorView,
+template void rotary_rmsnorm_backward<double>(HeadSlice, HeadSlice, TensorView, TensorView, TensorView,
                                               double);
 
 }  // namespace nanoforge::cpu

@@ -1,7 +1,8 @@
 // CPU value embeddings with nanochat's gate: v += 3 * sigmoid(u[:, :G] @ W^T) * table[ids] per kv head.
 // The backward has two passes: one over tokens that computes the gate gradient, the gradient of u and the
 // gate-weight sums (ordered, thread-count independent), and a column-split scatter into the table gradient
-// that walks tokens in order, as the embedding backward does.
+// that walks tokens in order, as the embedding backward does. v (and d_v) may be the v heads of the fused
+// projection's output: each token's heads are contiguous, tokens row_elements() apart.
 #include <algorithm>
 
 #include "kernels/cpu/cpu_ops.h"
@@ -16,15 +17,16 @@ constexpr int64_t kColumnsPerTask = 64;
 
 struct GateShape {
   int64_t rows, kv_heads, head_dim, channels, gate_channels, vocab;
+  int64_t v_row;  // elements from one token's v heads to the next's (v may be a slice of a wider tensor)
 };
 
-GateShape gate_shape(const TensorView& v, const TensorView& gate_sigmoid, const TensorView& u,
+GateShape gate_shape(const HeadSlice& v, const TensorView& gate_sigmoid, const TensorView& u,
                      const TensorView& gate_weight, const TensorView& table, const TensorView& ids,
                      const char* op) {
-  check_rank(v, 3, op, "v");
   check_rank(gate_weight, 2, op, "gate_weight");
   check_rank(table, 2, op, "table");
-  GateShape s{v.shape[0], v.shape[1], v.shape[2], u.dim(-1), gate_weight.shape[1], table.shape[0]};
+  GateShape s{v.batch() * v.seq(),  v.heads(),      v.head_dim(),    u.dim(-1),
+              gate_weight.shape[1], table.shape[0], v.row_elements()};
   NANOFORGE_CHECK(gate_weight.shape[0] == s.kv_heads && table.shape[1] == s.kv_heads * s.head_dim &&
                       u.numel() == s.rows * s.channels && ids.numel() == s.rows &&
                       gate_sigmoid.numel() == s.rows * s.kv_heads && s.gate_channels <= s.channels,
@@ -37,7 +39,7 @@ GateShape gate_shape(const TensorView& v, const TensorView& gate_sigmoid, const 
 }  // namespace
 
 template <class T>
-void value_embed_gate_forward(TensorView v, TensorView gate_sigmoid, TensorView u, TensorView gate_weight,
+void value_embed_gate_forward(HeadSlice v, TensorView gate_sigmoid, TensorView u, TensorView gate_weight,
                               TensorView table, TensorView ids) {
   const GateShape s = gate_shape(v, gate_sigmoid, u, gate_weight, table, ids, "value_embed_gate_forward");
   const T* in = u.as<T>();
@@ -59,7 +61,7 @@ void value_embed_gate_forward(TensorView v, TensorView gate_sigmoid, TensorView 
         pre += un[j] * w[h * s.gate_channels + j];
       sig[n * s.kv_heads + h] = sigmoid(pre);
       const T gate = static_cast<T>(kGateRange) * sig[n * s.kv_heads + h];
-      T* dst = values + n * width + h * s.head_dim;
+      T* dst = values + n * s.v_row + h * s.head_dim;
       const T* src = embedding + h * s.head_dim;
 #pragma omp simd
       for (int64_t d = 0; d < s.head_dim; ++d)
@@ -69,7 +71,7 @@ void value_embed_gate_forward(TensorView v, TensorView gate_sigmoid, TensorView 
 }
 
 template <class T>
-void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorView d_table, TensorView d_v,
+void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorView d_table, HeadSlice d_v,
                                TensorView u, TensorView gate_sigmoid, TensorView gate_weight,
                                TensorView table, TensorView ids) {
   const GateShape s = gate_shape(d_v, gate_sigmoid, u, gate_weight, table, ids, "value_embed_gate_backward");
@@ -94,7 +96,7 @@ void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorV
                    const T* un = in + n * s.channels;
                    T* d_un = d_in + n * s.channels;
                    for (int64_t h = 0; h < s.kv_heads; ++h) {
-                     const T* g = grad + n * width + h * s.head_dim;
+                     const T* g = grad + n * s.v_row + h * s.head_dim;
                      const T* e = embedding + h * s.head_dim;
                      T d_gate = 0;
 #pragma omp simd reduction(+ : d_gate)
@@ -120,20 +122,20 @@ void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorV
     const int64_t c0 = task * kColumnsPerTask, c1 = std::min(width, c0 + kColumnsPerTask);
     for (int64_t n = 0; n < s.rows; ++n) {
       T* dst = d_embeddings + int64_t{id[n]} * width;
-      const T* g = grad + n * width;
+      const T* g = grad + n * s.v_row;
       for (int64_t c = c0; c < c1; ++c)
         dst[c] += range * sig[n * s.kv_heads + c / s.head_dim] * g[c];
     }
   }
 }
 
-template void value_embed_gate_forward<float>(TensorView, TensorView, TensorView, TensorView, TensorView,
+template void value_embed_gate_forward<float>(HeadSlice, TensorView, TensorView, TensorView, TensorView,
                                               TensorView);
-template void value_embed_gate_forward<double>(TensorView, TensorView, TensorView, TensorView, TensorView,
+template void value_embed_gate_forward<double>(HeadSlice, TensorView, TensorView, TensorView, TensorView,
                                                TensorView);
-template void value_embed_gate_backward<float>(TensorView, TensorView, TensorView, TensorView, TensorView,
+template void value_embed_gate_backward<float>(TensorView, TensorView, TensorView, HeadSlice, TensorView,
                                                TensorView, TensorView, TensorView, TensorView);
-template void value_embed_gate_backward<double>(TensorView, TensorView, TensorView, TensorView, TensorView,
+template void value_embed_gate_backward<double>(TensorView, TensorView, TensorView, HeadSlice, TensorView,
                                                 TensorView, TensorView, TensorView, TensorView);
 
 }  // namespace nanoforge::cpu

@@ -40,17 +40,17 @@ void rmsnorm_backward(TensorView d_x, TensorView d_out, TensorView out, TensorVi
                       ops::Accumulate mode);
 
 // ---- rotary with the QK-norm (rotary_rmsnorm.cu) ----
-void rotary_rmsnorm_forward(TensorView x, TensorView rstd, TensorView cos, TensorView sin, double scale);
-void rotary_rmsnorm_backward(TensorView d_x, TensorView out, TensorView rstd, TensorView cos, TensorView sin,
+void rotary_rmsnorm_forward(HeadSlice x, TensorView rstd, TensorView cos, TensorView sin, double scale);
+void rotary_rmsnorm_backward(HeadSlice d_x, HeadSlice out, TensorView rstd, TensorView cos, TensorView sin,
                              double scale);
 
 // ---- attention (flash_attention*.cu) ----
 int64_t attention_workspace_bytes(int64_t batch, int64_t seq, int64_t heads, int64_t kv_heads,
                                   int64_t head_dim, int64_t window);
-void attention_forward(TensorView out, TensorView lse, TensorView q, TensorView k, TensorView v,
-                       int64_t window, double scale, TensorView workspace);
-void attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorView d_out, TensorView q,
-                        TensorView k, TensorView v, TensorView out, TensorView lse, int64_t window,
+void attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSlice k, HeadSlice v, int64_t window,
+                       double scale, TensorView workspace);
+void attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorView d_out, HeadSlice q,
+                        HeadSlice k, HeadSlice v, TensorView out, TensorView lse, int64_t window,
                         double scale, TensorView workspace);
 
 // ---- elementwise layers (relu_squared.cu, backout.cu) and the residual mix with its norm
@@ -72,9 +72,9 @@ void smear_forward(TensorView out, TensorView gate_sigmoid, TensorView x, Tensor
                    TensorView lambda);
 void smear_backward(TensorView d_x, TensorView d_gate_weight, TensorView d_lambda, TensorView d_out,
                     TensorView x, TensorView gate_sigmoid, TensorView gate_weight, TensorView lambda);
-void value_embed_gate_forward(TensorView v, TensorView gate_sigmoid, TensorView u, TensorView gate_weight,
+void value_embed_gate_forward(HeadSlice v, TensorView gate_sigmoid, TensorView u, TensorView gate_weight,
                               TensorView table, TensorView ids);
-void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorView d_table, TensorView d_v,
+void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorView d_table, HeadSlice d_v,
                                TensorView u, TensorView gate_sigmoid, TensorView gate_weight,
                                TensorView table, TensorView ids);
 

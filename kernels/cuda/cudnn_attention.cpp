@@ -2,9 +2,10 @@
 // frontend: one SDPA forward and one SDPA backward graph per shape, window, scale and deterministic mode,
 // built once (validate, heuristics, support check, plan) and cached for the process. The tensors keep our
 // layouts: q, k, v, out and their gradients (B, T, heads, D) row-major are cuDNN's (B, heads, T, D) with
-// strides (T*heads*D, D, heads*D, 1); lse (B, H, T) f32 is cuDNN's softmax Stats (B, H, T, 1), which is the
-// same natural-log log-sum-exp of the scaled scores, so flash and cuDNN passes can read each other's lse.
-// Host code only: cuDNN queues its kernels on the default stream, in order with ours.
+// strides (T*R*D, D, R*D, 1), R = heads for a dense tensor and the whole tensor's heads for a head slice (q,
+// k, v inside the fused projection's output); lse (B, H, T) f32 is cuDNN's softmax Stats (B, H, T, 1), which
+// is the same natural-log log-sum-exp of the scaled scores, so flash and cuDNN passes can read each other's
+// lse. Host code only: cuDNN queues its kernels on the default stream, in order with ours.
 #include "kernels/cuda/cudnn_attention.h"
 
 #include <absl/status/statusor.h>
@@ -41,15 +42,19 @@ enum class Pass { kForward, kBackward };
 // Everything a graph depends on. left_bound is cuDNN's diagonal-band left bound: key j is kept for query t
 // when j + left_bound > t, i.e. the left_bound keys t - left_bound + 1 .. t; our window keeps
 // t - window .. t, so left_bound = window + 1, and 0 (none) for plain causal (window >= T).
+// The row fields are how many heads apart consecutive positions of each tensor lie (a head slice's are its
+// whole tensor's; out and d_out are dense).
 struct GraphKey {
   Pass pass;
   int device;
   int64_t batch, seq, heads, kv_heads, head_dim, left_bound;
   float scale;
   bool deterministic;
+  int64_t q_row, k_row, v_row, d_q_row, d_k_row, d_v_row;
 
   auto tie() const {
-    return std::tie(pass, device, batch, seq, heads, kv_heads, head_dim, left_bound, scale, deterministic);
+    return std::tie(pass, device, batch, seq, heads, kv_heads, head_dim, left_bound, scale, deterministic,
+                    q_row, k_row, v_row, d_q_row, d_k_row, d_v_row);
   }
   bool operator<(const GraphKey& other) const { return tie() < other.tie(); }
 };
@@ -84,14 +89,18 @@ int64_t left_bound(int64_t seq, int64_t window) {
   return window >= seq ? 0 : window + 1;
 }
 
-// (B, T, heads, D) row-major as cuDNN's (B, heads, T, D).
+// (B, T, heads, D) row-major, positions row_heads heads apart (heads itself when dense), as cuDNN's
+// (B, heads, T, D).
+std::vector<int64_t> token_major_strides(int64_t seq, int64_t row_heads, int64_t head_dim) {
+  return {seq * row_heads * head_dim, head_dim, row_heads * head_dim, 1};
+}
 fe::graph::Tensor_attributes token_major(const char* name, Uid uid, int64_t batch, int64_t seq, int64_t heads,
-                                         int64_t head_dim) {
+                                         int64_t row_heads, int64_t head_dim) {
   return fe::graph::Tensor_attributes()
       .set_name(name)
       .set_uid(uid)
       .set_dim({batch, heads, seq, head_dim})
-      .set_stride({seq * heads * head_dim, head_dim, heads * head_dim, 1});
+      .set_stride(token_major_strides(seq, row_heads, head_dim));
 }
 
 std::vector<int64_t> stats_dims(const GraphKey& key) {
@@ -114,9 +123,9 @@ std::shared_ptr<Graph> describe_graph(const GraphKey& key) {
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
   const int64_t B = key.batch, T = key.seq, H = key.heads, Hkv = key.kv_heads, D = key.head_dim;
-  auto q = graph->tensor(token_major("q", kQ, B, T, H, D));
-  auto k = graph->tensor(token_major("k", kK, B, T, Hkv, D));
-  auto v = graph->tensor(token_major("v", kV, B, T, Hkv, D));
+  auto q = graph->tensor(token_major("q", kQ, B, T, H, key.q_row, D));
+  auto k = graph->tensor(token_major("k", kK, B, T, Hkv, key.k_row, D));
+  auto v = graph->tensor(token_major("v", kV, B, T, Hkv, key.v_row, D));
   if (key.pass == Pass::kForward) {
     auto options = fe::graph::SDPA_attributes()
                        .set_name("nanoforge_attention_forward")
@@ -124,7 +133,7 @@ std::shared_ptr<Graph> describe_graph(const GraphKey& key) {
                        .set_attn_scale(key.scale);
     set_mask(options, key);
     auto [o, stats] = graph->sdpa(q, k, v, options);
-    o->set_output(true).set_uid(kO).set_dim({B, H, T, D}).set_stride({T * H * D, D, H * D, 1});
+    o->set_output(true).set_uid(kO).set_dim({B, H, T, D}).set_stride(token_major_strides(T, H, D));
     stats->set_output(true)
         .set_uid(kStats)
         .set_data_type(fe::DataType_t::FLOAT)
@@ -132,8 +141,8 @@ std::shared_ptr<Graph> describe_graph(const GraphKey& key) {
         .set_stride(stats_strides(key));
     return graph;
   }
-  auto o = graph->tensor(token_major("o", kO, B, T, H, D));
-  auto d_o = graph->tensor(token_major("d_o", kDO, B, T, H, D));
+  auto o = graph->tensor(token_major("o", kO, B, T, H, H, D));
+  auto d_o = graph->tensor(token_major("d_o", kDO, B, T, H, H, D));
   auto stats = graph->tensor(fe::graph::Tensor_attributes()
                                  .set_name("stats")
                                  .set_uid(kStats)
@@ -146,9 +155,15 @@ std::shared_ptr<Graph> describe_graph(const GraphKey& key) {
                      .set_deterministic_algorithm(key.deterministic);
   set_mask(options, key);
   auto [d_q, d_k, d_v] = graph->sdpa_backward(q, k, v, o, d_o, stats, options);
-  d_q->set_output(true).set_uid(kDQ).set_dim({B, H, T, D}).set_stride({T * H * D, D, H * D, 1});
-  d_k->set_output(true).set_uid(kDK).set_dim({B, Hkv, T, D}).set_stride({T * Hkv * D, D, Hkv * D, 1});
-  d_v->set_output(true).set_uid(kDV).set_dim({B, Hkv, T, D}).set_stride({T * Hkv * D, D, Hkv * D, 1});
+  d_q->set_output(true).set_uid(kDQ).set_dim({B, H, T, D}).set_stride(token_major_strides(T, key.d_q_row, D));
+  d_k->set_output(true)
+      .set_uid(kDK)
+      .set_dim({B, Hkv, T, D})
+      .set_stride(token_major_strides(T, key.d_k_row, D));
+  d_v->set_output(true)
+      .set_uid(kDV)
+      .set_dim({B, Hkv, T, D})
+      .set_stride(token_major_strides(T, key.d_v_row, D));
   return graph;
 }
 
@@ -221,46 +236,54 @@ CachedGraph& graph_for(const GraphKey& key) {
   return entry;
 }
 
-GraphKey key_for(Pass pass, const TensorView& q, const TensorView& k, int64_t window, double scale) {
+// The forward's key (gradient rows as dense: the forward has none), or with the backward's gradients.
+GraphKey key_for(Pass pass, const HeadSlice& q, const HeadSlice& k, const HeadSlice& v, int64_t window,
+                 double scale, const HeadSlice* d_q = nullptr, const HeadSlice* d_k = nullptr,
+                 const HeadSlice* d_v = nullptr) {
   return {pass,
           current_device(),
-          q.shape[0],
-          q.shape[1],
-          q.shape[2],
-          k.shape[2],
-          q.shape[3],
-          left_bound(q.shape[1], window),
+          q.batch(),
+          q.seq(),
+          q.heads(),
+          k.heads(),
+          q.head_dim(),
+          left_bound(q.seq(), window),
           static_cast<float>(scale),
-          pass == Pass::kBackward && ops::deterministic()};
+          pass == Pass::kBackward && ops::deterministic(),
+          q.row_heads(),
+          k.row_heads(),
+          v.row_heads(),
+          d_q != nullptr ? d_q->row_heads() : q.heads(),
+          d_k != nullptr ? d_k->row_heads() : k.heads(),
+          d_v != nullptr ? d_v->row_heads() : v.heads()};
 }
 
 // The ops' shape contract (kernels/ops.h), and cuDNN's 16-byte alignment of every tensor.
-void check_call(const char* op, const TensorView& q, const TensorView& k, const TensorView& v,
+void check_call(const char* op, const HeadSlice& q, const HeadSlice& k, const HeadSlice& v,
                 const TensorView& out, const TensorView& lse, int64_t window) {
-  check_tensor(q, DType::kBF16, op, "q");
-  check_tensor(k, DType::kBF16, op, "k");
-  check_tensor(v, DType::kBF16, op, "v");
+  check_tensor(q.whole, DType::kBF16, op, "q");
+  check_tensor(k.whole, DType::kBF16, op, "k");
+  check_tensor(v.whole, DType::kBF16, op, "v");
   check_tensor(out, DType::kBF16, op, "out");
   check_tensor(lse, DType::kF32, op, "lse");
-  check_rank(q, 4, op, "q");
-  check_rank(k, 4, op, "k");
+  check_rank(out, 4, op, "out");
   check_same_shape(k, v, op);
   check_same_shape(q, out, op);
-  const int64_t batch = q.shape[0], seq = q.shape[1], heads = q.shape[2], head_dim = q.shape[3];
-  const int64_t kv_heads = k.shape[2];
-  NANOFORGE_CHECK(k.shape[0] == batch && k.shape[1] == seq && k.shape[3] == head_dim && kv_heads > 0 &&
+  const int64_t batch = q.batch(), seq = q.seq(), heads = q.heads(), head_dim = q.head_dim();
+  const int64_t kv_heads = k.heads();
+  NANOFORGE_CHECK(k.batch() == batch && k.seq() == seq && k.head_dim() == head_dim && kv_heads > 0 &&
                       heads % kv_heads == 0,
                   "{} on CUDA: k {} does not fit q {} (heads must be a multiple of kv heads)", op,
                   k.describe(), q.describe());
   NANOFORGE_CHECK(lse.numel() == batch * heads * seq, "{} on CUDA: lse {} must be ({}, {}, {})", op,
                   lse.describe(), batch, heads, seq);
   NANOFORGE_CHECK(window >= 0, "{} on CUDA: negative window {}", op, window);
-  for (const TensorView* t : {&q, &k, &v, &out}) {
-    NANOFORGE_CHECK(reinterpret_cast<uintptr_t>(t->data) % 16 == 0,
-                    "{} on CUDA: {} must start on a 16-byte "
-                    "boundary",
-                    op, t->describe());
+  for (const HeadSlice* t : {&q, &k, &v}) {
+    NANOFORGE_CHECK(reinterpret_cast<uintptr_t>(t->data()) % 16 == 0,
+                    "{} on CUDA: {} must start on a 16-byte boundary", op, t->describe());
   }
+  NANOFORGE_CHECK(reinterpret_cast<uintptr_t>(out.data) % 16 == 0,
+                  "{} on CUDA: {} must start on a 16-byte boundary", op, out.describe());
 }
 
 void* workspace_for(const CachedGraph& graph) {
@@ -303,6 +326,9 @@ absl::Status check_cudnn_attention(const ops::AttentionCalls& calls, int64_t* wo
   const std::set<int64_t> windows(calls.windows.begin(), calls.windows.end());
   for (const int64_t window : windows) {
     for (const Pass pass : {Pass::kForward, Pass::kBackward}) {
+      const int64_t q_row = calls.row_heads > 0 ? calls.row_heads : calls.heads;
+      const int64_t kv_row = calls.row_heads > 0 ? calls.row_heads : calls.kv_heads;
+      const bool backward = pass == Pass::kBackward;
       const GraphKey key{pass,
                          current_device(),
                          calls.batch,
@@ -312,7 +338,13 @@ absl::Status check_cudnn_attention(const ops::AttentionCalls& calls, int64_t* wo
                          calls.head_dim,
                          left_bound(calls.seq, window),
                          static_cast<float>(calls.scale),
-                         pass == Pass::kBackward && ops::deterministic()};
+                         backward && ops::deterministic(),
+                         q_row,
+                         kv_row,
+                         kv_row,
+                         backward ? q_row : calls.heads,
+                         backward ? kv_row : calls.kv_heads,
+                         backward ? kv_row : calls.kv_heads};
       const CachedGraph& graph = graph_for(key);
       if (!graph.status.ok()) return graph.status;
       largest = std::max(largest, graph.workspace_bytes);
@@ -323,44 +355,44 @@ absl::Status check_cudnn_attention(const ops::AttentionCalls& calls, int64_t* wo
   return absl::OkStatus();
 }
 
-void cudnn_attention_forward(TensorView out, TensorView lse, TensorView q, TensorView k, TensorView v,
+void cudnn_attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSlice k, HeadSlice v,
                              int64_t window, double scale, TensorView flash_workspace) {
   check_call("attention_forward (cuDNN)", q, k, v, out, lse, window);
-  const GraphKey key = key_for(Pass::kForward, q, k, window, scale);
+  const GraphKey key = key_for(Pass::kForward, q, k, v, window, scale);
   CachedGraph& graph = graph_for(key);
   if (use_fallback(graph)) return attention_forward(out, lse, q, k, v, window, scale, flash_workspace);
   std::unordered_map<int64_t, void*> pack = {
-      {kQ, q.data}, {kK, k.data}, {kV, v.data}, {kO, out.data}, {kStats, lse.data}};
+      {kQ, q.data()}, {kK, k.data()}, {kV, v.data()}, {kO, out.data}, {kStats, lse.data}};
   execute(graph, key, pack);
 }
 
-void cudnn_attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorView d_out, TensorView q,
-                              TensorView k, TensorView v, TensorView out, TensorView lse, int64_t window,
+void cudnn_attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorView d_out, HeadSlice q,
+                              HeadSlice k, HeadSlice v, TensorView out, TensorView lse, int64_t window,
                               double scale, TensorView flash_workspace) {
   const char* op = "attention_backward (cuDNN)";
   check_call(op, q, k, v, out, lse, window);
   check_tensor(d_out, DType::kBF16, op, "d_out");
-  check_tensor(d_q, DType::kBF16, op, "d_q");
-  check_tensor(d_k, DType::kBF16, op, "d_k");
-  check_tensor(d_v, DType::kBF16, op, "d_v");
+  check_tensor(d_q.whole, DType::kBF16, op, "d_q");
+  check_tensor(d_k.whole, DType::kBF16, op, "d_k");
+  check_tensor(d_v.whole, DType::kBF16, op, "d_v");
   check_same_shape(d_out, q, op);
   check_same_shape(d_q, q, op);
   check_same_shape(d_k, k, op);
   check_same_shape(d_v, v, op);
-  for (const TensorView* t : {&d_out, &d_q, &d_k, &d_v}) {
-    NANOFORGE_CHECK(reinterpret_cast<uintptr_t>(t->data) % 16 == 0,
-                    "{} on CUDA: {} must start on a 16-byte "
-                    "boundary",
-                    op, t->describe());
+  for (const HeadSlice* t : {&d_q, &d_k, &d_v}) {
+    NANOFORGE_CHECK(reinterpret_cast<uintptr_t>(t->data()) % 16 == 0,
+                    "{} on CUDA: {} must start on a 16-byte boundary", op, t->describe());
   }
-  const GraphKey key = key_for(Pass::kBackward, q, k, window, scale);
+  NANOFORGE_CHECK(reinterpret_cast<uintptr_t>(d_out.data) % 16 == 0,
+                  "{} on CUDA: {} must start on a 16-byte boundary", op, d_out.describe());
+  const GraphKey key = key_for(Pass::kBackward, q, k, v, window, scale, &d_q, &d_k, &d_v);
   CachedGraph& graph = graph_for(key);
   if (use_fallback(graph)) {
     return attention_backward(d_q, d_k, d_v, d_out, q, k, v, out, lse, window, scale, flash_workspace);
   }
-  std::unordered_map<int64_t, void*> pack = {{kQ, q.data},    {kK, k.data},      {kV, v.data},
-                                             {kO, out.data},  {kDO, d_out.data}, {kStats, lse.data},
-                                             {kDQ, d_q.data}, {kDK, d_k.data},   {kDV, d_v.data}};
+  std::unordered_map<int64_t, void*> pack = {{kQ, q.data()},    {kK, k.data()},    {kV, v.data()},
+                                             {kO, out.data},    {kDO, d_out.data}, {kStats, lse.data},
+                                             {kDQ, d_q.data()}, {kDK, d_k.data()}, {kDV, d_v.data()}};
   execute(graph, key, pack);
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kernels/attention_implementation.h"
+#include "kernels/head_slice.h"
 #include "kernels/tensor.h"
 
 namespace nanoforge::cuda {
@@ -19,10 +20,10 @@ absl::Status check_cudnn_attention(const ops::AttentionCalls& calls, int64_t* wo
 
 // The ops' contract; `flash_workspace` is the op's workspace, used only where cuDNN refuses a shape that
 // the start-up check did not cover and the call falls back to flash (once reported on stderr).
-void cudnn_attention_forward(TensorView out, TensorView lse, TensorView q, TensorView k, TensorView v,
+void cudnn_attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSlice k, HeadSlice v,
                              int64_t window, double scale, TensorView flash_workspace);
-void cudnn_attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorView d_out, TensorView q,
-                              TensorView k, TensorView v, TensorView out, TensorView lse, int64_t window,
+void cudnn_attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorView d_out, HeadSlice q,
+                              HeadSlice k, HeadSlice v, TensorView out, TensorView lse, int64_t window,
                               double scale, TensorView flash_workspace);
 
 }  // namespace nanoforge::cuda

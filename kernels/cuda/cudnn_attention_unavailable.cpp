@@ -21,13 +21,13 @@ absl::Status check_cudnn_attention(const ops::AttentionCalls&, int64_t*) {
   return absl::FailedPreconditionError(kNotBuilt);
 }
 
-void cudnn_attention_forward(TensorView, TensorView, TensorView, TensorView, TensorView, int64_t, double,
+void cudnn_attention_forward(TensorView, TensorView, HeadSlice, HeadSlice, HeadSlice, int64_t, double,
                              TensorView) {
   NANOFORGE_CHECK(false, "attention_forward: {}", kNotBuilt);
 }
 
-void cudnn_attention_backward(TensorView, TensorView, TensorView, TensorView, TensorView, TensorView,
-                              TensorView, TensorView, TensorView, int64_t, double, TensorView) {
+void cudnn_attention_backward(HeadSlice, HeadSlice, HeadSlice, TensorView, HeadSlice, HeadSlice, HeadSlice,
+                              TensorView, TensorView, int64_t, double, TensorView) {
   NANOFORGE_CHECK(false, "attention_backward: {}", kNotBuilt);
 }
 

@@ -17,6 +17,7 @@
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/mma_ptx.cuh"
 #include "kernels/cuda/reductions.cuh"
+#include "kernels/head_slice.h"
 #include "kernels/tensor.h"
 
 namespace nanoforge::cuda::flash {
@@ -53,12 +54,13 @@ __device__ inline int swizzled(int row, int chunk) {
 template <int kHeadDim>
 inline constexpr int kTileBytes = kHeadDim* kKeyTile * 2;  // a (64, D) bf16 tile
 
-// Block-wide: issues cp.async copies of rows [row0, row0 + kRows) of head `head` of a (B, T, heads,
-// kHeadDim) bf16 tensor, batch `batch`, into a swizzled (kRows, kHeadDim) tile; rows at or past `seq` are
-// zero-filled (finite, so that a masked probability of 0 times them stays 0). The caller commits and waits.
+// Block-wide: issues cp.async copies of rows [row0, row0 + kRows) of head `head` of a (B, T, ·, kHeadDim)
+// bf16 tensor whose positions are row_heads heads apart (a head slice's are its whole tensor's), batch
+// `batch`, into a swizzled (kRows, kHeadDim) tile; rows at or past `seq` are zero-filled (finite, so that a
+// masked probability of 0 times them stays 0). The caller commits and waits.
 template <int kHeadDim, int kRows, int kThreads>
 __device__ inline void load_tile_async(BF16* tile, const BF16* tensor, int batch, int row0, int seq,
-                                       int heads, int head) {
+                                       int row_heads, int head) {
   constexpr int kChunks = kHeadDim / kChunkElements;
   static_assert(kRows * kChunks % kThreads == 0, "every thread issues the same number of copies");
   // A rolled loop: unrolled, the compiler keeps every copy's addresses live across the key-tile loop.
@@ -71,7 +73,7 @@ __device__ inline void load_tile_async(BF16* tile, const BF16* tensor, int batch
     const bool inside = t < seq;
     // A row past the sequence copies nothing, but its source address must still be valid: row 0's.
     const int64_t offset =
-        ((static_cast<int64_t>(batch) * seq + (inside ? t : 0)) * heads + head) * kHeadDim + chunk * 8;
+        ((static_cast<int64_t>(batch) * seq + (inside ? t : 0)) * row_heads + head) * kHeadDim + chunk * 8;
     ptx::cp_async_16(tile + swizzled<kHeadDim>(row, chunk), tensor + offset, inside);
   }
 }
@@ -220,14 +222,15 @@ __device__ inline void zero(float (&acc)[kRowBlocks][kBlocks][4]) {
 // past `seq`. Each lane stores its bf16 pairs; the four lanes of a row write 16 contiguous bytes per n-block.
 template <int kHeadDim>
 __device__ inline void store_rows(BF16* tensor, const float (&acc)[kHeadDim / kMmaColumns][4],
-                                  const float (&row_factor)[2], int batch, int row0, int seq, int heads,
+                                  const float (&row_factor)[2], int batch, int row0, int seq, int row_heads,
                                   int head) {
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int t = row0 + lane / 4 + half * 8;
     if (t >= seq) continue;
-    BF16* row = tensor + ((static_cast<int64_t>(batch) * seq + t) * heads + head) * kHeadDim + 2 * (lane % 4);
+    BF16* row =
+        tensor + ((static_cast<int64_t>(batch) * seq + t) * row_heads + head) * kHeadDim + 2 * (lane % 4);
 #pragma unroll
     for (int n = 0; n < kHeadDim / kMmaColumns; ++n) {
       *reinterpret_cast<__nv_bfloat162*>(row + n * kMmaColumns) =
@@ -260,29 +263,42 @@ struct AttentionShape {
   int batch, seq, heads, kv_heads, head_dim, window;
 };
 
-inline void check_aligned(const TensorView& t, const char* op, const char* name) {
-  NANOFORGE_CHECK(reinterpret_cast<uintptr_t>(t.data) % 16 == 0,
+// How many heads apart consecutive positions of each tensor lie: the row strides of the tile loads and
+// stores. A head slice's are its whole tensor's (q, k, v and their gradients inside the fused projection's
+// output and its gradient); out and d_out are dense (heads).
+struct RowHeads {
+  int q, k, v, out, d_q, d_k, d_v;
+};
+
+inline void check_aligned(const void* data, const char* op, const char* name) {
+  NANOFORGE_CHECK(reinterpret_cast<uintptr_t>(data) % 16 == 0,
                   "{} on CUDA: {} must start on a 16-byte boundary (the kernels load 16-byte chunks), got {}",
-                  op, name, t.data);
+                  op, name, data);
 }
 
-// The checks both passes make on q, k, v (B, T, H|Hkv, D) bf16, out (B, T, H, D) bf16 and lse (B, H, T)
-// f32, before any CUDA call.
-inline AttentionShape check_attention(const TensorView& q, const TensorView& k, const TensorView& v,
+// The row stride of a slice, in heads, checked to fit the kernels' int index math.
+inline int row_heads(const HeadSlice& t, const char* op, const char* name) {
+  NANOFORGE_CHECK(t.row_heads() <= 65535, "{} on CUDA: {} {} has more than 65535 heads a position", op, name,
+                  t.describe());
+  return static_cast<int>(t.row_heads());
+}
+
+// The checks both passes make on q, k, v (B, T, H|Hkv, D) bf16 (head slices), out (B, T, H, D) bf16 and lse
+// (B, H, T) f32, before any CUDA call.
+inline AttentionShape check_attention(const HeadSlice& q, const HeadSlice& k, const HeadSlice& v,
                                       const TensorView& out, const TensorView& lse, int64_t window,
                                       const char* op) {
-  check_tensor(q, DType::kBF16, op, "q");
-  check_tensor(k, DType::kBF16, op, "k");
-  check_tensor(v, DType::kBF16, op, "v");
+  check_tensor(q.whole, DType::kBF16, op, "q");
+  check_tensor(k.whole, DType::kBF16, op, "k");
+  check_tensor(v.whole, DType::kBF16, op, "v");
   check_tensor(out, DType::kBF16, op, "out");
   check_tensor(lse, DType::kF32, op, "lse");
-  check_rank(q, 4, op, "q");
-  check_rank(k, 4, op, "k");
+  check_rank(out, 4, op, "out");
   check_same_shape(k, v, op);
   check_same_shape(q, out, op);
-  const int64_t batch = q.shape[0], seq = q.shape[1], heads = q.shape[2], kv_heads = k.shape[2];
-  const int64_t head_dim = q.shape[3];
-  NANOFORGE_CHECK(k.shape[0] == batch && k.shape[1] == seq && k.shape[3] == head_dim && kv_heads > 0 &&
+  const int64_t batch = q.batch(), seq = q.seq(), heads = q.heads(), kv_heads = k.heads();
+  const int64_t head_dim = q.head_dim();
+  NANOFORGE_CHECK(k.batch() == batch && k.seq() == seq && k.head_dim() == head_dim && kv_heads > 0 &&
                       heads % kv_heads == 0,
                   "{} on CUDA: k {} does not match q {} (heads must be a multiple of kv heads)", op,
                   k.describe(), q.describe());
@@ -298,10 +314,10 @@ inline AttentionShape check_attention(const TensorView& q, const TensorView& k, 
   NANOFORGE_CHECK(seq <= std::numeric_limits<int>::max() - 2 * kKeyTile && heads <= 65535 && batch <= 65535,
                   "{} on CUDA: q {} is too large for one launch (T < 2^31, H and B at most 65535)", op,
                   q.describe());
-  check_aligned(q, op, "q");
-  check_aligned(k, op, "k");
-  check_aligned(v, op, "v");
-  check_aligned(out, op, "out");
+  check_aligned(q.data(), op, "q");
+  check_aligned(k.data(), op, "k");
+  check_aligned(v.data(), op, "v");
+  check_aligned(out.data, op, "out");
   return {static_cast<int>(batch),    static_cast<int>(seq),      static_cast<int>(heads),
           static_cast<int>(kv_heads), static_cast<int>(head_dim), static_cast<int>(std::min(window, seq))};
 }

@@ -72,13 +72,13 @@ struct KeyValueShared {
 template <int kHeadDim>
 __device__ inline void load_query_step(unsigned char* shared, int buffer, const BF16* d_out, const BF16* q,
                                        const float* lse, const float* delta, int batch, int q0, int seq,
-                                       int heads, int head) {
+                                       int heads, const RowHeads& rows, int head) {
   using Shared = KeyValueShared<kHeadDim>;
   constexpr int kTileElements = kKeyTile * kHeadDim;
   auto* query_tile = reinterpret_cast<BF16*>(shared + Shared::kQuery) + buffer * kTileElements;
   auto* d_out_tile = reinterpret_cast<BF16*>(shared + Shared::kDOut) + buffer * kTileElements;
-  load_tile_async<kHeadDim, kKeyTile, kBackwardThreads>(query_tile, q, batch, q0, seq, heads, head);
-  load_tile_async<kHeadDim, kKeyTile, kBackwardThreads>(d_out_tile, d_out, batch, q0, seq, heads, head);
+  load_tile_async<kHeadDim, kKeyTile, kBackwardThreads>(query_tile, q, batch, q0, seq, rows.q, head);
+  load_tile_async<kHeadDim, kKeyTile, kBackwardThreads>(d_out_tile, d_out, batch, q0, seq, rows.out, head);
   load_row_values<kKeyTile, kBackwardThreads>(
       reinterpret_cast<float*>(shared + Shared::kLse) + buffer * kKeyTile, lse, batch, head, heads, q0, seq);
   load_row_values<kKeyTile, kBackwardThreads>(
@@ -86,13 +86,15 @@ __device__ inline void load_query_step(unsigned char* shared, int buffer, const 
       seq);
 }
 
-// d_k, d_v, k, v (B, T, Hkv, D) bf16; d_out, q (B, T, H, D) bf16; lse, delta (B, H, T) f32. Grid (key tiles,
-// Hkv, B), the first key tile first (it is seen by the most queries). Warp w owns keys key0 + 16w .. + 15.
+// d_k, d_v, k, v (B, T, Hkv, D) bf16; d_out, q (B, T, H, D) bf16 (positions `rows` heads apart); lse, delta
+// (B, H, T) f32. Grid (key tiles, Hkv, B), the first key tile first (it is seen by the most queries). Warp w
+// owns keys key0 + 16w .. + 15.
 template <int kHeadDim>
 __global__ void __launch_bounds__(kBackwardThreads)
     attention_backward_key_value_kernel(BF16* d_k, BF16* d_v, const BF16* d_out, const BF16* q, const BF16* k,
                                         const BF16* v, const float* lse, const float* delta, int seq,
-                                        int heads, int kv_heads, int window, float scale, float scale_log2) {
+                                        int heads, int kv_heads, RowHeads rows, int window, float scale,
+                                        float scale_log2) {
   using Shared = KeyValueShared<kHeadDim>;
   constexpr int kDimBlocks = kHeadDim / kMmaColumns;
   constexpr int kChunkBlocks = kQueryChunk / kMmaColumns;
@@ -118,11 +120,11 @@ __global__ void __launch_bounds__(kBackwardThreads)
   const int steps = group * tiles_per_head;  // (head, query tile) pairs, head-major
 
   load_tile_async<kHeadDim, kKeyTile, kBackwardThreads>(reinterpret_cast<BF16*>(shared + Shared::kKey), k,
-                                                        batch, key0, seq, kv_heads, kv_head);
+                                                        batch, key0, seq, rows.k, kv_head);
   load_tile_async<kHeadDim, kKeyTile, kBackwardThreads>(reinterpret_cast<BF16*>(shared + Shared::kValue), v,
-                                                        batch, key0, seq, kv_heads, kv_head);
+                                                        batch, key0, seq, rows.v, kv_head);
   load_query_step<kHeadDim>(shared, 0, d_out, q, lse, delta, batch, first_query_tile * kKeyTile, seq, heads,
-                            kv_head * group);
+                            rows, kv_head * group);
   ptx::cp_async_commit_group();
 
   float d_key[1][kDimBlocks][4];
@@ -137,7 +139,7 @@ __global__ void __launch_bounds__(kBackwardThreads)
       // barrier.
       const int next_head = kv_head * group + (step + 1) / tiles_per_head;
       const int next_q0 = (first_query_tile + (step + 1) % tiles_per_head) * kKeyTile;
-      load_query_step<kHeadDim>(shared, 1 - buffer, d_out, q, lse, delta, batch, next_q0, seq, heads,
+      load_query_step<kHeadDim>(shared, 1 - buffer, d_out, q, lse, delta, batch, next_q0, seq, heads, rows,
                                 next_head);
       ptx::cp_async_commit_group();
       ptx::cp_async_wait_group<1>();
@@ -184,8 +186,8 @@ __global__ void __launch_bounds__(kBackwardThreads)
   }
   const float key_factor[2] = {scale, scale};
   const float value_factor[2] = {1.0f, 1.0f};
-  store_rows<kHeadDim>(d_k, d_key[0], key_factor, batch, warp_key0, seq, kv_heads, kv_head);
-  store_rows<kHeadDim>(d_v, d_value[0], value_factor, batch, warp_key0, seq, kv_heads, kv_head);
+  store_rows<kHeadDim>(d_k, d_key[0], key_factor, batch, warp_key0, seq, rows.d_k, kv_head);
+  store_rows<kHeadDim>(d_v, d_value[0], value_factor, batch, warp_key0, seq, rows.d_v, kv_head);
 }
 
 // Dynamic shared memory of the dQ kernel, as byte offsets: Q, dO (64, D), then K and V (64, D) twice.
@@ -199,13 +201,13 @@ struct QueryShared {
   static_assert(kBytes <= kMaxSharedBytes, "dQ tiles exceed the shared memory of one GB10 block");
 };
 
-// d_q, d_out, q (B, T, H, D) bf16; k, v (B, T, Hkv, D) bf16; lse, delta (B, H, T) f32. Grid (query tiles, H,
-// B), the last query tile first. Warp w owns queries t0 + 16w .. + 15.
+// d_q, d_out, q (B, T, H, D) bf16; k, v (B, T, Hkv, D) bf16 (positions `rows` heads apart); lse, delta
+// (B, H, T) f32. Grid (query tiles, H, B), the last query tile first. Warp w owns queries t0 + 16w .. + 15.
 template <int kHeadDim>
 __global__ void __launch_bounds__(kBackwardThreads)
     attention_backward_query_kernel(BF16* d_q, const BF16* d_out, const BF16* q, const BF16* k, const BF16* v,
                                     const float* lse, const float* delta, int seq, int heads, int kv_heads,
-                                    int window, float scale, float scale_log2) {
+                                    RowHeads rows, int window, float scale, float scale_log2) {
   using Shared = QueryShared<kHeadDim>;
   constexpr int kDimBlocks = kHeadDim / kMmaColumns;
   constexpr int kKeyBlocks = kKeyTile / kMmaColumns;
@@ -228,12 +230,13 @@ __global__ void __launch_bounds__(kBackwardThreads)
   const int warp_row0 = warp * kMmaRows;
   const int warp_t0 = t0 + warp_row0;
 
-  load_tile_async<kHeadDim, kBackwardTile, kBackwardThreads>(query_tile, q, batch, t0, seq, heads, head);
-  load_tile_async<kHeadDim, kBackwardTile, kBackwardThreads>(d_out_tile, d_out, batch, t0, seq, heads, head);
+  load_tile_async<kHeadDim, kBackwardTile, kBackwardThreads>(query_tile, q, batch, t0, seq, rows.q, head);
+  load_tile_async<kHeadDim, kBackwardTile, kBackwardThreads>(d_out_tile, d_out, batch, t0, seq, rows.out,
+                                                             head);
   load_tile_async<kHeadDim, kKeyTile, kBackwardThreads>(key_tiles, k, batch, first_key_tile * kKeyTile, seq,
-                                                        kv_heads, kv_head);
+                                                        rows.k, kv_head);
   load_tile_async<kHeadDim, kKeyTile, kBackwardThreads>(value_tiles, v, batch, first_key_tile * kKeyTile, seq,
-                                                        kv_heads, kv_head);
+                                                        rows.v, kv_head);
   ptx::cp_async_commit_group();
 
   // This lane's rows g and g + 8: lse (times log2 e) and delta, 0 past the sequence.
@@ -254,9 +257,9 @@ __global__ void __launch_bounds__(kBackwardThreads)
     if (key_tile_index < last_key_tile) {
       const int next = (key_tile_index + 1) * kKeyTile;
       load_tile_async<kHeadDim, kKeyTile, kBackwardThreads>(key_tiles + (1 - buffer) * kTileElements, k,
-                                                            batch, next, seq, kv_heads, kv_head);
+                                                            batch, next, seq, rows.k, kv_head);
       load_tile_async<kHeadDim, kKeyTile, kBackwardThreads>(value_tiles + (1 - buffer) * kTileElements, v,
-                                                            batch, next, seq, kv_heads, kv_head);
+                                                            batch, next, seq, rows.v, kv_head);
       ptx::cp_async_commit_group();
       ptx::cp_async_wait_group<1>();
     } else {
@@ -292,38 +295,41 @@ __global__ void __launch_bounds__(kBackwardThreads)
     __syncthreads();
   }
   const float factor[2] = {scale, scale};
-  store_rows<kHeadDim>(d_q, d_query[0], factor, batch, warp_t0, seq, heads, head);
+  store_rows<kHeadDim>(d_q, d_query[0], factor, batch, warp_t0, seq, rows.d_q, head);
 }
 
 }  // namespace
 
-void attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorView d_out, TensorView q,
-                        TensorView k, TensorView v, TensorView out, TensorView lse, int64_t window,
+void attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorView d_out, HeadSlice q,
+                        HeadSlice k, HeadSlice v, TensorView out, TensorView lse, int64_t window,
                         double scale, TensorView workspace) {
   constexpr const char* kOp = "attention_backward";
   const AttentionShape shape = check_attention(q, k, v, out, lse, window, kOp);
-  check_tensor(d_q, DType::kBF16, kOp, "d_q");
-  check_tensor(d_k, DType::kBF16, kOp, "d_k");
-  check_tensor(d_v, DType::kBF16, kOp, "d_v");
+  check_tensor(d_q.whole, DType::kBF16, kOp, "d_q");
+  check_tensor(d_k.whole, DType::kBF16, kOp, "d_k");
+  check_tensor(d_v.whole, DType::kBF16, kOp, "d_v");
   check_tensor(d_out, DType::kBF16, kOp, "d_out");
   check_same_shape(d_q, q, kOp);
   check_same_shape(d_out, q, kOp);
   check_same_shape(d_k, k, kOp);
   check_same_shape(d_v, v, kOp);
-  check_aligned(d_q, kOp, "d_q");
-  check_aligned(d_k, kOp, "d_k");
-  check_aligned(d_v, kOp, "d_v");
-  check_aligned(d_out, kOp, "d_out");
+  check_aligned(d_q.data(), kOp, "d_q");
+  check_aligned(d_k.data(), kOp, "d_k");
+  check_aligned(d_v.data(), kOp, "d_v");
+  check_aligned(d_out.data, kOp, "d_out");
   check_on_gpu(workspace, kOp, "workspace");
   const int64_t delta_bytes =
       attention_workspace_bytes(shape.batch, shape.seq, shape.heads, shape.kv_heads, shape.head_dim, window);
   NANOFORGE_CHECK(workspace.bytes() >= delta_bytes,
                   "{} on CUDA: workspace {} holds {} bytes, needs {} (ops::attention_workspace_bytes)", kOp,
                   workspace.describe(), workspace.bytes(), delta_bytes);
-  check_aligned(workspace, kOp, "workspace");
+  check_aligned(workspace.data, kOp, "workspace");
   const int64_t rows = static_cast<int64_t>(shape.batch) * shape.seq * shape.heads;
   if (rows == 0) return;
   float* delta = workspace.as<float>();
+  const RowHeads row_strides{
+      row_heads(q, kOp, "q"),     row_heads(k, kOp, "k"),     row_heads(v, kOp, "v"),    shape.heads,
+      row_heads(d_q, kOp, "d_q"), row_heads(d_k, kOp, "d_k"), row_heads(d_v, kOp, "d_v")};
 
   const int64_t delta_blocks = (rows + kDeltaRowsPerBlock - 1) / kDeltaRowsPerBlock;
   NANOFORGE_CHECK(delta_blocks <= std::numeric_limits<int>::max(), "{} on CUDA: q {} has too many rows", kOp,
@@ -342,7 +348,8 @@ void attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorVi
     launch_kernel<attention_backward_key_value_kernel<kHeadDim>>(dim3(tiles, shape.kv_heads, shape.batch),
                                                                  kBackwardThreads, kKeyValueBytes)(
         d_k.as<BF16>(), d_v.as<BF16>(), d_out.as<BF16>(), q.as<BF16>(), k.as<BF16>(), v.as<BF16>(),
-        lse.as<float>(), delta, shape.seq, shape.heads, shape.kv_heads, shape.window, scale_f, scale_log2);
+        lse.as<float>(), delta, shape.seq, shape.heads, shape.kv_heads, row_strides, shape.window, scale_f,
+        scale_log2);
     NANOFORGE_CUDA_CHECK_LAUNCH("attention_backward_key_value");
 
     constexpr int kQueryBytes = QueryShared<kHeadDim>::kBytes;
@@ -350,7 +357,7 @@ void attention_backward(TensorView d_q, TensorView d_k, TensorView d_v, TensorVi
     launch_kernel<attention_backward_query_kernel<kHeadDim>>(dim3(tiles, shape.heads, shape.batch),
                                                              kBackwardThreads, kQueryBytes)(
         d_q.as<BF16>(), d_out.as<BF16>(), q.as<BF16>(), k.as<BF16>(), v.as<BF16>(), lse.as<float>(), delta,
-        shape.seq, shape.heads, shape.kv_heads, shape.window, scale_f, scale_log2);
+        shape.seq, shape.heads, shape.kv_heads, row_strides, shape.window, scale_f, scale_log2);
     NANOFORGE_CUDA_CHECK_LAUNCH("attention_backward_query");
   });
 }

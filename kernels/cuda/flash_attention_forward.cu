@@ -37,12 +37,13 @@ struct ForwardShared {
   static_assert(kBytes <= kMaxSharedBytes, "forward tiles exceed the shared memory of one GB10 block");
 };
 
-// q, out (B, T, H, D) bf16; k, v (B, T, Hkv, D) bf16; lse (B, H, T) f32. Grid (query tiles, H, B), the
-// last query tile first (it has the most keys). scale_log2 = scale * log2(e): the kernel works in base 2.
+// q, out (B, T, H, D) bf16; k, v (B, T, Hkv, D) bf16, positions `rows` heads apart; lse (B, H, T) f32. Grid
+// (query tiles, H, B), the last query tile first (it has the most keys). scale_log2 = scale * log2(e): the
+// kernel works in base 2.
 template <int kHeadDim>
 __global__ void __launch_bounds__(kForwardThreads)
     attention_forward_kernel(BF16* out, float* lse, const BF16* q, const BF16* k, const BF16* v, int seq,
-                             int heads, int kv_heads, int window, float scale_log2) {
+                             int heads, int kv_heads, RowHeads rows, int window, float scale_log2) {
   using Shared = ForwardShared<kHeadDim>;
   constexpr int kDimBlocks = kHeadDim / kMmaColumns;
   constexpr int kKeysPerTile = kForwardKeyTile<kHeadDim>;  // (flash::kKeyTile is the backward's)
@@ -65,11 +66,11 @@ __global__ void __launch_bounds__(kForwardThreads)
   const int warp_row0 = warp * kForwardWarpRows;  // within the tile
   const int warp_t0 = t0 + warp_row0;
 
-  load_tile_async<kHeadDim, kQueryTile, kForwardThreads>(query_tile, q, batch, t0, seq, heads, head);
+  load_tile_async<kHeadDim, kQueryTile, kForwardThreads>(query_tile, q, batch, t0, seq, rows.q, head);
   load_tile_async<kHeadDim, kKeysPerTile, kForwardThreads>(key_tiles, k, batch, first_key_tile * kKeysPerTile,
-                                                           seq, kv_heads, kv_head);
+                                                           seq, rows.k, kv_head);
   load_tile_async<kHeadDim, kKeysPerTile, kForwardThreads>(
-      value_tiles, v, batch, first_key_tile * kKeysPerTile, seq, kv_heads, kv_head);
+      value_tiles, v, batch, first_key_tile * kKeysPerTile, seq, rows.v, kv_head);
   ptx::cp_async_commit_group();
 
   // Lane 4g + t holds, in row block m, rows g (half 0) and g + 8 (half 1): their running max (base 2) and
@@ -91,9 +92,9 @@ __global__ void __launch_bounds__(kForwardThreads)
       // the previous iteration.
       const int next = (key_tile_index + 1) * kKeysPerTile;
       load_tile_async<kHeadDim, kKeysPerTile, kForwardThreads>(key_tiles + (1 - buffer) * kTileElements, k,
-                                                               batch, next, seq, kv_heads, kv_head);
+                                                               batch, next, seq, rows.k, kv_head);
       load_tile_async<kHeadDim, kKeysPerTile, kForwardThreads>(value_tiles + (1 - buffer) * kTileElements, v,
-                                                               batch, next, seq, kv_heads, kv_head);
+                                                               batch, next, seq, rows.v, kv_head);
       ptx::cp_async_commit_group();
       ptx::cp_async_wait_group<1>();  // this tile's copies (and Q's) have landed, the next ones may not
     } else {
@@ -173,7 +174,7 @@ __global__ void __launch_bounds__(kForwardThreads)
         lse[(static_cast<int64_t>(batch) * heads + head) * seq + t] = row_max[m][half] * kLn2 + logf(sum);
       }
     }
-    store_rows<kHeadDim>(out, output[m], inverse, batch, warp_t0 + m * kMmaRows, seq, heads, head);
+    store_rows<kHeadDim>(out, output[m], inverse, batch, warp_t0 + m * kMmaRows, seq, rows.out, head);
   }
 }
 
@@ -185,11 +186,13 @@ int64_t attention_workspace_bytes(int64_t batch, int64_t seq, int64_t heads, int
   return batch * heads * seq * static_cast<int64_t>(sizeof(float));
 }
 
-void attention_forward(TensorView out, TensorView lse, TensorView q, TensorView k, TensorView v,
-                       int64_t window, double scale, TensorView /*workspace*/) {
+void attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSlice k, HeadSlice v, int64_t window,
+                       double scale, TensorView /*workspace*/) {
   constexpr const char* kOp = "attention_forward";
   const AttentionShape shape = check_attention(q, k, v, out, lse, window, kOp);
   if (static_cast<int64_t>(shape.batch) * shape.seq * shape.heads == 0) return;
+  const RowHeads rows{
+      row_heads(q, kOp, "q"), row_heads(k, kOp, "k"), row_heads(v, kOp, "v"), shape.heads, 0, 0, 0};
   const dim3 grid(tile_count(shape.seq, kQueryTile), shape.heads, shape.batch);
   const float scale_log2 = static_cast<float>(scale) * kLog2E;
   with_head_dim(shape.head_dim, [&](auto head_dim) {
@@ -198,7 +201,7 @@ void attention_forward(TensorView out, TensorView lse, TensorView q, TensorView 
     allow_shared_bytes(attention_forward_kernel<kHeadDim>, kBytes);
     launch_kernel<attention_forward_kernel<kHeadDim>>(grid, kForwardThreads, kBytes)(
         out.as<BF16>(), lse.as<float>(), q.as<BF16>(), k.as<BF16>(), v.as<BF16>(), shape.seq, shape.heads,
-        shape.kv_heads, shape.window, scale_log2);
+        shape.kv_heads, rows, shape.window, scale_log2);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
 }

@@ -1,5 +1,6 @@
 // Rotary embedding with nanochat's QK-norm (RMSNorm of each head, times 1.2) in one pass on the GPU, the CUDA
-// twin of kernels/cpu/rotary_rmsnorm.cpp: q or k (B, T, heads, D) bf16, in place, f32 cos / sin tables
+// twin of kernels/cpu/rotary_rmsnorm.cpp: q or k (B, T, heads, D) bf16, in place (a head slice: the model's q
+// and k lie inside the fused projection's output, positions row_elements apart), f32 cos / sin tables
 // (T_max, D/2), halves not interleaved:
 //   forward:  r = (x1 c + x2 s, -x1 s + x2 c);  x = bf16(scale * r * rstd), rstd over the fp32 r
 //   backward: n = rstd (scale d - out mean(d out) / scale);  d = bf16(n1 c - n2 s, n1 s + n2 c)
@@ -43,11 +44,18 @@ __device__ inline void to_floats(const Pack<__nv_bfloat16, kCount>& pack, float 
     values[k] = __bfloat162float(pack.values[k]);
 }
 
-// x: (rows = B * T * heads, 2 * half) bf16, in place; rstd (rows) f32; cos, sin: (>= seq, half) f32.
+// Where (position, head) row `row` of a slice starts: heads of a position are contiguous, positions
+// row_elements apart.
+__device__ inline int64_t head_offset(int64_t row, int heads, int half, int64_t row_elements) {
+  return row / heads * row_elements + row % heads * 2 * half;
+}
+
+// x: (rows = B * T * heads, 2 * half) bf16, in place, positions row_elements apart; rstd (rows) f32; cos,
+// sin: (>= seq, half) f32.
 template <int kCount>
 __global__ void rotary_rmsnorm_forward_kernel(__nv_bfloat16* x, float* rstd, const float* __restrict__ cos,
                                               const float* __restrict__ sin, int64_t rows, int seq, int heads,
-                                              int half, float scale, float eps) {
+                                              int half, int64_t row_elements, float scale, float eps) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
   if (row >= rows) return;  // the whole warp leaves together, so the shuffles below stay full-warp
   const int lane = threadIdx.x % kWarpSize;
@@ -55,7 +63,7 @@ __global__ void rotary_rmsnorm_forward_kernel(__nv_bfloat16* x, float* rstd, con
   const int64_t t = (row / heads) % seq;
   const float* cos_row = cos + t * half;
   const float* sin_row = sin + t * half;
-  __nv_bfloat16* first_half = x + row * 2 * half;
+  __nv_bfloat16* first_half = x + head_offset(row, heads, half, row_elements);
   __nv_bfloat16* second_half = first_half + half;
 
   float sum_squares = 0;
@@ -93,12 +101,14 @@ __global__ void rotary_rmsnorm_forward_kernel(__nv_bfloat16* x, float* rstd, con
   }
 }
 
-// d_x, out: (rows, 2 * half) bf16, d_x in place (out is the forward's output); rstd (rows) f32.
+// d_x, out: (rows, 2 * half) bf16, positions d_x_row / out_row elements apart, d_x in place (out is the
+// forward's output); rstd (rows) f32.
 template <int kCount>
 __global__ void rotary_rmsnorm_backward_kernel(__nv_bfloat16* d_x, const __nv_bfloat16* out,
                                                const float* rstd, const float* __restrict__ cos,
                                                const float* __restrict__ sin, int64_t rows, int seq,
-                                               int heads, int half, float scale) {
+                                               int heads, int half, int64_t d_x_row, int64_t out_row,
+                                               float scale) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
   if (row >= rows) return;  // the whole warp leaves together, so the shuffles below stay full-warp
   const int lane = threadIdx.x % kWarpSize;
@@ -106,9 +116,9 @@ __global__ void rotary_rmsnorm_backward_kernel(__nv_bfloat16* d_x, const __nv_bf
   const int64_t t = (row / heads) % seq;
   const float* cos_row = cos + t * half;
   const float* sin_row = sin + t * half;
-  __nv_bfloat16* d_first = d_x + row * 2 * half;
+  __nv_bfloat16* d_first = d_x + head_offset(row, heads, half, d_x_row);
   __nv_bfloat16* d_second = d_first + half;
-  const __nv_bfloat16* y_first = out + row * 2 * half;
+  const __nv_bfloat16* y_first = out + head_offset(row, heads, half, out_row);
   const __nv_bfloat16* y_second = y_first + half;
 
   float dot = 0;
@@ -158,14 +168,13 @@ struct HeadRows {
   int seq, heads, half;
 };
 
-HeadRows check_shapes(const TensorView& x, const TensorView& rstd, const TensorView& cos,
+HeadRows check_shapes(const HeadSlice& x, const TensorView& rstd, const TensorView& cos,
                       const TensorView& sin, const char* op) {
-  check_tensor(x, DType::kBF16, op, "x");
+  check_tensor(x.whole, DType::kBF16, op, "x");
   check_tensor(rstd, DType::kF32, op, "rstd");
   check_tensor(cos, DType::kF32, op, "cos");
   check_tensor(sin, DType::kF32, op, "sin");
-  check_rank(x, 4, op, "x");
-  const int64_t batch = x.shape[0], seq = x.shape[1], heads = x.shape[2], head_dim = x.shape[3];
+  const int64_t batch = x.batch(), seq = x.seq(), heads = x.heads(), head_dim = x.head_dim();
   const int64_t half = head_dim / 2;
   NANOFORGE_CHECK(head_dim % 2 == 0, "{} on CUDA: head dim {} of x {} must be even", op, head_dim,
                   x.describe());
@@ -189,35 +198,38 @@ int row_blocks(int64_t rows) {
 
 }  // namespace
 
-void rotary_rmsnorm_forward(TensorView x, TensorView rstd, TensorView cos, TensorView sin, double scale) {
+void rotary_rmsnorm_forward(HeadSlice x, TensorView rstd, TensorView cos, TensorView sin, double scale) {
   constexpr const char* kOp = "rotary_rmsnorm_forward";
   const HeadRows shape = check_shapes(x, rstd, cos, sin, kOp);
   if (shape.rows == 0) return;
   // 16-byte packs of 8 pairs when each half of each head starts on a 16-byte boundary, and the cos / sin
   // packs too: aligned bases and half a multiple of 8.
-  const bool packable = rows_packable<__nv_bfloat16>(shape.half, {x.data, cos.data, sin.data});
+  const bool packable = rows_packable<__nv_bfloat16>(shape.half, {x.data(), cos.data, sin.data});
   with_pack_count<__nv_bfloat16>(packable, [&](auto count) {
-    launch_kernel<rotary_rmsnorm_forward_kernel<decltype(count)::value>>(row_blocks(shape.rows),
-                                                                         kThreadsPerBlock)(
-        x.as<__nv_bfloat16>(), rstd.as<float>(), cos.as<float>(), sin.as<float>(), shape.rows, shape.seq,
-        shape.heads, shape.half, static_cast<float>(scale), static_cast<float>(ops::kRmsNormEps));
+    launch_kernel<rotary_rmsnorm_forward_kernel<decltype(count)::value>>(
+        row_blocks(shape.rows), kThreadsPerBlock)(x.as<__nv_bfloat16>(), rstd.as<float>(), cos.as<float>(),
+                                                  sin.as<float>(), shape.rows, shape.seq, shape.heads,
+                                                  shape.half, x.row_elements(), static_cast<float>(scale),
+                                                  static_cast<float>(ops::kRmsNormEps));
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
 }
 
-void rotary_rmsnorm_backward(TensorView d_x, TensorView out, TensorView rstd, TensorView cos, TensorView sin,
+void rotary_rmsnorm_backward(HeadSlice d_x, HeadSlice out, TensorView rstd, TensorView cos, TensorView sin,
                              double scale) {
   constexpr const char* kOp = "rotary_rmsnorm_backward";
   const HeadRows shape = check_shapes(d_x, rstd, cos, sin, kOp);
-  check_tensor(out, DType::kBF16, kOp, "out");
+  check_tensor(out.whole, DType::kBF16, kOp, "out");
   check_same_shape(out, d_x, kOp);
   if (shape.rows == 0) return;
-  const bool packable = rows_packable<__nv_bfloat16>(shape.half, {d_x.data, out.data, cos.data, sin.data});
+  const bool packable =
+      rows_packable<__nv_bfloat16>(shape.half, {d_x.data(), out.data(), cos.data, sin.data});
   with_pack_count<__nv_bfloat16>(packable, [&](auto count) {
     launch_kernel<rotary_rmsnorm_backward_kernel<decltype(count)::value>>(row_blocks(shape.rows),
                                                                           kThreadsPerBlock)(
         d_x.as<__nv_bfloat16>(), out.as<__nv_bfloat16>(), rstd.as<float>(), cos.as<float>(), sin.as<float>(),
-        shape.rows, shape.seq, shape.heads, shape.half, static_cast<float>(scale));
+        shape.rows, shape.seq, shape.heads, shape.half, d_x.row_elements(), out.row_elements(),
+        static_cast<float>(scale));
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
 }

@@ -32,12 +32,14 @@ constexpr int kFinalSumThreads = 256;
 constexpr int kScatterResidues = 128;
 constexpr int kMaxSharedBytes = 48 * 1024;  // dynamic shared memory available without an opt-in
 
-// The op's dimensions: u (rows, channels), v (rows, kv_heads, head_dim), gate_weight (kv_heads,
-// gate_channels), table (vocab, kv_heads * head_dim).
+// The op's dimensions: u (rows, channels), v (rows, kv_heads, head_dim) with rows v_row elements apart (v
+// may be the v heads of the fused projection's output), gate_weight (kv_heads, gate_channels), table (vocab,
+// kv_heads * head_dim).
 struct GateDims {
   int64_t rows;
   int kv_heads, head_dim, channels, gate_channels;
   int64_t vocab;
+  int64_t v_row;
 };
 
 __device__ inline float sigmoid(float x) {
@@ -73,7 +75,7 @@ __global__ void value_embed_gate_forward_kernel(__nv_bfloat16* v, float* gate_si
     const float s = sigmoid(pre);
     if (lane == 0) gate_sigmoid[n * dims.kv_heads + h] = s;
     const float gate = kGateRange * s;
-    __nv_bfloat16* v_head = v + (n * dims.kv_heads + h) * dims.head_dim;
+    __nv_bfloat16* v_head = v + n * dims.v_row + static_cast<int64_t>(h) * dims.head_dim;
     const float* embedding = table + id * width + static_cast<int64_t>(h) * dims.head_dim;
     for (int p = lane; p < packs; p += kWarpSize) {
       Pack<__nv_bfloat16, kCount> values = pack_at<kCount>(v_head, p);
@@ -122,7 +124,7 @@ __global__ void value_embed_gate_backward_kernel(__nv_bfloat16* d_u, float* part
     for (int h = 0; h < dims.kv_heads; ++h) {
       const float p = gate_sigmoid[n * dims.kv_heads + h];
       const float gate = kGateRange * p;
-      const __nv_bfloat16* d_v_head = d_v + (n * dims.kv_heads + h) * dims.head_dim;
+      const __nv_bfloat16* d_v_head = d_v + n * dims.v_row + static_cast<int64_t>(h) * dims.head_dim;
       const int64_t table_offset = id * width + static_cast<int64_t>(h) * dims.head_dim;
       float d_gate = 0;
       for (int q = lane; q < packs; q += kWarpSize) {
@@ -186,20 +188,19 @@ __global__ void scatter_table_in_token_order_kernel(float* d_table, const __nv_b
       const int64_t token = base + k;
       if (column_in_table) {
         const float gate = kGateRange * gate_sigmoid[token * dims.kv_heads + head];
-        d_table[token_id * width + column] += gate * __bfloat162float(d_v[token * width + column]);
+        d_table[token_id * width + column] += gate * __bfloat162float(d_v[token * dims.v_row + column]);
       }
     }
   }
 }
 
-GateDims gate_dims(const TensorView& v, const TensorView& gate_sigmoid, const TensorView& u,
+GateDims gate_dims(const HeadSlice& v, const TensorView& gate_sigmoid, const TensorView& u,
                    const TensorView& gate_weight, const TensorView& table, const TensorView& ids,
                    const char* op) {
-  check_rank(v, 3, op, "v");
   check_rank(u, 2, op, "u");
   check_rank(gate_weight, 2, op, "gate_weight");
   check_rank(table, 2, op, "table");
-  const int64_t rows = v.shape[0], kv_heads = v.shape[1], head_dim = v.shape[2];
+  const int64_t rows = v.batch() * v.seq(), kv_heads = v.heads(), head_dim = v.head_dim();
   const int64_t channels = u.shape[1], gate_channels = gate_weight.shape[1];
   NANOFORGE_CHECK(
       gate_weight.shape[0] == kv_heads && table.shape[1] == kv_heads * head_dim && u.shape[0] == rows &&
@@ -227,7 +228,8 @@ GateDims gate_dims(const TensorView& v, const TensorView& gate_sigmoid, const Te
           static_cast<int>(head_dim),
           static_cast<int>(channels),
           static_cast<int>(gate_channels),
-          table.shape[0]};
+          table.shape[0],
+          v.row_elements()};
 }
 
 // Whether kHeadPack elements per pack may be used: every head of v (bf16) and of the table (fp32) starts on
@@ -238,10 +240,10 @@ bool heads_packable(const GateDims& dims, std::initializer_list<const void*> poi
 
 }  // namespace
 
-void value_embed_gate_forward(TensorView v, TensorView gate_sigmoid, TensorView u, TensorView gate_weight,
+void value_embed_gate_forward(HeadSlice v, TensorView gate_sigmoid, TensorView u, TensorView gate_weight,
                               TensorView table, TensorView ids) {
   constexpr const char* kOp = "value_embed_gate_forward";
-  check_tensor(v, DType::kBF16, kOp, "v");
+  check_tensor(v.whole, DType::kBF16, kOp, "v");
   check_tensor(gate_sigmoid, DType::kF32, kOp, "gate_sigmoid");
   check_tensor(u, DType::kBF16, kOp, "u");
   check_tensor(gate_weight, DType::kF32, kOp, "gate_weight");
@@ -250,7 +252,7 @@ void value_embed_gate_forward(TensorView v, TensorView gate_sigmoid, TensorView 
   const GateDims dims = gate_dims(v, gate_sigmoid, u, gate_weight, table, ids, kOp);
   if (dims.rows == 0) return;
   const int blocks = static_cast<int>((dims.rows + kTokensPerBlock - 1) / kTokensPerBlock);
-  with_pack_of<kHeadPack>(heads_packable(dims, {v.data, table.data}), [&](auto count) {
+  with_pack_of<kHeadPack>(heads_packable(dims, {v.data(), table.data}), [&](auto count) {
     launch_kernel<value_embed_gate_forward_kernel<decltype(count)::value>>(blocks, kThreadsPerBlock)(
         v.as<__nv_bfloat16>(), gate_sigmoid.as<float>(), u.as<__nv_bfloat16>(), gate_weight.as<float>(),
         table.as<float>(), ids.as<int32_t>(), dims);
@@ -258,14 +260,14 @@ void value_embed_gate_forward(TensorView v, TensorView gate_sigmoid, TensorView 
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
 }
 
-void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorView d_table, TensorView d_v,
+void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorView d_table, HeadSlice d_v,
                                TensorView u, TensorView gate_sigmoid, TensorView gate_weight,
                                TensorView table, TensorView ids) {
   constexpr const char* kOp = "value_embed_gate_backward";
   check_tensor(d_u, DType::kBF16, kOp, "d_u");
   check_tensor(d_gate_weight, DType::kF32, kOp, "d_gate_weight");
   check_tensor(d_table, DType::kF32, kOp, "d_table");
-  check_tensor(d_v, DType::kBF16, kOp, "d_v");
+  check_tensor(d_v.whole, DType::kBF16, kOp, "d_v");
   check_tensor(u, DType::kBF16, kOp, "u");
   check_tensor(gate_sigmoid, DType::kF32, kOp, "gate_sigmoid");
   check_tensor(gate_weight, DType::kF32, kOp, "gate_weight");
@@ -282,7 +284,7 @@ void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorV
   float* partials = static_cast<float*>(device_scratch(int64_t{blocks} * values * sizeof(float)));
   const bool in_token_order = ops::deterministic();
   const size_t shared_bytes = sizeof(float) * kTokensPerBlock * static_cast<size_t>(values);
-  with_pack_of<kHeadPack>(heads_packable(dims, {d_v.data, table.data}), [&](auto count) {
+  with_pack_of<kHeadPack>(heads_packable(dims, {d_v.data(), table.data}), [&](auto count) {
     launch_kernel<value_embed_gate_backward_kernel<decltype(count)::value>>(
         blocks, kThreadsPerBlock, shared_bytes)(d_u.as<__nv_bfloat16>(), partials, d_table.as<float>(),
                                                 d_v.as<__nv_bfloat16>(), u.as<__nv_bfloat16>(),

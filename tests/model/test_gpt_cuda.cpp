@@ -176,9 +176,7 @@ TEST(GptCuda, RefreshRoundsTheMasterMatricesToBf16) {
   check(w.lm_head, "lm_head.weight");
   for (int64_t layer = 0; layer < config.n_layer; ++layer) {
     const BlockWeights& b = w.blocks[static_cast<size_t>(layer)];
-    check(b.c_q, layer_param(layer, "attn.c_q"));
-    check(b.c_k, layer_param(layer, "attn.c_k"));
-    check(b.c_v, layer_param(layer, "attn.c_v"));
+    check(b.c_vkq, layer_param(layer, "attn.c_v"));  // c_v, then c_k and c_q after it, as in the master
     check(b.c_proj, layer_param(layer, "attn.c_proj"));
     check(b.fc, layer_param(layer, "mlp.c_fc"));
     check(b.mlp_proj, layer_param(layer, "mlp.c_proj"));

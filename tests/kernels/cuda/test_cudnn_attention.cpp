@@ -4,7 +4,7 @@
 // (plain causal: no left bound), head dims 128 and 64, GQA 4/2 and plain 2/2 heads. Each case first asserts
 // that cuDNN accepts its graphs (so a refusal fails rather than quietly running flash). Every output starts
 // as NaN, so an element cuDNN never writes fails. Registered only in real GPU builds with cuDNN (the
-// emulator has none).
+// emulator has none). And the same through head slices of packed tensors, as the model calls it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -336,6 +336,76 @@ TEST_F(CudnnAttentionTest, DeterministicBackwardRepeatsBitForBit) {
     EXPECT_EQ(again.d_k, first_gradients.d_k);
     EXPECT_EQ(again.d_v, first_gradients.d_v);
   }
+}
+
+// q, k, v and d_q, d_k, d_v as head slices of packed tensors, as the model passes them (per position: Hkv
+// heads of v, Hkv of k, H of q, as its vkq, plus one guard head here): cuDNN reads and writes them through
+// strides. Against the CPU op as above; the guard heads keep their NaN bits, the inputs theirs.
+TEST_F(CudnnAttentionTest, HeadSlicesOfPackedTensorsMatchCpu) {
+  NANOFORGE_SKIP_WITHOUT_GPU();
+  const AttentionCase c{200, 63, 4, 2, 128};
+  const int64_t B = kBatch, T = c.seq, H = c.heads, Hkv = c.kv_heads, D = c.head_dim;
+  const int64_t R = 2 * Hkv + H + 1;
+  ops::AttentionCalls calls = c.calls();
+  calls.row_heads = R;
+  const absl::Status supported = ops::check_cudnn_attention(calls, nullptr);
+  ASSERT_TRUE(supported.ok()) << supported;
+  const Inputs in = random_inputs(c, 11);
+  // Heads [first, first + heads) of every position of a packed (B, T, R, D) tensor <-> a dense one.
+  const auto put = [&](std::vector<uint16_t>& packed, const std::vector<float>& dense, int64_t first,
+                       int64_t heads) {
+    const std::vector<uint16_t> bits = to_bf16_bits(dense);
+    for (int64_t token = 0; token < B * T; ++token)
+      std::copy_n(bits.begin() + token * heads * D, heads * D, packed.begin() + (token * R + first) * D);
+  };
+  const auto take = [&](const std::vector<uint16_t>& packed, int64_t first, int64_t heads) {
+    std::vector<uint16_t> bits(static_cast<size_t>(B * T * heads * D));
+    for (int64_t token = 0; token < B * T; ++token)
+      std::copy_n(packed.begin() + (token * R + first) * D, heads * D, bits.begin() + token * heads * D);
+    return from_bf16_bits(bits);
+  };
+  const auto guards_are_nan = [&](const std::vector<uint16_t>& packed) {
+    for (int64_t token = 0; token < B * T; ++token) {
+      for (int64_t d = 0; d < D; ++d) {
+        if (packed[static_cast<size_t>((token * R + R - 1) * D + d)] != 0x7FC0u) return false;
+      }
+    }
+    return true;
+  };
+  std::vector<uint16_t> packed_bits(static_cast<size_t>(B * T * R * D), 0x7FC0u);
+  put(packed_bits, in.v, 0, Hkv);
+  put(packed_bits, in.k, Hkv, Hkv);
+  put(packed_bits, in.q, 2 * Hkv, H);
+  const DeviceBuffer packed = upload(packed_bits);
+  const TensorView whole = cuda_view(packed, {B, T, R, D}, DType::kBF16);
+  const HeadSlice v(whole, 0, Hkv), k(whole, Hkv, Hkv), q(whole, 2 * Hkv, H);
+
+  const DeviceBuffer out = nan_buffer(c.q_numel(), DType::kBF16);
+  const DeviceBuffer lse = nan_buffer(c.lse_numel(), DType::kF32);
+  ops::attention_forward(cuda_view(out, {B, T, H, D}, DType::kBF16), cuda_view(lse, {B, H, T}, DType::kF32),
+                         q, k, v, c.window, c.scale(), no_workspace());
+  const ForwardResult sliced{from_bf16_bits(download<uint16_t>(out)), download<float>(lse)};
+
+  const DeviceBuffer d_out = upload(to_bf16_bits(in.d_out));
+  const DeviceBuffer d_packed = nan_buffer(B * T * R * D, DType::kBF16);
+  const TensorView d_whole = cuda_view(d_packed, {B, T, R, D}, DType::kBF16);
+  ops::attention_backward(HeadSlice(d_whole, 2 * Hkv, H), HeadSlice(d_whole, Hkv, Hkv),
+                          HeadSlice(d_whole, 0, Hkv), cuda_view(d_out, {B, T, H, D}, DType::kBF16), q, k, v,
+                          cuda_view(out, {B, T, H, D}, DType::kBF16), cuda_view(lse, {B, H, T}, DType::kF32),
+                          c.window, c.scale(), no_workspace());
+  const std::vector<uint16_t> d_bits = download<uint16_t>(d_packed);
+  const Gradients sliced_gradients{take(d_bits, 2 * Hkv, H), take(d_bits, Hkv, Hkv), take(d_bits, 0, Hkv)};
+  EXPECT_TRUE(guards_are_nan(d_bits)) << "a gradient was written into the guard head";
+  EXPECT_EQ(download<uint16_t>(packed), packed_bits) << "the inputs changed";
+
+  const ForwardResult cpu = cpu_forward(c, in);
+  const Gradients cpu_gradients = cpu_backward(c, in, sliced);
+  const Tolerances tol = tolerances(c, in, sliced, cpu, cpu_gradients);
+  expect_close("lse", sliced.lse, cpu.lse, tol.lse);
+  expect_close("out", sliced.out, cpu.out, tol.out);
+  expect_close("d_q", sliced_gradients.d_q, cpu_gradients.d_q, tol.d_q);
+  expect_close("d_k", sliced_gradients.d_k, cpu_gradients.d_k, tol.d_k);
+  expect_close("d_v", sliced_gradients.d_v, cpu_gradients.d_v, tol.d_v);
 }
 
 // The shape checks run on the host before any cuDNN call.
