@@ -12,6 +12,10 @@ main() {
   build=$1 name=$2 cpu_target=$3 logs=$4
   repo=$(cd "$(dirname "$0")/.." && pwd)
   round=${ROUND_SECONDS:-600}
+  # A niced fuzzer on a busy machine can wait seconds for a core, and libFuzzer's timeout is wall time: 10 s
+  # turned builds running beside a campaign into "hangs" that ran in milliseconds alone. A real hang still
+  # shows at 120 s.
+  export FUZZ_TIMEOUT=${FUZZ_TIMEOUT:-120}
   log="$logs/$name.log"
   mkdir -p "$logs"
   cpu_done() {  # CPU seconds of the rounds logged so far

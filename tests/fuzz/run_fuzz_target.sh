@@ -23,7 +23,7 @@ main() {
     budget=(-max_total_time="${FUZZ_SECONDS:-30}")
   fi
   mkdir -p "$corpus" "$work/artifacts"
-  # -timeout: an input running longer than 10 s is a hang. -rss_limit_mb: a process past 2 GiB is an
+  # -timeout: an input running longer than FUZZ_TIMEOUT (10) s of wall time is a hang. -rss_limit_mb: a process past 2 GiB is an
   # out-of-memory finding (a file must not make nanoforge allocate what it claims before checking it).
   # max_allocation_size_mb + allocator_may_return_null: a C malloc over 2 GiB returns NULL, as it would on a
   # machine without overcommit (libhdf5 asks for sizes a damaged file claims, handles the NULL, and would
@@ -33,7 +33,7 @@ main() {
   export LSAN_OPTIONS="suppressions=$(dirname "$0")/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
   TIMEFORMAT="fuzz-run: ${fuzzer##*/} user %3U s, system %3S s, wall %3R s"
   status=0
-  time "$fuzzer" "${budget[@]}" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1048576 \
+  time "$fuzzer" "${budget[@]}" -timeout="${FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 -malloc_limit_mb=1048576 \
     -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$@" "$corpus" "$seeds" || status=$?
   exit "$status"
 }
