@@ -23,6 +23,7 @@
 #include "kernels/device_buffer.h"
 #include "kernels/host_transfer.h"
 #include "kernels/ops.h"
+#include "model/activations.h"
 #include "model/gpt_config.h"
 #include "support/status.h"
 #include "train/run_setup.h"
@@ -49,7 +50,8 @@ double forward_flops(const GPTConfig& c, int64_t batch, int64_t window) {
   return 4.0 * static_cast<double>(batch * c.n_head * c.head_dim()) * keys;
 }
 
-// The tensors of one layer's attention, random bf16 (as the GPU copies of q, k, v, d_out would be).
+// The tensors of one layer's attention, random bf16, laid out as the model's: q, k, v are head slices of one
+// (B, T, 2 Hkv + H, D) tensor (the fused projection's output) and d_q, d_k, d_v of its gradient.
 struct LayerTensors {
   LayerTensors(const GPTConfig& c, int64_t batch) {
     const int64_t B = batch, T = c.sequence_len, H = c.n_head, Hkv = c.n_kv_head, D = c.head_dim();
@@ -65,19 +67,14 @@ struct LayerTensors {
       upload<float>(view, values.data());
       return view;
     };
-    q = make(q_buffer, {B, T, H, D}, DType::kBF16);
-    k = make(k_buffer, {B, T, Hkv, D}, DType::kBF16);
-    v = make(v_buffer, {B, T, Hkv, D}, DType::kBF16);
+    vkq = make(vkq_buffer, {B, T, 2 * Hkv + H, D}, DType::kBF16);
+    d_vkq = make(d_vkq_buffer, {B, T, 2 * Hkv + H, D}, DType::kBF16);
     d_out = make(d_out_buffer, {B, T, H, D}, DType::kBF16);
     out = make(out_buffer, {B, T, H, D}, DType::kBF16);
     lse = make(lse_buffer, {B, H, T}, DType::kF32);
-    d_q = make(d_q_buffer, {B, T, H, D}, DType::kBF16);
-    d_k = make(d_k_buffer, {B, T, Hkv, D}, DType::kBF16);
-    d_v = make(d_v_buffer, {B, T, Hkv, D}, DType::kBF16);
   }
-  DeviceBuffer q_buffer, k_buffer, v_buffer, d_out_buffer, out_buffer, lse_buffer, d_q_buffer, d_k_buffer,
-      d_v_buffer;
-  TensorView q, k, v, d_out, out, lse, d_q, d_k, d_v;
+  DeviceBuffer vkq_buffer, d_vkq_buffer, d_out_buffer, out_buffer, lse_buffer;
+  TensorView vkq, d_vkq, d_out, out, lse;
 };
 
 // Mean seconds of `run` over `steps` calls after `warmup` untimed ones, the device drained around them.
@@ -132,7 +129,7 @@ absl::Status run_bench_attention(const std::vector<std::string>& /*arguments*/) 
     ops::AttentionCalls calls{batch,        c.sequence_len,
                               c.n_head,     c.n_kv_head,
                               c.head_dim(), std::vector<int64_t>(windows.begin(), windows.end()),
-                              scale};
+                              scale,        2 * c.n_kv_head + c.n_head};
     const absl::Status supported = ops::check_cudnn_attention(calls, nullptr);
     if (supported.ok()) {
       implementations.push_back(ops::AttentionImplementation::kCudnn);
@@ -147,6 +144,7 @@ absl::Status run_bench_attention(const std::vector<std::string>& /*arguments*/) 
   fmt::print("attention of one layer of {}: batch {}, seq {}, {} heads ({} kv), head dim {}, on {}\n",
              c.describe(), batch, c.sequence_len, c.n_head, c.n_kv_head, c.head_dim(), device_name);
   LayerTensors t(c, batch);
+  const VkqSlices x = vkq_slices(t.vkq, c.n_kv_head), d = vkq_slices(t.d_vkq, c.n_kv_head);
   std::vector<Timing> timings;
   for (const int64_t window : windows) {
     const int64_t workspace_bytes = ops::attention_workspace_bytes(
@@ -158,10 +156,10 @@ absl::Status run_bench_attention(const std::vector<std::string>& /*arguments*/) 
     for (const ops::AttentionImplementation implementation : implementations) {
       ops::set_attention_implementation(implementation);
       const double forward = mean_seconds(warmup, steps, [&] {
-        ops::attention_forward(t.out, t.lse, t.q, t.k, t.v, window, scale, workspace);
+        ops::attention_forward(t.out, t.lse, x.q, x.k, x.v, window, scale, workspace);
       });
       const double backward = mean_seconds(warmup, steps, [&] {
-        ops::attention_backward(t.d_q, t.d_k, t.d_v, t.d_out, t.q, t.k, t.v, t.out, t.lse, window, scale,
+        ops::attention_backward(d.q, d.k, d.v, t.d_out, x.q, x.k, x.v, t.out, t.lse, window, scale,
                                 workspace);
       });
       timings.push_back({ops::attention_implementation_name(implementation), window, 1e3 * forward,
