@@ -23,7 +23,8 @@ namespace {
 // c_k and c_q continue c_v (their predecessors in the master) in the copy: the three are one GEMM's matrix.
 bool continues_vkq(const ParamInfo& param) {
   const std::string_view name = param.name;
-  for (const std::string_view suffix : {std::string_view("attn.c_k.weight"), std::string_view("attn.c_q.weight")}) {
+  for (const std::string_view suffix :
+       {std::string_view("attn.c_k.weight"), std::string_view("attn.c_q.weight")}) {
     if (name.size() >= suffix.size() && name.substr(name.size() - suffix.size()) == suffix) return true;
   }
   return false;
@@ -77,8 +78,8 @@ ModelWeights with_compute_matrices(const ModelWeights& weights, const GPTConfig&
   w.lm_head = view("lm_head.weight").rows(0, config.vocab_size);
   for (int64_t i = 0; i < config.n_layer; ++i) {
     BlockWeights& b = w.blocks[static_cast<size_t>(i)];
-    b.c_vkq = stacked_rows(
-        {view(layer_param(i, "attn.c_v")), view(layer_param(i, "attn.c_k")), view(layer_param(i, "attn.c_q"))});
+    b.c_vkq = stacked_rows({view(layer_param(i, "attn.c_v")), view(layer_param(i, "attn.c_k")),
+                            view(layer_param(i, "attn.c_q"))});
     b.c_proj = view(layer_param(i, "attn.c_proj"));
     b.fc = view(layer_param(i, "mlp.c_fc"));
     b.mlp_proj = view(layer_param(i, "mlp.c_proj"));

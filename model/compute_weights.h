@@ -1,8 +1,8 @@
 // The bf16 copies of the GEMM matrices that a CUDA model's matmuls read: c_v, c_k, c_q (one stacked matrix),
-// attn.c_proj, mlp.c_fc and mlp.c_proj of every block, and lm_head. The fp32 master parameters stay what the optimizer,
-// data parallelism and checkpoints see; these copies are refreshed from them after every change, one
-// conversion per run of matrices that is contiguous in both buffers. The other parameters (embedding tables,
-// gates, lambdas) are read from the master by their own ops, so they have no copy.
+// attn.c_proj, mlp.c_fc and mlp.c_proj of every block, and lm_head. The fp32 master parameters stay what the
+// optimizer, data parallelism and checkpoints see; these copies are refreshed from them after every change,
+// one conversion per run of matrices that is contiguous in both buffers. The other parameters (embedding
+// tables, gates, lambdas) are read from the master by their own ops, so they have no copy.
 //
 // Each matrix a GEMM reads starts 256-byte aligned in the copy (what cuBLASLt and vector loads want): c_k and
 // c_q follow c_v with no gap, since the three are one matrix to the fused projection. Neighbours in the

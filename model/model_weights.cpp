@@ -34,8 +34,8 @@ ModelWeights model_weights(const GPTConfig& config, const ParamLayout& layout, v
   const TensorView resid_lambdas = view("resid_lambdas"), x0_lambdas = view("x0_lambdas");
   for (int64_t i = 0; i < config.n_layer; ++i) {
     BlockWeights b;
-    b.c_vkq = stacked_rows(
-        {view(layer_param(i, "attn.c_v")), view(layer_param(i, "attn.c_k")), view(layer_param(i, "attn.c_q"))});
+    b.c_vkq = stacked_rows({view(layer_param(i, "attn.c_v")), view(layer_param(i, "attn.c_k")),
+                            view(layer_param(i, "attn.c_q"))});
     b.c_proj = view(layer_param(i, "attn.c_proj"));
     if (config.has_value_embed(i)) {
       b.ve_gate = view(layer_param(i, "attn.ve_gate"));

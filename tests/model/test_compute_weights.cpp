@@ -39,8 +39,8 @@ int64_t check_layout(const ParamLayout& layout, const ComputeWeightLayout& compu
     ++matrices;
     // c_k and c_q continue c_v with no gap (one stacked matrix to the fused GEMM); every other matrix starts
     // aligned.
-    const bool continues_vkq =
-        param.name.find("attn.c_k.") != std::string::npos || param.name.find("attn.c_q.") != std::string::npos;
+    const bool continues_vkq = param.name.find("attn.c_k.") != std::string::npos ||
+                               param.name.find("attn.c_q.") != std::string::npos;
     if (continues_vkq) {
       EXPECT_EQ(compute.copy_offset[i], copy_end);
     } else {
