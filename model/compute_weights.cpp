@@ -11,11 +11,7 @@ namespace nanoforge {
 bool is_gemm_matrix(const ParamInfo& param) {
   if (param.kind == ParamKind::kUnembedding) return true;
   // Block matrices, except the value-embedding gate: value_embed_gate reads that one in fp32.
-  constexpr std::string_view kGateSuffix = "attn.ve_gate.weight";
-  const std::string_view name = param.name;
-  const bool gate =
-      name.size() >= kGateSuffix.size() && name.substr(name.size() - kGateSuffix.size()) == kGateSuffix;
-  return param.kind == ParamKind::kMatrix && !gate;
+  return param.kind == ParamKind::kMatrix && !std::string_view(param.name).ends_with("attn.ve_gate.weight");
 }
 
 namespace {
@@ -23,11 +19,7 @@ namespace {
 // c_k and c_q continue c_v (their predecessors in the master) in the copy: the three are one GEMM's matrix.
 bool continues_vkq(const ParamInfo& param) {
   const std::string_view name = param.name;
-  for (const std::string_view suffix :
-       {std::string_view("attn.c_k.weight"), std::string_view("attn.c_q.weight")}) {
-    if (name.size() >= suffix.size() && name.substr(name.size() - suffix.size()) == suffix) return true;
-  }
-  return false;
+  return name.ends_with("attn.c_k.weight") || name.ends_with("attn.c_q.weight");
 }
 
 }  // namespace

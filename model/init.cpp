@@ -3,21 +3,12 @@
 #include "model/init.h"
 
 #include <cmath>
-#include <string_view>
 #include <vector>
 
 #include "kernels/host_transfer.h"
 #include "support/philox.h"
 
 namespace nanoforge {
-namespace {
-
-bool ends_with(std::string_view text, std::string_view suffix) {
-  return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
-}
-
-}  // namespace
-
 InitRule init_rule(const GPTConfig& config, const ParamInfo& param) {
   using Kind = InitRule::Kind;
   // nanochat: s = sqrt(3) / sqrt(n_embd), so that U(-s, s) has std 1/sqrt(n_embd).
@@ -31,12 +22,12 @@ InitRule init_rule(const GPTConfig& config, const ParamInfo& param) {
   if (name == "smear_lambda") return {Kind::kConstant, 0.0, 0};
   if (name == "backout_lambda") return {Kind::kConstant, 0.2, 0};
   if (param.kind == ParamKind::kValueEmbedding) return {Kind::kUniform, -s, s};
-  if (ends_with(name, "attn.ve_gate.weight")) return {Kind::kUniform, 0.0, 0.02};
-  if (ends_with(name, "attn.c_proj.weight") || ends_with(name, "mlp.c_proj.weight"))
+  if (name.ends_with("attn.ve_gate.weight")) return {Kind::kUniform, 0.0, 0.02};
+  if (name.ends_with("attn.c_proj.weight") || name.ends_with("mlp.c_proj.weight"))
     return {Kind::kConstant, 0, 0};
-  if (ends_with(name, "mlp.c_fc.weight")) return {Kind::kUniform, -0.4 * s, 0.4 * s};
-  if (ends_with(name, "attn.c_q.weight") || ends_with(name, "attn.c_k.weight") ||
-      ends_with(name, "attn.c_v.weight")) {
+  if (name.ends_with("mlp.c_fc.weight")) return {Kind::kUniform, -0.4 * s, 0.4 * s};
+  if (name.ends_with("attn.c_q.weight") || name.ends_with("attn.c_k.weight") ||
+      name.ends_with("attn.c_v.weight")) {
     return {Kind::kUniform, -s, s};
   }
   NANOFORGE_CHECK(false, "no init rule for parameter {}", name);

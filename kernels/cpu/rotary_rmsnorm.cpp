@@ -73,11 +73,9 @@ template <class T>
 void rotary_rmsnorm_backward(HeadSlice d_x, HeadSlice out, TensorView rstd, TensorView cos, TensorView sin,
                              double scale) {
   const HeadRows shape = check_shapes(d_x, rstd, cos, sin, "rotary_rmsnorm_backward");
-  const HeadRows out_shape = check_shapes(out, rstd, cos, sin, "rotary_rmsnorm_backward");
-  NANOFORGE_CHECK(out_shape.batch == shape.batch && out_shape.seq == shape.seq &&
-                      out_shape.heads == shape.heads && out_shape.head_dim == shape.head_dim,
-                  "rotary_rmsnorm_backward: out {} and d_x {} differ in shape", out.describe(),
-                  d_x.describe());
+  check_same_shape(out, d_x, "rotary_rmsnorm_backward");
+  HeadRows out_shape = shape;  // where out's heads lie: the same rows, out's own position stride
+  out_shape.row_elements = out.row_elements();
   const int64_t half = shape.head_dim / 2;
   T* grad = d_x.as<T>();
   const T* y = out.as<T>();

@@ -271,6 +271,19 @@ void expect_close(const char* name, const std::vector<float>& gpu, const std::ve
                            << ", CPU " << cpu[worst] << ", tolerance " << tolerance[worst];
 }
 
+// cuDNN's forward (out, lse) and backward (d_q, d_k, d_v, from its own forward) against the CPU op's.
+void expect_matches_cpu(const AttentionCase& c, const Inputs& in, const ForwardResult& cudnn,
+                        const Gradients& cudnn_gradients) {
+  const ForwardResult cpu = cpu_forward(c, in);
+  const Gradients cpu_gradients = cpu_backward(c, in, cudnn);
+  const Tolerances tol = tolerances(c, in, cudnn, cpu, cpu_gradients);
+  expect_close("lse", cudnn.lse, cpu.lse, tol.lse);
+  expect_close("out", cudnn.out, cpu.out, tol.out);
+  expect_close("d_q", cudnn_gradients.d_q, cpu_gradients.d_q, tol.d_q);
+  expect_close("d_k", cudnn_gradients.d_k, cpu_gradients.d_k, tol.d_k);
+  expect_close("d_v", cudnn_gradients.d_v, cpu_gradients.d_v, tol.d_v);
+}
+
 struct HeadShape {
   int64_t heads, kv_heads, head_dim;
 };
@@ -292,16 +305,7 @@ TEST_P(CudnnAttention, ForwardAndBackwardMatchCpu) {
   const Inputs in = random_inputs(c, static_cast<uint32_t>(c.seq * 1000 + c.window % 1000 + c.head_dim));
 
   const ForwardResult cudnn = cudnn_forward(c, in);
-  const ForwardResult cpu = cpu_forward(c, in);
-  const Gradients cudnn_gradients = cudnn_backward(c, in, cudnn);
-  const Gradients cpu_gradients = cpu_backward(c, in, cudnn);
-  const Tolerances tol = tolerances(c, in, cudnn, cpu, cpu_gradients);
-
-  expect_close("lse", cudnn.lse, cpu.lse, tol.lse);
-  expect_close("out", cudnn.out, cpu.out, tol.out);
-  expect_close("d_q", cudnn_gradients.d_q, cpu_gradients.d_q, tol.d_q);
-  expect_close("d_k", cudnn_gradients.d_k, cpu_gradients.d_k, tol.d_k);
-  expect_close("d_v", cudnn_gradients.d_v, cpu_gradients.d_v, tol.d_v);
+  expect_matches_cpu(c, in, cudnn, cudnn_backward(c, in, cudnn));
 }
 
 std::string case_name(const testing::TestParamInfo<CudnnAttention::ParamType>& info) {
@@ -397,15 +401,7 @@ TEST_F(CudnnAttentionTest, HeadSlicesOfPackedTensorsMatchCpu) {
   const Gradients sliced_gradients{take(d_bits, 2 * Hkv, H), take(d_bits, Hkv, Hkv), take(d_bits, 0, Hkv)};
   EXPECT_TRUE(guards_are_nan(d_bits)) << "a gradient was written into the guard head";
   EXPECT_EQ(download<uint16_t>(packed), packed_bits) << "the inputs changed";
-
-  const ForwardResult cpu = cpu_forward(c, in);
-  const Gradients cpu_gradients = cpu_backward(c, in, sliced);
-  const Tolerances tol = tolerances(c, in, sliced, cpu, cpu_gradients);
-  expect_close("lse", sliced.lse, cpu.lse, tol.lse);
-  expect_close("out", sliced.out, cpu.out, tol.out);
-  expect_close("d_q", sliced_gradients.d_q, cpu_gradients.d_q, tol.d_q);
-  expect_close("d_k", sliced_gradients.d_k, cpu_gradients.d_k, tol.d_k);
-  expect_close("d_v", sliced_gradients.d_v, cpu_gradients.d_v, tol.d_v);
+  expect_matches_cpu(c, in, sliced, sliced_gradients);
 }
 
 // The shape checks run on the host before any cuDNN call.
