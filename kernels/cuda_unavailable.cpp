@@ -39,5 +39,8 @@ void synchronize() {}
 bool device_memory_info(DeviceMemoryInfo*, std::string* reason) {
   return available(reason);
 }
+bool device_compute_capability(int*, int*, std::string* reason) {
+  return available(reason);
+}
 
 }  // namespace nanoforge::cuda

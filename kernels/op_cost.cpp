@@ -200,8 +200,23 @@ OpCost relu_squared_forward(TensorView out, TensorView x) {
   return streaming(b(x) + b(out), n(x));
 }
 
-OpCost relu_squared_backward(TensorView d_x, TensorView d_out, TensorView x) {
-  return streaming(b(d_out) + b(x) + b(d_x), n(x));
+OpCost relu_squared_backward(TensorView d_x, TensorView d_out, TensorView out) {
+  return streaming(b(d_out) + b(out) + b(d_x), n(out));
+}
+
+OpCost linear_relu_squared_forward(TensorView act, TensorView x, TensorView w) {
+  OpCost cost = cost::matmul(act, x, Transpose::kNo, w, Transpose::kYes, 1.0, 0.0);
+  cost.kind = CostClass::kOwnGemm;
+  cost.vector_flops = 2 * n(act);  // relu and the square in the epilogue
+  return cost;
+}
+
+OpCost relu_squared_linear_backward(TensorView d_pre, TensorView d_y, TensorView w, TensorView act) {
+  OpCost cost = cost::matmul(d_pre, d_y, Transpose::kNo, w, Transpose::kNo, 1.0, 0.0);
+  cost.kind = CostClass::kOwnGemm;
+  cost.bytes += b(act);
+  cost.vector_flops = 4 * n(act);  // sqrt (counted as two), 2 x and the product in the epilogue
+  return cost;
 }
 
 OpCost smear_forward(TensorView out, TensorView gate_sigmoid, TensorView x, TensorView /*gate_weight*/,

@@ -12,8 +12,9 @@
 
 namespace nanoforge::ops {
 
-// Which peak an op's arithmetic runs against: the tensor cores (GEMMs, attention) or the CUDA cores.
-enum class CostClass : uint8_t { kGemm, kAttentionForward, kAttentionBackward, kVector };
+// Which peak an op's arithmetic runs against, at which efficiency: the tensor cores (cuBLASLt's GEMMs, our
+// MLP GEMM, attention) or the CUDA cores.
+enum class CostClass : uint8_t { kGemm, kOwnGemm, kAttentionForward, kAttentionBackward, kVector };
 
 struct OpCost {
   CostClass kind = CostClass::kVector;
@@ -74,7 +75,11 @@ OpCost cudnn_attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, Ten
                                 HeadSlice k, HeadSlice v, TensorView out, TensorView lse, int64_t window,
                                 double scale, TensorView workspace);
 OpCost relu_squared_forward(TensorView out, TensorView x);
-OpCost relu_squared_backward(TensorView d_x, TensorView d_out, TensorView x);
+OpCost relu_squared_backward(TensorView d_x, TensorView d_out, TensorView out);
+// Our MLP GEMM (kernels/cuda/mlp_gemm.cu): the GEMM's FLOPs at our GEMM's efficiency, its operands and
+// output, and the backward's read of act.
+OpCost linear_relu_squared_forward(TensorView act, TensorView x, TensorView w);
+OpCost relu_squared_linear_backward(TensorView d_pre, TensorView d_y, TensorView w, TensorView act);
 OpCost smear_forward(TensorView out, TensorView gate_sigmoid, TensorView x, TensorView gate_weight,
                      TensorView lambda);
 OpCost smear_backward(TensorView d_x, TensorView d_gate_weight, TensorView d_lambda, TensorView d_out,

@@ -17,6 +17,7 @@
 #include "kernels/cuda/cudnn_attention.h"
 #endif
 #include "kernels/attention_implementation.h"
+#include "kernels/mlp_gemm.h"
 
 namespace nanoforge::ops {
 namespace {
@@ -249,11 +250,34 @@ void relu_squared_forward(TensorView out, TensorView x) {
   NANOFORGE_CPU(relu_squared_forward, x, out, x);
 }
 
-void relu_squared_backward(TensorView d_x, TensorView d_out, TensorView x) {
-  if (common_device({&d_x, &d_out, &x}, "relu_squared_backward") == Device::kCuda) {
-    return NANOFORGE_CUDA(relu_squared_backward, d_x, d_out, x);
+void relu_squared_backward(TensorView d_x, TensorView d_out, TensorView out) {
+  if (common_device({&d_x, &d_out, &out}, "relu_squared_backward") == Device::kCuda) {
+    return NANOFORGE_CUDA(relu_squared_backward, d_x, d_out, out);
   }
-  NANOFORGE_CPU(relu_squared_backward, x, d_x, d_out, x);
+  NANOFORGE_CPU(relu_squared_backward, out, d_x, d_out, out);
+}
+
+// Our fused GEMM when chosen on the GPU; otherwise the GEMM and the pass as two ops (each profiled and
+// costed under its own name).
+void linear_relu_squared_forward(TensorView act, TensorView x, TensorView w) {
+  if (common_device({&act, &x, &w}, "linear_relu_squared_forward") == Device::kCuda &&
+      mlp_gemm() == MlpGemm::kFused) {
+    return NANOFORGE_CUDA(linear_relu_squared_forward, act, x, w);
+  }
+  NANOFORGE_CHECK(act.data != x.data, "linear_relu_squared_forward: act must not alias x");
+  matmul(act, x, Transpose::kNo, w, Transpose::kYes, 1.0, 0.0);
+  relu_squared_forward(act, act);
+}
+
+void relu_squared_linear_backward(TensorView d_pre, TensorView d_y, TensorView w, TensorView act) {
+  if (common_device({&d_pre, &d_y, &w, &act}, "relu_squared_linear_backward") == Device::kCuda &&
+      mlp_gemm() == MlpGemm::kFused) {
+    return NANOFORGE_CUDA(relu_squared_linear_backward, d_pre, d_y, w, act);
+  }
+  NANOFORGE_CHECK(d_pre.data != d_y.data && d_pre.data != act.data,
+                  "relu_squared_linear_backward: d_pre must alias neither d_y nor act");
+  matmul(d_pre, d_y, Transpose::kNo, w, Transpose::kNo, 1.0, 0.0);
+  relu_squared_backward(d_pre, d_pre, act);
 }
 
 void smear_forward(TensorView out, TensorView gate_sigmoid, TensorView x, TensorView gate_weight,

@@ -89,8 +89,15 @@ void attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorView 
 // ---- MLP activation ----
 // out = relu(x)^2, elementwise. out may alias x.
 void relu_squared_forward(TensorView out, TensorView x);
-// d_x = 2 relu(x) d_out. d_x may alias d_out.
-void relu_squared_backward(TensorView d_x, TensorView d_out, TensorView x);
+// d_x = 2 sqrt(out) d_out, out = relu(x)^2 being what the forward wrote (2 sqrt(out) is 2 relu(x) exactly in
+// binary floating point barring underflow, so x need not be kept). d_x may alias d_out.
+void relu_squared_backward(TensorView d_x, TensorView d_out, TensorView out);
+// nanochat's MLP with its activation inside the GEMMs (kernels/mlp_gemm.h says which GEMM the GPU runs).
+// act = relu(x w^T)^2: x (N, K), w (M, K), act (N, M); act must not alias x.
+void linear_relu_squared_forward(TensorView act, TensorView x, TensorView w);
+// d_pre = (d_y w) * 2 sqrt(act): the gradient of pre through act = relu(pre)^2 and y = act w^T, with d_y
+// (N, K), w (K, M), act and d_pre (N, M); d_pre aliases neither d_y nor act. (w's gradient is a matmul.)
+void relu_squared_linear_backward(TensorView d_pre, TensorView d_y, TensorView w, TensorView act);
 
 // ---- nanochat's smear: mix the previous token's embedding into each token ----
 // x (B, T, C) normalised embeddings, gate_weight (1, G) with G = 24 channels, lambda (1).

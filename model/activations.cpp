@@ -43,7 +43,6 @@ void plan_activations(const GPTConfig& config, int64_t batch, int64_t seq, Arena
     l.lse = arena.take({batch, H, seq}, stat);
     l.norm2 = arena.take({N, C});
     l.rstd2 = arena.take({N}, stat);
-    l.fc = arena.take({N, hidden});
     l.fc_act = arena.take({N, hidden});
   }
   a.final_norm = arena.take({N, C});

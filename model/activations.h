@@ -24,7 +24,8 @@ struct LayerActivations {
   TensorView value_gate;      // (N, Hkv) sigmoid of the value-embedding gate (value-embedding layers only)
   TensorView attention, lse;  // (B, T, H, D), (B, H, T)
   TensorView norm2, rstd2;    // (N, C), (N)
-  TensorView fc, fc_act;      // (N, 4C) before and after ReLU^2
+  // (N, 4C) relu(fc(norm2))^2; relu's input is not kept: its backward is 2 sqrt(fc_act) (kernels/ops.h).
+  TensorView fc_act;
 };
 
 // The v, k and q heads of a (B, T, 2 Hkv + H, D) tensor laid out as the fused projection's output (a

@@ -26,10 +26,15 @@ void linear_forward(TensorView y, TensorView x, TensorView weight, Accumulate mo
   ops::matmul(y, x, Transpose::kNo, weight, Transpose::kYes, 1.0, mode == Accumulate::kYes ? 1.0 : 0.0);
 }
 
+// d_weight += d_y^T x.
+void add_weight_gradient(TensorView d_weight, TensorView d_y, TensorView x) {
+  ops::matmul(d_weight, d_y, Transpose::kYes, x, Transpose::kNo, 1.0, 1.0);
+}
+
 // d_weight += d_y^T x; d_x = d_y @ weight (or +=).
 void linear_backward(TensorView d_x, Accumulate mode, TensorView d_weight, TensorView d_y, TensorView x,
                      TensorView weight) {
-  ops::matmul(d_weight, d_y, Transpose::kYes, x, Transpose::kNo, 1.0, 1.0);
+  add_weight_gradient(d_weight, d_y, x);
   ops::matmul(d_x, d_y, Transpose::kNo, weight, Transpose::kNo, 1.0, mode == Accumulate::kYes ? 1.0 : 0.0);
 }
 
@@ -229,8 +234,7 @@ void GPT::block_forward(int64_t layer) {
   linear_forward(l.residual, as_rows(l.attention), w.c_proj, Accumulate::kYes);
   // MLP.
   ops::rmsnorm_forward(l.norm2, l.rstd2, l.residual, 1.0);
-  linear_forward(l.fc, l.norm2, w.fc, Accumulate::kNo);
-  ops::relu_squared_forward(l.fc_act, l.fc);
+  ops::linear_relu_squared_forward(l.fc_act, l.norm2, w.fc);
   linear_forward(l.residual, l.fc_act, w.mlp_proj, Accumulate::kYes);
 }
 
@@ -272,8 +276,8 @@ void GPT::block_backward(int64_t layer) {
   const BlockWeights& w = compute_weights_.blocks[layer];
   const BlockWeights& g = weight_grads_.blocks[layer];
   // MLP: residual += mlp_proj(relu(fc(norm2))^2).
-  linear_backward(a.d_fc, Accumulate::kNo, g.mlp_proj, a.d_residual, l.fc_act, w.mlp_proj);
-  ops::relu_squared_backward(a.d_fc, a.d_fc, l.fc);
+  add_weight_gradient(g.mlp_proj, a.d_residual, l.fc_act);
+  ops::relu_squared_linear_backward(a.d_fc, a.d_residual, w.mlp_proj, l.fc_act);
   linear_backward(a.d_norm, Accumulate::kNo, g.fc, a.d_fc, l.norm2, w.fc);
   ops::rmsnorm_backward(a.d_residual, a.d_norm, l.norm2, l.rstd2, 1.0, Accumulate::kYes);
   // Attention: residual += c_proj(attention(q, k, v)).

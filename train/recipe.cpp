@@ -16,6 +16,7 @@
 
 #include "support/status.h"
 #include "train/attention_choice.h"
+#include "train/mlp_gemm_choice.h"
 
 namespace nanoforge {
 namespace {
@@ -43,6 +44,9 @@ std::vector<Field> fields_of(Recipe& r) {
        "start from these weights (model.h5, a checkpoint or run directory) instead of the seeded init"},
       {"model", "attention", &r.model.attention,
        "GPU attention kernels: auto (cuDNN's where built and supported, else flash), cudnn or flash"},
+      {"model", "mlp_gemm", &r.model.mlp_gemm,
+       "GPU MLP GEMMs: auto (fused on a GB10, else cublaslt), cublaslt (and a ReLU² pass) or fused (ours, "
+       "ReLU² in the epilogue)"},
       {"data", "train", &r.data.train, "training shards: a directory of shard files, or one file"},
       {"data", "val", &r.data.val, "validation shards: a directory or one file"},
       {"data", "tokenizer", &r.data.tokenizer, "tokenizer directory (nanoforge tokenizer train --out)"},
@@ -417,6 +421,7 @@ absl::Status validate_recipe(const Recipe& r) {
     return invalid(fmt::format("train.device must be auto, cpu or cuda, got '{}'", r.train.device));
   }
   NANOFORGE_RETURN_IF_ERROR(validate_attention_setting(r.model.attention, r.train.device));
+  NANOFORGE_RETURN_IF_ERROR(validate_mlp_gemm_setting(r.model.mlp_gemm));
   NANOFORGE_RETURN_IF_ERROR(
       in_range<int64_t>("train.threads", r.train.threads, 0, kMaxThreads, " (0: all cores)"));
   for (const auto& [name, lr] : {std::pair{"optim.unembedding_lr", r.optim.unembedding_lr},

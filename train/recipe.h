@@ -27,6 +27,8 @@ struct Recipe {
     std::string init_from;
     // GPU attention kernels: auto, cudnn or flash (train/attention_choice.h)
     std::string attention = "auto";
+    // the GPU's MLP GEMMs: auto, cublaslt or fused (train/mlp_gemm_choice.h)
+    std::string mlp_gemm = "auto";
   } model;
   struct Data {
     std::string train;      // shard directory (or one shard file) for training

@@ -36,6 +36,7 @@
 #include "train/generate.h"
 #include "train/memory_plan.h"
 #include "train/metrics_log.h"
+#include "train/mlp_gemm_choice.h"
 #include "train/peak_flops.h"
 #include "train/run_setup.h"
 #include "train/shutdown_signal.h"
@@ -594,6 +595,9 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
       const std::string attention,
       choose_attention(recipe.model.attention, device, setup.model, recipe.train.device_batch_size));
   if (communicator->rank() == 0) fmt::print("{}\n", attention);
+  NANOFORGE_ASSIGN_OR_RETURN(const std::string mlp_gemm,
+                             choose_mlp_gemm(recipe.model.mlp_gemm, device, setup.model));
+  if (communicator->rank() == 0) fmt::print("{}\n", mlp_gemm);
   if (communicator->rank() == 0) {
     if (!options.resume && options.resume_from.empty())
       NANOFORGE_RETURN_IF_ERROR(check_new_run_directory(options.run_dir));

@@ -16,11 +16,13 @@
 #include "cli/common_flags.h"
 #include "cli/flag_limits.h"
 #include "kernels/backend_info.h"
+#include "kernels/mlp_gemm.h"
 #include "model/gpt_config.h"
 #include "model/param_layout.h"
 #include "support/status.h"
 #include "support/version.h"
 #include "train/memory_plan.h"
+#include "train/mlp_gemm_choice.h"
 #include "train/peak_flops.h"
 #include "train/run_setup.h"
 #include "train/step_model/step_report.h"
@@ -57,6 +59,9 @@ ABSL_FLAG(
     "with --model-only: dense bf16 TFLOP/s to time the tensor-core work with instead of the peak table's "
     "(MFU stays against the table's, as the trainer's)");
 NANOFORGE_FLAG_LIMIT(peak_tflops, 1, 1e5, "", 0.0);
+ABSL_FLAG(std::string, mlp_gemm, "auto",
+          "on the GPU (or --gpu with --model-only): the MLP GEMMs, auto (the trainer's choice for that GPU), "
+          "cublaslt or fused");
 
 namespace nanoforge {
 namespace {
@@ -125,18 +130,34 @@ absl::Status check_model_flags(bool model_only) {
   return absl::OkStatus();
 }
 
+// --model-only: the MLP GEMM the step is recorded with, --mlp-gemm's (auto: what the trainer's auto picks on
+// that GPU).
+ops::MlpGemm predicted_mlp_gemm(const GpuSpec& gpu, const GPTConfig& config) {
+  const std::string setting = absl::GetFlag(FLAGS_mlp_gemm);
+  if (setting == "fused") return ops::MlpGemm::kFused;
+  if (setting == "cublaslt" || config.n_embd % 8 != 0) return ops::MlpGemm::kCublasLt;
+  return ops::automatic_mlp_gemm(gpu.compute_capability_major);
+}
+
 // --model-only: the whole training step of one GPU among --world, predicted and printed.
 absl::Status run_step_model(const GPTConfig& config, int64_t batch) {
   GpuSpec gpu = *gpu_spec(absl::GetFlag(FLAGS_gpu));
   if (absl::GetFlag(FLAGS_peak_tflops) > 0) gpu.tensor_flops = 1e12 * absl::GetFlag(FLAGS_peak_tflops);
-  const StepModelSetup setup{config, batch, absl::GetFlag(FLAGS_world), absl::GetFlag(FLAGS_grad_accum),
-                             true};
+  ops::set_mlp_gemm(predicted_mlp_gemm(gpu, config));
+  const StepModelSetup setup{config,
+                             batch,
+                             absl::GetFlag(FLAGS_world),
+                             absl::GetFlag(FLAGS_grad_accum),
+                             true,
+                             ops::mlp_gemm_name(ops::mlp_gemm())};
   fmt::print("model: {}\n{}", config.describe(), format_param_counts(ParamLayout(config).counts()));
   fmt::print(
       "step (predicted, nothing runs): batch {} x seq {} x {} micro-batches on each of {} GPUs, bf16 "
       "activations, fp32 weights, MuonAdamW with ZeRO-1; rank 0's kernels\n",
       batch, config.sequence_len, setup.grad_accum_steps, setup.world_size);
   fmt::print("{}", format_assumptions(gpu));
+  fmt::print("mlp gemm: {} (--mlp-gemm={})\n", ops::mlp_gemm_name(ops::mlp_gemm()),
+             absl::GetFlag(FLAGS_mlp_gemm));
   const std::vector<StepEvent> events =
       record_training_step({config, batch, setup.world_size, setup.grad_accum_steps, /*optimizer=*/true});
   const StepPrediction prediction =
@@ -165,6 +186,10 @@ void print_predicted_beside_measured(const BenchStepOptions& options, const Benc
 absl::Status run_bench_step(const std::vector<std::string>& /*arguments*/) {
   const bool model_only = absl::GetFlag(FLAGS_model_only);
   NANOFORGE_RETURN_IF_ERROR(check_model_flags(model_only));
+  if (!validate_mlp_gemm_setting(absl::GetFlag(FLAGS_mlp_gemm)).ok()) {
+    return absl::InvalidArgumentError(
+        fmt::format("--mlp-gemm must be auto, cublaslt or fused, got '{}'", absl::GetFlag(FLAGS_mlp_gemm)));
+  }
   BenchStepOptions options;
   if (!model_only) {
     NANOFORGE_ASSIGN_OR_RETURN(options.device, device_from_flag());
@@ -198,9 +223,12 @@ absl::Status run_bench_step(const std::vector<std::string>& /*arguments*/) {
   fmt::print("model: {}\n{}", options.config.describe(),
              format_param_counts(ParamLayout(options.config).counts()));
   if (options.device == Device::kCuda) {
-    fmt::print("step: batch {} x seq {} = {} tokens on {} (bf16 activations, fp32 weights and gradients)\n",
-               options.batch, options.config.sequence_len, options.batch * options.config.sequence_len,
-               device_name);
+    NANOFORGE_ASSIGN_OR_RETURN(const std::string mlp_gemm, choose_mlp_gemm(absl::GetFlag(FLAGS_mlp_gemm),
+                                                                           options.device, options.config));
+    fmt::print(
+        "step: batch {} x seq {} = {} tokens on {} (bf16 activations, fp32 weights and gradients)\n{}\n",
+        options.batch, options.config.sequence_len, options.batch * options.config.sequence_len, device_name,
+        mlp_gemm);
   } else {
     fmt::print("step: batch {} x seq {} = {} tokens, {} threads, BLAS {}\n", options.batch,
                options.config.sequence_len, options.batch * options.config.sequence_len, backend.cpu_threads,
@@ -235,16 +263,16 @@ absl::Status run_bench_step(const std::vector<std::string>& /*arguments*/) {
 }  // namespace
 
 Command bench_step_command() {
-  return {
-      "bench step",
-      "time forward+backward of a random model: tokens/s and GFLOP/s (last line: JSON)",
-      "--depth D --seq T --batch B [--vocab V] [--steps N] [--window-pattern P] [--threads N] "
-      "[--device cpu|cuda] [--profile] [--json-out FILE]\n"
-      "       --device cuda --model-only --gpu h200|h100|gb10 --depth D --seq T --batch B [--world N] "
-      "[--grad-accum N] [--peak-tflops T]",
-      {"depth", "seq", "batch", "vocab", "steps", "warmup", "window_pattern", "aspect_ratio", "head_dim",
-       "device", "threads", "profile", "model_only", "gpu", "world", "grad_accum", "peak_tflops", "json_out"},
-      run_bench_step};
+  return {"bench step",
+          "time forward+backward of a random model: tokens/s and GFLOP/s (last line: JSON)",
+          "--depth D --seq T --batch B [--vocab V] [--steps N] [--window-pattern P] [--threads N] "
+          "[--device cpu|cuda] [--mlp-gemm auto|cublaslt|fused] [--profile] [--json-out FILE]\n"
+          "       --device cuda --model-only --gpu h200|h100|gb10 --depth D --seq T --batch B [--world N] "
+          "[--grad-accum N] [--peak-tflops T] [--mlp-gemm auto|cublaslt|fused]",
+          {"depth", "seq", "batch", "vocab", "steps", "warmup", "window_pattern", "aspect_ratio", "head_dim",
+           "device", "threads", "profile", "model_only", "gpu", "world", "grad_accum", "peak_tflops",
+           "mlp_gemm", "json_out"},
+          run_bench_step};
 }
 
 }  // namespace nanoforge

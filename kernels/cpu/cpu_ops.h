@@ -54,7 +54,7 @@ void attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorView 
 template <class T>
 void relu_squared_forward(TensorView out, TensorView x);
 template <class T>
-void relu_squared_backward(TensorView d_x, TensorView d_out, TensorView x);
+void relu_squared_backward(TensorView d_x, TensorView d_out, TensorView out);
 
 template <class T>
 void smear_forward(TensorView out, TensorView gate_sigmoid, TensorView x, TensorView gate_weight,

@@ -33,4 +33,8 @@ struct DeviceMemoryInfo {
 };
 bool device_memory_info(DeviceMemoryInfo* info, std::string* reason = nullptr);
 
+// The current GPU's compute capability (9.0 for an H100/H200, 12.1 for a GB10), or false, saying why, when
+// no GPU is usable.
+bool device_compute_capability(int* major, int* minor, std::string* reason = nullptr);
+
 }  // namespace nanoforge::cuda

@@ -30,6 +30,10 @@ void convert(TensorView dst, TensorView src);  // f32 <-> bf16
 void matmul(TensorView out, TensorView a, ops::Transpose transpose_a, TensorView b,
             ops::Transpose transpose_b, double alpha, double beta);
 
+// ---- the MLP's GEMMs with ReLU² in their epilogues (mlp_gemm.cu; ops::MlpGemm::kFused) ----
+void linear_relu_squared_forward(TensorView act, TensorView x, TensorView w);
+void relu_squared_linear_backward(TensorView d_pre, TensorView d_y, TensorView w, TensorView act);
+
 // ---- embeddings (embedding.cu) ----
 void embedding_forward(TensorView out, TensorView table, TensorView ids);
 void embedding_backward(TensorView d_table, TensorView d_out, TensorView ids);
@@ -56,7 +60,7 @@ void attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorView 
 // ---- elementwise layers (relu_squared.cu, backout.cu) and the residual mix with its norm
 // (residual_mix_rmsnorm.cu) ----
 void relu_squared_forward(TensorView out, TensorView x);
-void relu_squared_backward(TensorView d_x, TensorView d_out, TensorView x);
+void relu_squared_backward(TensorView d_x, TensorView d_out, TensorView out);
 void residual_mix_rmsnorm_forward(TensorView residual, TensorView out, TensorView rstd, TensorView x,
                                   TensorView x0, TensorView resid_lambda, TensorView x0_lambda);
 void residual_mix_rmsnorm_backward(TensorView d_residual, TensorView d_x0, TensorView d_resid_lambda,

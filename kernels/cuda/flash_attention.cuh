@@ -1,6 +1,6 @@
-// What flash_attention_forward.cu and flash_attention_backward.cu share: tiles in shared memory with an XOR
-// swizzle, filled by cp.async, and the warp-level tensor-core steps on them: mma.sync m16n8k16 (bf16 in,
-// fp32 accumulators) fed by ldmatrix, through kernels/cuda/mma_ptx.cuh. One code path for sm_90 (H200) and
+// What flash_attention_forward.cu and flash_attention_backward.cu share: tiles of heads in shared memory
+// (kernels/cuda/mma_tiles.cuh's swizzled layout), filled by cp.async, and the warp-level tensor-core steps
+// on them: mma.sync m16n8k16 (bf16 in, fp32 accumulators) fed by ldmatrix. One code path for sm_90 (H200) and
 // sm_121 (GB10, which has no wgmma/TMA). An m16n8 accumulator holds, in lane 4g + t, rows g and g + 8 and
 // columns 2t, 2t + 1: the same places as the A operand of the next mma, so scores and probabilities go from
 // one product to the next in registers (to_a_operand). Tiling, passes and budgets: docs/kernels.md.
@@ -15,41 +15,33 @@
 #include <type_traits>
 
 #include "kernels/cuda/cuda_check.cuh"
-#include "kernels/cuda/mma_ptx.cuh"
+#include "kernels/cuda/mma_tiles.cuh"
 #include "kernels/cuda/reductions.cuh"
 #include "kernels/head_slice.h"
 #include "kernels/tensor.h"
 
 namespace nanoforge::cuda::flash {
 
-using BF16 = __nv_bfloat16;
+using tiles::BF16;
 
-inline constexpr int kKeyTile = 64;    // rows of a backward tile (keys or queries); the forward picks its own
-inline constexpr int kMmaRows = 16;    // m of m16n8k16: the rows one warp's fragment covers
-inline constexpr int kMmaColumns = 8;  // n
-inline constexpr int kMmaDepth = 16;   // k
-inline constexpr int kChunkElements = 8;  // bf16 per 16-byte chunk (one cp.async, one ldmatrix row)
-// The largest block the GB10 allows (99 KB of its SM's shared memory), so one build runs on both GPUs.
-inline constexpr int kMaxSharedBytes = 99 * 1024;
+using tiles::allow_shared_bytes;
+using tiles::kChunkElements;
+using tiles::kMaxSharedBytes;
+using tiles::kMmaColumns;
+using tiles::kMmaDepth;
+using tiles::kMmaRows;
+using tiles::load_a;
+using tiles::load_b_from_columns;
+using tiles::load_b_from_rows;
+using tiles::mma;
+using tiles::swizzled;
+using tiles::to_a_operand;
+using tiles::zero;
+
+inline constexpr int kKeyTile = 64;  // rows of a backward tile (keys or queries); the forward picks its own
 
 inline constexpr float kLog2E = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
-
-// A (rows, kHeadDim) bf16 tile in shared memory, rows of kHeadDim / 8 16-byte chunks without padding; chunk
-// c of row r is stored at chunk c ^ swizzle(r), swizzle(r) = r % 8 (rows of 8 or 16 chunks) or (r / 2) % 4
-// (rows of 4 chunks, head dim 32). The 8 rows that one ldmatrix matrix reads (same logical chunk,
-// consecutive rows) then fall in 8 different 16-byte bank groups: no bank conflicts, and no padding bytes,
-// which the 99 KB budget has no room for. (fragment_offset computes the same for ldmatrix's lanes.)
-template <int kHeadDim>
-__device__ inline int swizzle(int row) {
-  static_assert(kHeadDim == 32 || kHeadDim % (8 * kChunkElements) == 0, "the swizzle stays within a row");
-  return kHeadDim == 32 ? row / 2 % 4 : row % 8;
-}
-
-template <int kHeadDim>
-__device__ inline int swizzled(int row, int chunk) {
-  return row * kHeadDim + ((chunk ^ swizzle<kHeadDim>(row)) * kChunkElements);
-}
 
 template <int kHeadDim>
 inline constexpr int kTileBytes = kHeadDim* kKeyTile * 2;  // a (64, D) bf16 tile
@@ -88,67 +80,6 @@ __device__ inline void load_row_values(float* rows, const float* tensor, int bat
     const int t = row0 + i;
     rows[i] = t < seq ? tensor[(static_cast<int64_t>(batch) * heads + head) * seq + t] : 0.0f;
   }
-}
-
-// The element offset, in a swizzled tile, of the 16-byte row that this lane passes to an ldmatrix x4 whose
-// four 8x8 matrices start at row row0 + (i & row_bit) * 8 and column column0 + (i & column_bit) * 8 for
-// matrix i = lane / 8 (row0 a multiple of 8, column0 of 16). With row % 8 = lane % 8 the swizzle is an XOR
-// of column0 with a per-lane constant: one instruction per fragment, no per-fragment address register.
-template <int kHeadDim, int kRowBit, int kColumnBit>
-__device__ inline int fragment_offset(int row0, int column0) {
-  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  const int matrix = lane / 8;
-  const int row = row0 + lane % 8 + ((matrix & kRowBit) != 0 ? 8 : 0);
-  const int lane_column =
-      ((matrix & kColumnBit) != 0 ? 8 : 0) ^ (swizzle<kHeadDim>(lane % 8) * kChunkElements);
-  return row * kHeadDim + (column0 ^ lane_column);
-}
-
-// Warp-wide: the A operand (16 rows from row0, 16 columns from column0) of a swizzled row-major tile:
-// matrix i covers rows row0 + (i % 2) * 8 .., columns column0 + (i / 2) * 8 ..: a[0..3].
-template <int kHeadDim>
-__device__ inline void load_a(uint32_t (&a)[4], const BF16* tile, int row0, int column0) {
-  ptx::ldmatrix_x4(a, tile + fragment_offset<kHeadDim, 1, 2>(row0, column0));
-}
-
-// Warp-wide: the B operands of two n-blocks, B[k][n] = tile[n][k] (the tile's rows are B's columns: K in
-// Q K^T): b[0..1] for columns n0 .. n0 + 7 and b[2..3] for n0 + 8 .., k = k0 .. k0 + 15. Matrix i covers
-// tile rows n0 + (i / 2) * 8 .., columns k0 + (i % 2) * 8 ..
-template <int kHeadDim>
-__device__ inline void load_b_from_rows(uint32_t (&b)[4], const BF16* tile, int n0, int k0) {
-  ptx::ldmatrix_x4(b, tile + fragment_offset<kHeadDim, 2, 1>(n0, k0));
-}
-
-// Warp-wide: the B operands of two n-blocks, B[k][n] = tile[k][n] (a row-major (k, n) tile: V in P V),
-// through ldmatrix .trans: b[0..1] for columns n0 .. n0 + 7 and b[2..3] for n0 + 8 .., k = k0 .. k0 + 15.
-// Matrix i covers tile rows k0 + (i % 2) * 8 .., columns n0 + (i / 2) * 8 ..
-template <int kHeadDim>
-__device__ inline void load_b_from_columns(uint32_t (&b)[4], const BF16* tile, int k0, int n0) {
-  ptx::ldmatrix_x4_trans(b, tile + fragment_offset<kHeadDim, 1, 2>(k0, n0));
-}
-
-// Two floats as the bf16 pair of one operand register (the lower column in the low half).
-__device__ inline uint32_t pack_bf16(float low, float high) {
-  const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
-  uint32_t bits;
-  std::memcpy(&bits, &pair, sizeof(bits));
-  return bits;
-}
-
-// The A operand (16 rows x 16 columns) from the accumulators of two neighbouring n-blocks (columns
-// 16j .. 16j + 7 and 16j + 8 .. 16j + 15), rounded to bf16: a[0] = (g, 2t..), a[1] = (g + 8, 2t..),
-// a[2] = (g, 2t + 8..), a[3] = (g + 8, 2t + 8..).
-__device__ inline void to_a_operand(uint32_t (&a)[4], const float (&left)[4], const float (&right)[4]) {
-  a[0] = pack_bf16(left[0], left[1]);
-  a[1] = pack_bf16(left[2], left[3]);
-  a[2] = pack_bf16(right[0], right[1]);
-  a[3] = pack_bf16(right[2], right[3]);
-}
-
-// acc += A B for one m16n8k16 step.
-__device__ inline void mma(float (&acc)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  const uint32_t b[2] = {b0, b1};
-  ptx::mma_m16n8k16_bf16(acc, a, b, acc);
 }
 
 // Warp-wide: acc (16 kRowBlocks, kColumns) += A B, A = rows a_row0 .. a_row0 + 16 kRowBlocks - 1 of a_tile
@@ -200,19 +131,6 @@ __device__ inline void mma_scores_by_tile(float (&acc)[kRowBlocks][kHeadDim / kM
         mma(acc[m][n], a[m], b[0], b[1]);
         mma(acc[m][n + 1], a[m], b[2], b[3]);
       }
-    }
-  }
-}
-
-template <int kRowBlocks, int kBlocks>
-__device__ inline void zero(float (&acc)[kRowBlocks][kBlocks][4]) {
-#pragma unroll
-  for (int m = 0; m < kRowBlocks; ++m) {
-#pragma unroll
-    for (int n = 0; n < kBlocks; ++n) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        acc[m][n][i] = 0.0f;
     }
   }
 }
@@ -337,12 +255,6 @@ void with_head_dim(int head_dim, Launch&& launch) {
   } else {
     launch(std::integral_constant<int, 128>{});
   }
-}
-
-// Lets `kernel` use `bytes` of dynamic shared memory (above the default 48 KB one must opt in).
-template <class Kernel>
-void allow_shared_bytes(Kernel* kernel, int bytes) {
-  NANOFORGE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
 }  // namespace nanoforge::cuda::flash

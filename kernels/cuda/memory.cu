@@ -90,4 +90,13 @@ bool device_memory_info(DeviceMemoryInfo* info, std::string* reason) {
   return true;
 }
 
+bool device_compute_capability(int* major, int* minor, std::string* reason) {
+  if (!available(reason)) return false;
+  int device = 0;
+  NANOFORGE_CUDA_CHECK(cudaGetDevice(&device));
+  NANOFORGE_CUDA_CHECK(cudaDeviceGetAttribute(major, cudaDevAttrComputeCapabilityMajor, device));
+  NANOFORGE_CUDA_CHECK(cudaDeviceGetAttribute(minor, cudaDevAttrComputeCapabilityMinor, device));
+  return true;
+}
+
 }  // namespace nanoforge::cuda

@@ -47,6 +47,24 @@ TEST(OpCost, MatmulCountsTwoMnkAndReadsOutOnlyWithBeta) {
   EXPECT_EQ(transposed.tensor_flops, 2 * 8 * 16 * 4);
 }
 
+// Our fused MLP GEMMs: the GEMM's FLOPs and operands at our GEMM's efficiency class, no separate act pass;
+// the backward also reads act.
+TEST(OpCost, FusedMlpGemmsAreTheirGemmsPlusTheBackwardsReadOfAct) {
+  const TensorView x = shaped({4, 8}, DType::kBF16), w_fc = shaped({16, 8}, DType::kBF16),
+                   act = shaped({4, 16}, DType::kBF16), w_proj = shaped({8, 16}, DType::kBF16);
+  const OpCost forward = ops::cost::linear_relu_squared_forward(act, x, w_fc);
+  EXPECT_EQ(forward.kind, ops::CostClass::kOwnGemm);
+  EXPECT_EQ(forward.tensor_flops, 2 * 4 * 16 * 8);
+  EXPECT_EQ(forward.bytes, (4 * 8 + 16 * 8 + 4 * 16) * 2);
+  EXPECT_EQ(forward.kernels, 1);
+  const OpCost backward = ops::cost::relu_squared_linear_backward(act, x, w_proj, act);
+  EXPECT_EQ(backward.kind, ops::CostClass::kOwnGemm);
+  EXPECT_EQ(backward.tensor_flops, 2 * 4 * 16 * 8);
+  EXPECT_EQ(backward.bytes, (4 * 8 + 8 * 16 + 2 * 4 * 16) * 2);
+  EXPECT_EQ(backward.gemm_rows, 4);
+  EXPECT_EQ(backward.gemm_cols, 16);
+}
+
 TEST(OpCost, AdamwMovesSevenFloatsAnElement) {
   // param, exp_avg, exp_avg_sq read and written, grad read: 7 x 4 bytes per element.
   const TensorView t = shaped({10}, DType::kF32);

@@ -1,5 +1,6 @@
 // relu_squared_forward / relu_squared_backward: exact elementwise results (one correctly rounded product per
-// element), in place as the contract allows, and the backward against central differences.
+// element; the backward's 2 sqrt(out) is 2 relu(x) exactly), in place as the contract allows, and the
+// backward, given the forward's output, against central differences.
 #include <algorithm>
 #include <limits>
 
@@ -30,13 +31,15 @@ void check_relu_squared_formula() {
   ops::relu_squared_forward(out.view(), x.view());
   EXPECT_TRUE(all_close(out, expected, 0));  // one correctly rounded product per element: exact
 
-  // d_x = 2 relu(x) d_out: 2 relu(x) is exact, so one correctly rounded product per element (0 at the kink).
+  // d_x = 2 sqrt(out) d_out = 2 relu(x) d_out: sqrt(fl(r r)) is r exactly unless r r underflows (|r| below
+  // 2^-63 in f32, none of these inputs), and 2 r is exact, so one correctly rounded product per element (0 at
+  // the kink).
   HostTensor<T> d_out = random_tensor<T>(x.shape, 84), d_x(x.shape, T{-3});
   std::vector<double> expected_grad;
   for (int64_t i = 0; i < x.numel(); ++i) {
     expected_grad.push_back(static_cast<T>(2 * std::max(double(x[i]), 0.0) * double(d_out[i])));
   }
-  ops::relu_squared_backward(d_x.view(), d_out.view(), x.view());
+  ops::relu_squared_backward(d_x.view(), d_out.view(), out.view());
   EXPECT_TRUE(all_close(d_x, expected_grad, 0));
 
   // out may alias x.
@@ -62,11 +65,13 @@ TEST(ReluSquared, BackwardMatchesFiniteDifferences) {
     return weighted_sum(w, out);
   };
   HostTensor<double> d_x(x.shape, std::numeric_limits<double>::quiet_NaN());
-  ops::relu_squared_backward(d_x.view(), w.view(), x.view());
+  objective();
+  HostTensor<double> forward_out = out;
+  ops::relu_squared_backward(d_x.view(), w.view(), forward_out.view());
   EXPECT_TRUE(gradient_matches(x, d_x.as_double(), objective, 83, x.numel()));
 
   HostTensor<double> aliased = w;
-  ops::relu_squared_backward(aliased.view(), aliased.view(), x.view());
+  ops::relu_squared_backward(aliased.view(), aliased.view(), forward_out.view());
   EXPECT_TRUE(bitwise_equal(aliased, d_x));
 }
 

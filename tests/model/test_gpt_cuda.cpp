@@ -2,7 +2,8 @@
 // gradients) against the CPU backend in fp32, from the same weights and batch: the loss, the logits and every
 // parameter's gradient. The config exercises what training does at small size: GQA (2 query heads on 1 kv
 // head, head dim 128 as in nanochat), a short window that really cuts (128 keys, seq 192), value embeddings
-// on two of three layers, backout, an ignored target and a padded vocabulary (500 -> 512). Also: the bf16
+// on two of three layers, backout, an ignored target and a padded vocabulary (500 -> 512), with the MLP on
+// cuBLASLt and the ReLU² pass and on our fused MLP GEMM (kernels/mlp_gemm.h). Also: the bf16
 // copies are the master rounded to nearest even, and forward refuses copies older than the weights.
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@
 
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/host_transfer.h"
+#include "kernels/mlp_gemm.h"
 #include "model/gpt.h"
 #include "support/philox.h"
 #include "tests/kernels/cuda/gpu_test_support.h"
@@ -123,8 +125,11 @@ constexpr double kGradientRelative = 5e-2;
 // same absolute error is a larger part of the result. A wrong or missing term is off by O(1) either way.
 constexpr double kScalarGradientRelative = 1e-1;
 
-TEST(GptCuda, LossLogitsAndEveryGradientMatchTheCpuInFp32) {
+class GptCudaMlpGemm : public testing::TestWithParam<ops::MlpGemm> {};
+
+TEST_P(GptCudaMlpGemm, LossLogitsAndEveryGradientMatchTheCpuInFp32) {
   NANOFORGE_SKIP_WITHOUT_GPU();
+  const gpu_test::MlpGemmSetting setting(GetParam());
   const GPTConfig config = gpu_config();
   const std::vector<float> weights = perturbed_weights(config);
   std::vector<int32_t> ids = random_tokens(3), targets = random_tokens(4);
@@ -153,6 +158,12 @@ TEST(GptCuda, LossLogitsAndEveryGradientMatchTheCpuInFp32) {
     EXPECT_LE(error, tolerance);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(MlpGemms, GptCudaMlpGemm,
+                         testing::Values(ops::MlpGemm::kCublasLt, ops::MlpGemm::kFused),
+                         [](const testing::TestParamInfo<ops::MlpGemm>& info) {
+                           return std::string(ops::mlp_gemm_name(info.param));
+                         });
 
 TEST(GptCuda, RefreshRoundsTheMasterMatricesToBf16) {
   NANOFORGE_SKIP_WITHOUT_GPU();

@@ -1,7 +1,9 @@
 // The training loop on the CUDA backend against the CPU backend: the same recipe, seed and data for 50 steps
 // (one-layer model, 2 micro-batches of 4 x 64 tokens per step), once in fp32 on the CPU and once in mixed
 // precision on the GPU, and once more on two GPUs under mpirun (the NCCL engine; two emulated GPUs where
-// there is no GPU). The GPU runs must learn as the CPU run does and follow its loss curve within bf16 noise.
+// there is no GPU), that one with our fused MLP GEMM (model.mlp_gemm=fused; the one-GPU run takes auto,
+// cuBLASLt on an H100/H200 or the emulator's default sm_90). The GPU runs must learn as the CPU run does and
+// follow its loss curve within bf16 noise.
 // Skips without a GPU (the two-rank run: without two).
 #include <fmt/format.h>
 
@@ -88,10 +90,16 @@ TEST(TrainingGpu, TwoRanksFollowTheCpuLossCurve) {
   const std::string run = dir + "/run";
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);  // Open MPI refuses root (CI containers) without these
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  Recipe recipe = curve_recipe("cuda");
+  recipe.model.mlp_gemm = "fused";
   const std::string command =
       fmt::format("{} -n 2 --oversubscribe {} train --recipe {} --run-dir {} > {}.log 2>&1",
-                  NANOFORGE_MPIEXEC, NANOFORGE_BINARY, recipe_file(curve_recipe("cuda"), dir), run, run);
+                  NANOFORGE_MPIEXEC, NANOFORGE_BINARY, recipe_file(recipe, dir), run, run);
   ASSERT_EQ(std::system(command.c_str()), 0) << read_bytes(run + ".log");
+  EXPECT_NE(
+      read_bytes(run + ".log").find("mlp gemm: fused, ReLU² in our GEMM's epilogue (model.mlp_gemm=fused)"),
+      std::string::npos)
+      << read_bytes(run + ".log");
   expect_follows(read_curves(run), train_on("cpu", "curve_cpu_for_ranks"));
 }
 

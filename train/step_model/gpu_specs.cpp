@@ -22,9 +22,13 @@ GpuSpec hopper(std::string name, std::string description, double memory_bytes_pe
   spec.link_bytes_per_s = 450e9;      // NVLink 4: 900 GB/s per GPU both directions (datasheets), 450 each way
   spec.link_latency_seconds = 20e-6;  // assumed: NCCL ring/NVLS collective start-up on one HGX node
   spec.sms = 132;                     // H100 SXM5 (NVIDIA H100 whitepaper); the H200 is the same die
+  spec.compute_capability_major = 9;  // sm_90
   // cuBLASLt bf16 GEMMs of a few thousand per side reach 600-750 TFLOP/s on H100 SXM in public
   // benchmarks: 0.70 of 989.
   spec.gemm_efficiency = 0.70;
+  // Our MLP GEMM (kernels/cuda/mlp_gemm.cu) runs on mma.sync, which on Hopper issues at about two thirds of
+  // wgmma's rate, from a 3-stage cp.async ring without cuBLASLt's tuning: assumed 0.45, unmeasured.
+  spec.own_gemm_efficiency = 0.45;
   // The flash attention (kernels/cuda/flash_attention*.cu, docs/kernels.md "Flash attention"): mma.sync
   // m16n8k16 with S and P in registers, ldmatrix, cp.async double buffering; ~21-26 FLOP per shared-memory
   // byte in the forward where the tensor cores need ~32, and FlashAttention-2 (also mma.sync) reaches ~35 %
@@ -53,15 +57,19 @@ GpuSpec gb10() {
   spec.tensor_flops = peak_flops(spec.name)->flops_per_second;
   // Derived, not published: 6,144 CUDA cores (DGX Spark specifications) x 2 FLOP per FMA x ~2.5 GHz.
   spec.fp32_flops = 30.7e12;
-  spec.memory_bytes_per_s = 273e9;    // DGX Spark specifications: 128 GB LPDDR5x, 273 GB/s
-  spec.link_bytes_per_s = 25e9;       // DGX Spark: ConnectX-7 at 200 Gb/s = 25 GB/s each way
-  spec.link_latency_seconds = 30e-6;  // assumed: NCCL over RoCE between two boxes
-  spec.sms = 48;                      // 6,144 CUDA cores / 128 per Blackwell SM
+  spec.memory_bytes_per_s = 273e9;     // DGX Spark specifications: 128 GB LPDDR5x, 273 GB/s
+  spec.link_bytes_per_s = 25e9;        // DGX Spark: ConnectX-7 at 200 Gb/s = 25 GB/s each way
+  spec.link_latency_seconds = 30e-6;   // assumed: NCCL over RoCE between two boxes
+  spec.sms = 48;                       // 6,144 CUDA cores / 128 per Blackwell SM
+  spec.compute_capability_major = 12;  // sm_121
   // No public measurements of these kernels' kind on a GB10: Hopper's GEMM fraction, stated as such. The
   // flash attention needs only ~14 FLOP per shared-memory byte at the GB10's lower tensor rate, which its
   // forward's 18-25 and backward's 13-14 nearly meet; one 4-warp block per SM at head dim 128 and the SFU
   // decide instead (docs/kernels.md): 0.45 forward, 0.35 backward (executed FLOPs), reasoned, not measured.
   spec.gemm_efficiency = 0.70;
+  // Our MLP GEMM uses the tensor-core instruction the GB10 has (mma.sync; cuBLASLt has nothing faster
+  // there), but a first kernel's tiling: assumed 0.50, unmeasured (docs/kernels.md "The MLP GEMM").
+  spec.own_gemm_efficiency = 0.50;
   spec.attention_forward_efficiency = 0.45;
   spec.attention_backward_efficiency = 0.35;
   spec.fp32_efficiency = 0.60;

@@ -17,10 +17,12 @@ struct GpuSpec {
   double fp32_flops = 0;          // CUDA-core fp32 FLOP/s (an FMA is 2)
   double memory_bytes_per_s = 0;  // DRAM bandwidth
   double link_bytes_per_s = 0;    // GPU-to-GPU bandwidth per direction, what NCCL's bus bandwidth approaches
-  double link_latency_seconds = 0;  // a collective's fixed cost
-  int sms = 0;                      // streaming multiprocessors: a GEMM's output tiles run in waves of this
+  double link_latency_seconds = 0;   // a collective's fixed cost
+  int sms = 0;                       // streaming multiprocessors: a GEMM's output tiles run in waves of this
+  int compute_capability_major = 0;  // what model.mlp_gemm=auto decides by (kernels/mlp_gemm.h)
   // Assumed efficiencies of nanoforge's kernels (fractions of the peaks above).
   double gemm_efficiency = 0;                // cuBLASLt on large bf16 GEMMs, before wave quantisation
+  double own_gemm_efficiency = 0;            // our mma.sync MLP GEMM (kernels/cuda/mlp_gemm.cu), likewise
   double attention_forward_efficiency = 0;   // the flash-attention forward's tensor-core FLOPs
   double attention_backward_efficiency = 0;  // its backward
   double fp32_efficiency = 0;                // CUDA-core-bound kernels (the loss's tanh/exp)

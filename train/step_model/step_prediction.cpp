@@ -36,6 +36,8 @@ double tensor_efficiency(ops::CostClass kind, const GpuSpec& gpu) {
   switch (kind) {
     case ops::CostClass::kGemm:
       return gpu.gemm_efficiency;
+    case ops::CostClass::kOwnGemm:
+      return gpu.own_gemm_efficiency;
     case ops::CostClass::kAttentionForward:
       return gpu.attention_forward_efficiency;
     case ops::CostClass::kAttentionBackward:
@@ -73,7 +75,9 @@ double gemm_wave_fill(int64_t rows, int64_t cols, int sms) {
 
 OpTimePrediction predict_op(const ops::OpCost& cost, const GpuSpec& gpu) {
   double fill = 1.0;
-  if (cost.kind == ops::CostClass::kGemm) fill = gemm_wave_fill(cost.gemm_rows, cost.gemm_cols, gpu.sms);
+  if (cost.kind == ops::CostClass::kGemm || cost.kind == ops::CostClass::kOwnGemm) {
+    fill = gemm_wave_fill(cost.gemm_rows, cost.gemm_cols, gpu.sms);  // ours uses 128 x 128 tiles too
+  }
   const double tensor = cost.tensor_flops / (gpu.tensor_flops * tensor_efficiency(cost.kind, gpu) * fill);
   const double fp32 = cost.vector_flops / (gpu.fp32_flops * gpu.fp32_efficiency);
   const double memory = cost.bytes / (gpu.memory_bytes_per_s * gpu.memory_efficiency);

@@ -124,16 +124,18 @@ TEST_P(CudaElementwise, ReluSquaredIsTheCpuResultRounded) {
   std::mt19937 rng(41);
   std::vector<float> x = normal_bf16(s.numel(), rng);
   std::vector<float> d_out = normal_bf16(s.numel(), rng);
-  // relu(x)^2 and 2 relu(x) d_out of bf16 values are exact in fp32 on both sides.
+  // relu(x)^2 of bf16 values is exact in fp32 on both sides. The backward reads the forward's output as the
+  // GPU stores it (bf16) on both sides, where both compute 2 sqrt(out) d_out with the same fp32 operations.
   std::vector<float> out_cpu(x.size()), d_x_cpu(x.size());
   ops::relu_squared_forward(cpu_view(out_cpu, s), cpu_view(x, s));
-  ops::relu_squared_backward(cpu_view(d_x_cpu, s), cpu_view(d_out, s), cpu_view(x, s));
+  std::vector<float> stored_out = rounded_to_bf16(out_cpu);
+  ops::relu_squared_backward(cpu_view(d_x_cpu, s), cpu_view(d_out, s), cpu_view(stored_out, s));
 
   const Bf16OnGpu x_gpu(x, s), d_out_gpu(d_out, s);
   const Bf16OnGpu out_gpu(std::vector<float>(x.size(), 3.0f), s),
       d_x_gpu(std::vector<float>(x.size(), 3.0f), s);
   ops::relu_squared_forward(out_gpu.view(), x_gpu.view());
-  ops::relu_squared_backward(d_x_gpu.view(), d_out_gpu.view(), x_gpu.view());
+  ops::relu_squared_backward(d_x_gpu.view(), d_out_gpu.view(), out_gpu.view());
   const std::vector<float> out = out_gpu.values();
   const std::vector<float> d_x = d_x_gpu.values();
   expect_cpu_rounded(out, out_cpu, "relu_squared_forward");
@@ -144,7 +146,7 @@ TEST_P(CudaElementwise, ReluSquaredIsTheCpuResultRounded) {
   ops::relu_squared_forward(in_place.view(), in_place.view());
   expect_same_values(in_place.values(), out, "relu_squared_forward in place");
   const Bf16OnGpu gradient_in_place(d_out, s);
-  ops::relu_squared_backward(gradient_in_place.view(), gradient_in_place.view(), x_gpu.view());
+  ops::relu_squared_backward(gradient_in_place.view(), gradient_in_place.view(), out_gpu.view());
   expect_same_values(gradient_in_place.values(), d_x, "relu_squared_backward in place");
 }
 

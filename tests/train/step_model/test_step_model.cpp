@@ -215,6 +215,7 @@ GpuSpec round_gpu() {
   gpu.link_bytes_per_s = 1e11;
   gpu.sms = 10;
   gpu.gemm_efficiency = 0.5;
+  gpu.own_gemm_efficiency = 0.4;
   gpu.attention_forward_efficiency = 0.25;
   gpu.attention_backward_efficiency = 0.2;
   gpu.fp32_efficiency = 0.5;
@@ -239,6 +240,9 @@ TEST(StepModel, OpTimeIsTheSlowestOfItsRoofs) {
   gemm.gemm_cols = 128;  // 10 tiles, one wave: full
   EXPECT_DOUBLE_EQ(gemm_wave_fill(gemm.gemm_rows, gemm.gemm_cols, gpu.sms), 1.0);
   EXPECT_DOUBLE_EQ(gemm_wave_fill(128 * 11, 128, gpu.sms), 11.0 / 20.0);  // a second wave of one tile
+  ops::OpCost ours = gemm;  // our fused MLP GEMM: its own efficiency, the same wave fill
+  ours.kind = ops::CostClass::kOwnGemm;
+  EXPECT_DOUBLE_EQ(predict_op(ours, gpu).seconds, 1e12 / (1e15 * 0.4));
   ops::OpCost stream;
   stream.bytes = 1e9;
   stream.vector_flops = 1e9;

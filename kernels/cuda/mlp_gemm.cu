@@ -1,0 +1,242 @@
+// The MLP's two GEMMs with nanochat's ReLU² folded into them: a tensor-core GEMM of our own, for the GPUs
+// where the separate ReLU² passes cost about as much as the GEMMs' FLOPs (the GB10; docs/kernels.md, "The
+// MLP GEMM"). cuBLASLt has no epilogue that squares or multiplies by 2 relu(x), hence a GEMM of our own:
+//   linear_relu_squared_forward   act = relu(x w^T)²             x (N, K), w (M, K): both rows K-contiguous
+//   relu_squared_linear_backward  d_pre = (d_y w) ⊙ 2 sqrt(act)  d_y (N, K), w (K, M): w's rows M-contiguous
+// The forward stores only act, never relu's input: the backward's 2 relu(pre) is 2 sqrt(act) (exact in fp32
+// barring underflow; within half a bf16 ulp of act's rounding in bf16).
+// Tiling: a 128 x 128 output tile per block of 8 warps (2 x 4, each 64 x 32: four m16 row blocks by four n8
+// column blocks of mma.sync m16n8k16), k in steps of 32 through a 3-stage cp.async ring of A and B tiles in
+// swizzled shared memory (kernels/cuda/mma_tiles.cuh), 48 KB a block; fragments by ldmatrix (.trans for the
+// backward's w). Accumulation in fp32, one rounding to bf16 as the epilogue writes. Rows of x and d_y past N
+// and columns past M are zero-filled and never stored; K and M must be multiples of 8 (16-byte chunks).
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/mma_tiles.cuh"
+
+namespace nanoforge::cuda {
+namespace {
+
+using namespace tiles;
+
+constexpr int kBlockRows = 128;     // output rows (x's) per block
+constexpr int kBlockColumns = 128;  // output columns (w's output features) per block
+constexpr int kDepthTile = 32;      // k per pipeline stage
+constexpr int kStages = 3;
+constexpr int kWarpGridRows = 2, kWarpGridColumns = 4;
+constexpr int kThreads = kWarpGridRows * kWarpGridColumns * kWarpSize;
+constexpr int kRowBlocks = kBlockRows / kWarpGridRows / kMmaRows;              // 4 m16 blocks a warp
+constexpr int kColumnBlocks = kBlockColumns / kWarpGridColumns / kMmaColumns;  // 4 n8 blocks a warp
+constexpr int kTileElements =
+    kBlockRows * kDepthTile;  // an A tile; a B tile has as many (128 x 32, 32 x 128)
+constexpr int kStageElements = 2 * kTileElements;
+constexpr int kSharedBytes = kStages * kStageElements * 2;
+static_assert(kBlockColumns * kDepthTile == kTileElements, "A and B tiles are the same size");
+static_assert(kSharedBytes <= kMaxSharedBytes, "the ring exceeds the shared memory of one GB10 block");
+
+// How w is laid out: (M, K), each output column's weights contiguous (the forward's x w^T), or (K, M), each
+// k's row of outputs contiguous (the backward's d_y w).
+enum class WeightLayout { kOutputRows, kDepthRows };
+// What the epilogue writes: relu(acc)², or acc · 2 sqrt(act) with act read at the same place.
+enum class Epilogue { kReluSquared, kReluSquaredGradient };
+
+// Block-wide: cp.async copies of a (128, 32) tile of a row-major (rows, depth) matrix from (row0, k0) into
+// a swizzled tile; what lies past `rows` or `depth` is zero-filled (from row 0's valid address).
+__device__ inline void load_depth_contiguous(BF16* tile, const BF16* matrix, int rows, int depth, int row0,
+                                             int k0) {
+  constexpr int kChunks = kDepthTile / kChunkElements;  // 4 a row
+#pragma unroll
+  for (int i = 0; i < kBlockRows * kChunks / kThreads; ++i) {
+    const int index = static_cast<int>(threadIdx.x) + i * kThreads;
+    const int row = index / kChunks, chunk = index % kChunks;
+    const int k = k0 + chunk * kChunkElements;
+    const bool inside = row0 + row < rows && k < depth;
+    const int64_t offset = inside ? static_cast<int64_t>(row0 + row) * depth + k : 0;
+    ptx::cp_async_16(tile + swizzled<kDepthTile>(row, chunk), matrix + offset, inside);
+  }
+}
+
+// Block-wide: cp.async copies of a (32, 128) tile of a row-major (depth, columns) matrix from (k0, column0).
+__device__ inline void load_columns_contiguous(BF16* tile, const BF16* matrix, int depth, int columns, int k0,
+                                               int column0) {
+  constexpr int kChunks = kBlockColumns / kChunkElements;  // 16 a row
+#pragma unroll
+  for (int i = 0; i < kDepthTile * kChunks / kThreads; ++i) {
+    const int index = static_cast<int>(threadIdx.x) + i * kThreads;
+    const int row = index / kChunks, chunk = index % kChunks;
+    const int column = column0 + chunk * kChunkElements;
+    const bool inside = k0 + row < depth && column < columns;
+    const int64_t offset = inside ? static_cast<int64_t>(k0 + row) * columns + column : 0;
+    ptx::cp_async_16(tile + swizzled<kBlockColumns>(row, chunk), matrix + offset, inside);
+  }
+}
+
+template <Epilogue kEpilogue>
+__device__ inline float epilogue(float acc, float act) {
+  if constexpr (kEpilogue == Epilogue::kReluSquared) {
+    const float r = acc > 0.0f ? acc : 0.0f;  // as the CPU's relu: NaN gives 0
+    return r * r;
+  } else {
+    return acc * (2.0f * sqrtf(act));
+  }
+}
+
+// out (rows, columns) bf16 = epilogue(a b), a (rows, depth) bf16, b as kLayout says; act (rows, columns)
+// bf16 for the gradient epilogue (null otherwise). Grid (column tiles, row tiles).
+template <WeightLayout kLayout, Epilogue kEpilogue>
+__global__ void __launch_bounds__(kThreads)
+    mlp_gemm_kernel(BF16* out, const BF16* a, const BF16* b, const BF16* act, int rows, int columns,
+                    int depth) {
+  NANOFORGE_DYNAMIC_SHARED(unsigned char, shared, 128);
+  BF16* ring = reinterpret_cast<BF16*>(shared);
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const int row0 = static_cast<int>(blockIdx.y) * kBlockRows;
+  const int column0 = static_cast<int>(blockIdx.x) * kBlockColumns;
+  const int warp_row0 = warp / kWarpGridColumns * kRowBlocks * kMmaRows;
+  const int warp_column0 = warp % kWarpGridColumns * kColumnBlocks * kMmaColumns;
+  const int depth_tiles = (depth + kDepthTile - 1) / kDepthTile;
+
+  auto load_stage = [&](int tile_index) {
+    BF16* a_tile = ring + tile_index % kStages * kStageElements;
+    BF16* b_tile = a_tile + kTileElements;
+    const int k0 = tile_index * kDepthTile;
+    load_depth_contiguous(a_tile, a, rows, depth, row0, k0);
+    if constexpr (kLayout == WeightLayout::kOutputRows) {
+      load_depth_contiguous(b_tile, b, columns, depth, column0, k0);
+    } else {
+      load_columns_contiguous(b_tile, b, depth, columns, k0, column0);
+    }
+  };
+
+  float acc[kRowBlocks][kColumnBlocks][4];
+  zero(acc);
+  // The ring: tiles 0 .. kStages - 2 in flight before the first product; each iteration then waits for its
+  // tile, refills the slot the previous iteration used, and multiplies. Every iteration commits one group
+  // (possibly empty), so "at most kStages - 2 pending" always means "this iteration's tile has landed".
+#pragma unroll
+  for (int stage = 0; stage < kStages - 1; ++stage) {
+    if (stage < depth_tiles) load_stage(stage);
+    ptx::cp_async_commit_group();
+  }
+#pragma unroll 1
+  for (int tile_index = 0; tile_index < depth_tiles; ++tile_index) {
+    ptx::cp_async_wait_group<kStages - 2>();
+    __syncthreads();  // the tile is visible to every warp, and every warp is done with the slot refilled next
+    if (tile_index + kStages - 1 < depth_tiles) load_stage(tile_index + kStages - 1);
+    ptx::cp_async_commit_group();
+    const BF16* a_tile = ring + tile_index % kStages * kStageElements;
+    const BF16* b_tile = a_tile + kTileElements;
+#pragma unroll
+    for (int k = 0; k < kDepthTile; k += kMmaDepth) {
+      uint32_t a_fragments[kRowBlocks][4];
+#pragma unroll
+      for (int m = 0; m < kRowBlocks; ++m)
+        load_a<kDepthTile>(a_fragments[m], a_tile, warp_row0 + m * kMmaRows, k);
+#pragma unroll
+      for (int n = 0; n < kColumnBlocks; n += 2) {
+        uint32_t b_fragments[4];
+        if constexpr (kLayout == WeightLayout::kOutputRows) {
+          load_b_from_rows<kDepthTile>(b_fragments, b_tile, warp_column0 + n * kMmaColumns, k);
+        } else {
+          load_b_from_columns<kBlockColumns>(b_fragments, b_tile, k, warp_column0 + n * kMmaColumns);
+        }
+#pragma unroll
+        for (int m = 0; m < kRowBlocks; ++m) {
+          mma(acc[m][n], a_fragments[m], b_fragments[0], b_fragments[1]);
+          mma(acc[m][n + 1], a_fragments[m], b_fragments[2], b_fragments[3]);
+        }
+      }
+    }
+  }
+  ptx::cp_async_wait_group<0>();
+
+  // Lane 4g + t holds rows g and g + 8, columns 2t and 2t + 1 of each m16n8 block: one bf16 pair a row.
+#pragma unroll
+  for (int m = 0; m < kRowBlocks; ++m) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = row0 + warp_row0 + m * kMmaRows + lane / 4 + half * 8;
+      if (row >= rows) continue;
+#pragma unroll
+      for (int n = 0; n < kColumnBlocks; ++n) {
+        const int column = column0 + warp_column0 + n * kMmaColumns + 2 * (lane % 4);
+        if (column >= columns) continue;  // columns is a multiple of 8: column + 1 is inside too
+        const int64_t at = static_cast<int64_t>(row) * columns + column;
+        float2 factor{0.0f, 0.0f};
+        if constexpr (kEpilogue == Epilogue::kReluSquaredGradient) {
+          factor = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(act + at));
+        }
+        *reinterpret_cast<__nv_bfloat162*>(out + at) =
+            __floats2bfloat162_rn(epilogue<kEpilogue>(acc[m][n][2 * half], factor.x),
+                                  epilogue<kEpilogue>(acc[m][n][2 * half + 1], factor.y));
+      }
+    }
+  }
+}
+
+// The checks of both ops: bf16 rank-2 operands on the GPU whose shapes chain (w (M, K) or (K, M) as `layout`
+// says), 16-byte aligned, K and M multiples of 8, sizes that fit the kernel's int indices and grid.
+void check_gemm(const TensorView& out, const TensorView& a, const TensorView& w, WeightLayout layout,
+                const char* op, const char* out_name, const char* a_name) {
+  check_tensor(out, DType::kBF16, op, out_name);
+  check_tensor(a, DType::kBF16, op, a_name);
+  check_tensor(w, DType::kBF16, op, "w");
+  check_rank(out, 2, op, out_name);
+  check_rank(a, 2, op, a_name);
+  check_rank(w, 2, op, "w");
+  const int64_t rows = out.shape[0], columns = out.shape[1], depth = a.shape[1];
+  const bool output_rows = layout == WeightLayout::kOutputRows;
+  NANOFORGE_CHECK(a.shape[0] == rows && w.shape[0] == (output_rows ? columns : depth) &&
+                      w.shape[1] == (output_rows ? depth : columns),
+                  "{} on CUDA: shapes do not chain: {} {}, w {}, {} {}", op, a_name, a.describe(),
+                  w.describe(), out_name, out.describe());
+  NANOFORGE_CHECK(depth % kChunkElements == 0 && columns % kChunkElements == 0,
+                  "{} on CUDA: the MLP GEMM loads 16-byte chunks; K = {} and M = {} must be multiples of 8 "
+                  "(model.mlp_gemm = cublaslt takes any size)",
+                  op, depth, columns);
+  NANOFORGE_CHECK(
+      rows <= int64_t{65535} * kBlockRows && columns < (int64_t{1} << 30) && depth < (int64_t{1} << 30),
+      "{} on CUDA: {} {} is too large for one launch", op, out_name, out.describe());
+  for (const TensorView* t : {&out, &a, &w}) {
+    NANOFORGE_CHECK(reinterpret_cast<uintptr_t>(t->data) % 16 == 0,
+                    "{} on CUDA: every operand must start on a 16-byte boundary, got {}", op, t->describe());
+  }
+}
+
+template <WeightLayout kLayout, Epilogue kEpilogue>
+void launch_mlp_gemm(TensorView out, TensorView a, TensorView b, const BF16* act) {
+  const int rows = static_cast<int>(out.shape[0]), columns = static_cast<int>(out.shape[1]);
+  const int depth = static_cast<int>(a.shape[1]);
+  if (static_cast<int64_t>(rows) * columns == 0) return;
+  const dim3 grid((columns + kBlockColumns - 1) / kBlockColumns, (rows + kBlockRows - 1) / kBlockRows);
+  allow_shared_bytes(mlp_gemm_kernel<kLayout, kEpilogue>, kSharedBytes);
+  launch_kernel<mlp_gemm_kernel<kLayout, kEpilogue>>(grid, kThreads, kSharedBytes)(
+      out.as<BF16>(), a.as<BF16>(), b.as<BF16>(), act, rows, columns, depth);
+}
+
+}  // namespace
+
+void linear_relu_squared_forward(TensorView act, TensorView x, TensorView w) {
+  constexpr const char* kOp = "linear_relu_squared_forward";
+  check_gemm(act, x, w, WeightLayout::kOutputRows, kOp, "act", "x");
+  NANOFORGE_CHECK(act.data != x.data, "{} on CUDA: act must not alias x", kOp);
+  launch_mlp_gemm<WeightLayout::kOutputRows, Epilogue::kReluSquared>(act, x, w, nullptr);
+  NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
+}
+
+void relu_squared_linear_backward(TensorView d_pre, TensorView d_y, TensorView w, TensorView act) {
+  constexpr const char* kOp = "relu_squared_linear_backward";
+  check_gemm(d_pre, d_y, w, WeightLayout::kDepthRows, kOp, "d_pre", "d_y");
+  check_tensor(act, DType::kBF16, kOp, "act");
+  check_same_shape(act, d_pre, kOp);
+  NANOFORGE_CHECK(reinterpret_cast<uintptr_t>(act.data) % 4 == 0,
+                  "{} on CUDA: act must start on a 4-byte boundary (read as bf16 pairs), got {}", kOp,
+                  act.describe());
+  NANOFORGE_CHECK(d_pre.data != d_y.data && d_pre.data != act.data,
+                  "{} on CUDA: d_pre must alias neither d_y nor act", kOp);
+  launch_mlp_gemm<WeightLayout::kDepthRows, Epilogue::kReluSquaredGradient>(d_pre, d_y, w, act.as<BF16>());
+  NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
+}
+
+}  // namespace nanoforge::cuda

@@ -1,0 +1,56 @@
+// model.mlp_gemm resolved against the GPU and the model (mlp_gemm_choice.h).
+#include "train/mlp_gemm_choice.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "kernels/cuda/cuda_memory.h"
+#include "kernels/mlp_gemm.h"
+
+namespace nanoforge {
+
+absl::Status validate_mlp_gemm_setting(const std::string& setting) {
+  if (std::find(std::begin(kMlpGemmSettings), std::end(kMlpGemmSettings), setting) ==
+      std::end(kMlpGemmSettings)) {
+    return absl::InvalidArgumentError(
+        fmt::format("model.mlp_gemm must be auto, cublaslt or fused, got '{}'", setting));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> choose_mlp_gemm(const std::string& setting, Device device,
+                                            const GPTConfig& model) {
+  ops::set_mlp_gemm(ops::MlpGemm::kCublasLt);
+  if (device == Device::kCpu) {
+    return fmt::format("mlp gemm: CPU reference (model.mlp_gemm={} applies to GPU runs)", setting);
+  }
+  if (setting == "cublaslt")
+    return std::string("mlp gemm: cublaslt and a ReLU² pass (model.mlp_gemm=cublaslt)");
+  const bool fits = model.n_embd % 8 == 0 && model.mlp_dim() % 8 == 0;
+  if (!fits && setting == "fused") {
+    return absl::InvalidArgumentError(fmt::format(
+        "model.mlp_gemm=fused needs a model width that is a multiple of 8 (the kernel loads 16-byte chunks), "
+        "got n_embd {}: use model.mlp_gemm=auto or cublaslt",
+        model.n_embd));
+  }
+  std::string why = "model.mlp_gemm=fused";
+  if (setting == "auto") {
+    int major = 0, minor = 0;
+    std::string reason;
+    if (!cuda::device_compute_capability(&major, &minor, &reason)) {
+      return absl::FailedPreconditionError(fmt::format("model.mlp_gemm: no usable GPU: {}", reason));
+    }
+    const ops::MlpGemm automatic = fits ? ops::automatic_mlp_gemm(major) : ops::MlpGemm::kCublasLt;
+    if (automatic == ops::MlpGemm::kCublasLt) {
+      return fmt::format(
+          "mlp gemm: cublaslt and a ReLU² pass (model.mlp_gemm=auto; compute capability {}.{}{})", major,
+          minor, fits ? "" : fmt::format(", n_embd {} not a multiple of 8", model.n_embd));
+    }
+    why = fmt::format("model.mlp_gemm=auto; compute capability {}.{}", major, minor);
+  }
+  ops::set_mlp_gemm(ops::MlpGemm::kFused);
+  return fmt::format("mlp gemm: fused, ReLU² in our GEMM's epilogue ({})", why);
+}
+
+}  // namespace nanoforge

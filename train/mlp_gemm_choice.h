@@ -1,0 +1,27 @@
+// The recipe key model.mlp_gemm (auto | cublaslt | fused) turned into the ops' MLP GEMM for a run
+// (kernels/mlp_gemm.h): auto asks that header's rule with this GPU's compute capability (our fused GEMM on a
+// GB10, cuBLASLt with the ReLU² pass elsewhere: the performance model's prediction, docs/kernels.md "The MLP
+// GEMM"); cublaslt and fused insist. The trainer prints the line choose_mlp_gemm returns.
+#pragma once
+
+#include <absl/status/statusor.h>
+
+#include <string>
+
+#include "kernels/tensor.h"
+#include "model/gpt_config.h"
+
+namespace nanoforge {
+
+inline constexpr const char* kMlpGemmSettings[] = {"auto", "cublaslt", "fused"};
+
+// Recipe validation: a known value (the key names itself in the error).
+absl::Status validate_mlp_gemm_setting(const std::string& setting);
+
+// Resolves `setting` for a run of `model` on `device`, sets ops::set_mlp_gemm, and returns one line saying
+// what was chosen and why. fused needs the model's width and MLP width to be multiples of 8 (the kernel's
+// 16-byte loads); auto then keeps cuBLASLt.
+absl::StatusOr<std::string> choose_mlp_gemm(const std::string& setting, Device device,
+                                            const GPTConfig& model);
+
+}  // namespace nanoforge
