@@ -225,6 +225,26 @@ struct GpuTensor {
   }
 };
 
+// An activation-shaped test case: (rows, channels) bf16 views `offset` elements into their buffers: 0 keeps
+// the buffer's 16-byte alignment, 1 leaves none (no 16-byte packs).
+struct ActivationShape {
+  int64_t rows, channels;
+  int64_t offset;
+  int64_t numel() const { return rows * channels; }
+};
+
+inline std::string activation_shape_name(const testing::TestParamInfo<ActivationShape>& info) {
+  const ActivationShape& s = info.param;
+  return std::to_string(s.rows) + "x" + std::to_string(s.channels) + (s.offset == 0 ? "_aligned" : "_offset");
+}
+
+// |values|, elementwise (the magnitudes a GEMM's rounding bound is made of).
+inline std::vector<float> absolute(std::vector<float> values) {
+  for (float& v : values)
+    v = std::abs(v);
+  return values;
+}
+
 // Sets ops::deterministic() for one scope and restores it after.
 class DeterministicMode {
  public:

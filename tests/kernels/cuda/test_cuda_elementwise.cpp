@@ -19,29 +19,18 @@
 namespace nanoforge::gpu_test {
 namespace {
 
-struct Shape {
-  int64_t rows, channels;
-  int64_t offset;  // elements from the start of each bf16 buffer to its view: 0 (16-byte aligned) or 1 (not)
-  int64_t numel() const { return rows * channels; }
-};
-
-std::string shape_name(const testing::TestParamInfo<Shape>& info) {
-  const Shape& s = info.param;
-  return std::to_string(s.rows) + "x" + std::to_string(s.channels) + (s.offset == 0 ? "_aligned" : "_offset");
-}
-
 // A bf16 device copy of `values` as (rows, channels), `offset` elements into its buffer and followed by guard
 // elements. values() reads it back and checks that the elements around it kept their bits.
 class Bf16OnGpu {
  public:
-  Bf16OnGpu(const std::vector<float>& values, const Shape& shape)
+  Bf16OnGpu(const std::vector<float>& values, const ActivationShape& shape)
       : shape_(shape), padded_(to_bf16_bits(values), shape.offset, DType::kBF16) {}
 
   TensorView view() const { return padded_.view({shape_.rows, shape_.channels}); }
   std::vector<float> values() const { return from_bf16_bits(padded_.contents()); }
 
  private:
-  Shape shape_;
+  ActivationShape shape_;
   PaddedOnGpu<uint16_t> padded_;
 };
 
@@ -56,7 +45,7 @@ class ScalarOnGpu {
   DeviceBuffer buffer_;
 };
 
-TensorView cpu_view(std::vector<float>& values, const Shape& s) {
+TensorView cpu_view(std::vector<float>& values, const ActivationShape& s) {
   return TensorView(values.data(), {s.rows, s.channels}, DType::kF32, Device::kCpu);
 }
 TensorView cpu_scalar(float& value) {
@@ -113,14 +102,14 @@ double lambda_tolerance(int64_t channels, double magnitudes, double result) {
          4 * kFp32Rounding * std::abs(result);
 }
 
-class CudaElementwise : public testing::TestWithParam<Shape> {
+class CudaElementwise : public testing::TestWithParam<ActivationShape> {
  protected:
-  const Shape& shape() const { return GetParam(); }
+  const ActivationShape& shape() const { return GetParam(); }
 };
 
 TEST_P(CudaElementwise, ReluSquaredIsTheCpuResultRounded) {
   NANOFORGE_SKIP_WITHOUT_GPU();
-  const Shape& s = shape();
+  const ActivationShape& s = shape();
   std::mt19937 rng(41);
   std::vector<float> x = normal_bf16(s.numel(), rng);
   std::vector<float> d_out = normal_bf16(s.numel(), rng);
@@ -152,7 +141,7 @@ TEST_P(CudaElementwise, ReluSquaredIsTheCpuResultRounded) {
 
 TEST_P(CudaElementwise, BackoutMatchesCpu) {
   NANOFORGE_SKIP_WITHOUT_GPU();
-  const Shape& s = shape();
+  const ActivationShape& s = shape();
   std::mt19937 rng(43);
   std::vector<float> x = normal_bf16(s.numel(), rng);
   std::vector<float> x_backout = positive_bf16(s.numel(), rng);
@@ -200,9 +189,10 @@ TEST_P(CudaElementwise, BackoutMatchesCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaElementwise,
-                         testing::Values(Shape{7, 77, 0}, Shape{7, 77, 1}, Shape{37, 1280, 0},
-                                         Shape{37, 1280, 1}, Shape{4099, 1280, 0}, Shape{4099, 1280, 1}),
-                         shape_name);
+                         testing::Values(ActivationShape{7, 77, 0}, ActivationShape{7, 77, 1},
+                                         ActivationShape{37, 1280, 0}, ActivationShape{37, 1280, 1},
+                                         ActivationShape{4099, 1280, 0}, ActivationShape{4099, 1280, 1}),
+                         activation_shape_name);
 
 // The dtype and shape checks run on the host before any CUDA call, so this needs no GPU (and runs in CI).
 TEST(CudaElementwiseContract, RejectsWrongDtypesAndShapes) {

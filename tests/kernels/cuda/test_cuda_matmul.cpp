@@ -45,12 +45,6 @@ std::vector<float> random_bf16_values(int64_t count, std::mt19937& rng) {
   return rounded_to_bf16(uniform_values(count, -1.0f, 1.0f, rng));
 }
 
-std::vector<float> absolute(std::vector<float> values) {
-  for (float& v : values)
-    v = std::abs(v);
-  return values;
-}
-
 struct GemmResult {
   std::vector<float> gpu, cpu, bound;  // bound: the allowed |gpu - cpu| per element
 };

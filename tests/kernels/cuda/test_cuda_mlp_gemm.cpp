@@ -39,12 +39,6 @@ std::string shape_name(const testing::TestParamInfo<std::tuple<MlpShape, ops::Ml
          ops::mlp_gemm_name(std::get<1>(info.param));
 }
 
-std::vector<float> absolute(std::vector<float> values) {
-  for (float& v : values)
-    v = std::abs(v);
-  return values;
-}
-
 std::vector<float> nan_values(int64_t count) {
   return std::vector<float>(static_cast<size_t>(count), std::numeric_limits<float>::quiet_NaN());
 }

@@ -19,20 +19,9 @@
 namespace nanoforge::gpu_test {
 namespace {
 
-struct Shape {
-  int64_t rows, channels;
-  int64_t offset;  // elements from the start of each bf16 buffer to its view: 0 (16-byte aligned) or 1 (not)
-  int64_t numel() const { return rows * channels; }
-};
-
-std::string shape_name(const testing::TestParamInfo<Shape>& info) {
-  const Shape& s = info.param;
-  return std::to_string(s.rows) + "x" + std::to_string(s.channels) + (s.offset == 0 ? "_aligned" : "_offset");
-}
-
-class CudaResidualMixRmsNorm : public testing::TestWithParam<Shape> {
+class CudaResidualMixRmsNorm : public testing::TestWithParam<ActivationShape> {
  protected:
-  const Shape& shape() const { return GetParam(); }
+  const ActivationShape& shape() const { return GetParam(); }
   TensorView cpu(std::vector<float>& values) const {
     return cpu_view(values, {shape().rows, shape().channels});
   }
@@ -49,7 +38,7 @@ class CudaResidualMixRmsNorm : public testing::TestWithParam<Shape> {
 
 TEST_P(CudaResidualMixRmsNorm, ForwardAndBackwardMatchCpu) {
   NANOFORGE_SKIP_WITHOUT_GPU();
-  const Shape& s = shape();
+  const ActivationShape& s = shape();
   const int64_t numel = s.numel();
   std::mt19937 rng(44);
   const std::vector<float> x = random_bf16(numel, 1.0f, rng), x0 = random_bf16(numel, 1.0f, rng);
@@ -176,9 +165,9 @@ TEST_P(CudaResidualMixRmsNorm, ForwardAndBackwardMatchCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaResidualMixRmsNorm,
-                         testing::Values(Shape{7, 77, 0}, Shape{37, 1280, 0}, Shape{37, 1280, 1},
-                                         Shape{8201, 16, 0}),
-                         shape_name);
+                         testing::Values(ActivationShape{7, 77, 0}, ActivationShape{37, 1280, 0},
+                                         ActivationShape{37, 1280, 1}, ActivationShape{8201, 16, 0}),
+                         activation_shape_name);
 
 // The dtype and shape checks run on the host before any CUDA call, so this needs no GPU (and runs in CI).
 TEST(CudaResidualMixRmsNormContract, RejectsWrongDtypesAndShapes) {
