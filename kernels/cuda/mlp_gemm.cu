@@ -27,8 +27,8 @@ constexpr int kWarpGridRows = 2, kWarpGridColumns = 4;
 constexpr int kThreads = kWarpGridRows * kWarpGridColumns * kWarpSize;
 constexpr int kRowBlocks = kBlockRows / kWarpGridRows / kMmaRows;              // 4 m16 blocks a warp
 constexpr int kColumnBlocks = kBlockColumns / kWarpGridColumns / kMmaColumns;  // 4 n8 blocks a warp
-constexpr int kTileElements =
-    kBlockRows * kDepthTile;  // an A tile; a B tile has as many (128 x 32, 32 x 128)
+// An A tile (128 x 32); a B tile (32 x 128 or 128 x 32) has as many.
+constexpr int kTileElements = kBlockRows * kDepthTile;
 constexpr int kStageElements = 2 * kTileElements;
 constexpr int kSharedBytes = kStages * kStageElements * 2;
 static_assert(kBlockColumns * kDepthTile == kTileElements, "A and B tiles are the same size");
