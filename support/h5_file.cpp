@@ -1,7 +1,7 @@
 // HDF5 C API behind H5File. HDF5's own error stack printing is switched off: each failure is turned into one
 // absl::Status naming the file and object instead. Before an object is read its class, size and extent are
 // checked against what the caller expects and what the file can hold, and its header's attribute messages
-// and its storage against what libhdf5 would otherwise trust (h5_attribute_check.h, h5_dataset_check.h).
+// and its storage against what libhdf5 would otherwise trust (h5_header_check.h, h5_dataset_check.h).
 #include "support/h5_file.h"
 
 #include <fmt/format.h>
@@ -14,8 +14,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "support/h5_attribute_check.h"
 #include "support/h5_dataset_check.h"
+#include "support/h5_header_check.h"
 #include "support/h5_preflight.h"
 #include "support/status.h"
 
@@ -173,6 +173,18 @@ absl::Status check_fits_file(int64_t count, int64_t element_bytes, int64_t file_
   return absl::OkStatus();
 }
 
+// The object header of `object_path`, checked (h5_header_check.h) before libhdf5 decodes its attribute or
+// layout messages. Finding the header decodes neither.
+absl::Status check_header_of(hid_t file, const std::string& file_path, int64_t file_bytes,
+                             const std::string& object_path) {
+  H5O_info_t info;
+  if (H5Oget_info_by_name2(file, object_path.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
+    return absl::DataLossError(
+        fmt::format("{}: cannot read the object header of {} (corrupt file?)", file_path, object_path));
+  }
+  return check_object_header(file_path, file_bytes, info.addr, object_path);
+}
+
 }  // namespace
 
 absl::StatusOr<H5File> H5File::open_read(const std::string& path) {
@@ -292,6 +304,8 @@ absl::StatusOr<std::vector<std::string>> H5File::members(const std::string& grou
 absl::StatusOr<H5File::DatasetLayout> H5File::dataset_layout(const std::string& dataset_path) const {
   if (!has(dataset_path))
     return absl::NotFoundError(fmt::format("{}: missing dataset {}", path_, dataset_path));
+  // Opening decodes the layout message (and divides by its chunk dimensions): check the header first.
+  NANOFORGE_RETURN_IF_ERROR(check_header_of(handle_, path_, file_bytes_, dataset_path));
   Handle dataset(H5Dopen2(handle_, dataset_path.c_str(), H5P_DEFAULT));
   if (!dataset.valid())
     return absl::InvalidArgumentError(fmt::format("{}: {} is not a dataset", path_, dataset_path));
@@ -341,6 +355,8 @@ template <class T>
 absl::StatusOr<HostArray<T>> H5File::read(const std::string& dataset_path) const {
   if (!has(dataset_path))
     return absl::NotFoundError(fmt::format("{}: missing dataset {}", path_, dataset_path));
+  // Opening decodes the layout message (and divides by its chunk dimensions): check the header first.
+  NANOFORGE_RETURN_IF_ERROR(check_header_of(handle_, path_, file_bytes_, dataset_path));
   Handle dataset(H5Dopen2(handle_, dataset_path.c_str(), H5P_DEFAULT));
   if (!dataset.valid()) {
     return absl::InvalidArgumentError(fmt::format("{}: {} is not a dataset", path_, dataset_path));
@@ -394,12 +410,7 @@ absl::Status open_attribute(hid_t file, const std::string& file_path, int64_t fi
                             const std::string& object_path, const std::string& name, H5T_class_t type_class,
                             const char* expected, OpenedAttribute& opened) {
   // libhdf5 decodes every attribute message of the object to find one: check them all first.
-  H5O_info_t info;
-  if (H5Oget_info_by_name2(file, object_path.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
-    return absl::DataLossError(
-        fmt::format("{}: cannot read the object header of {} (corrupt file?)", file_path, object_path));
-  }
-  NANOFORGE_RETURN_IF_ERROR(check_attribute_messages(file_path, file_bytes, info.addr, object_path));
+  NANOFORGE_RETURN_IF_ERROR(check_header_of(file, file_path, file_bytes, object_path));
   if (H5Aexists_by_name(file, object_path.c_str(), name.c_str(), H5P_DEFAULT) <= 0) {
     return absl::NotFoundError(fmt::format("{}: missing attribute {} on {}", file_path, name, object_path));
   }

@@ -281,5 +281,43 @@ TEST(H5FileUntrusted, RefusesChunksThatDoNotMatchWhatIsStored) {
   std::filesystem::remove(path);
 }
 
+// Fuzzing found it (model.h5): a chunked layout message whose version and class bytes were swapped (3, 2 ->
+// 2, 3) reads, in the version-2 form, as a chunked layout whose chunk dimensions are 0; libhdf5 1.10 divides
+// by them inside H5Dopen2 (SIGFPE in H5D__chunk_set_info) before any query can look. The object header is now
+// read first. Both forms: the fuzzer's swap, and a 0 written into the version-3 message's chunk dimensions.
+TEST(H5FileUntrusted, RefusesAZeroChunkDimensionBeforeLibhdf5DividesByIt) {
+  const std::vector<float> values(2304, 0.5f);
+  const uint32_t chunk[] = {2304, 4}, zero[] = {0, 4};
+  // A 1-d chunked dataset's layout message: its header (type 8, 24 bytes, no flags), then version 3, class 2
+  // (chunked), rank 2 (the dimension and the element size).
+  const std::string message("\x08\x00\x18\x00\x00\x00\x00\x00\x03\x02\x02", 11);
+  const std::string swapped("\x08\x00\x18\x00\x00\x00\x00\x00\x02\x03\x02", 11);
+  struct Damage {
+    std::string name, from, to;
+  };
+  for (const Damage& damage :
+       {Damage{"swapped", message, swapped},
+        Damage{"zero", std::string(reinterpret_cast<const char*>(chunk), sizeof(chunk)),
+               std::string(reinterpret_cast<const char*>(zero), sizeof(zero))}}) {
+    SCOPED_TRACE(damage.name);
+    const std::string path = temp_path("zero_chunk_" + damage.name + ".h5");
+    {
+      auto file = H5File::create(path);
+      ASSERT_TRUE(file.ok());
+      ASSERT_TRUE(file->write("/c_proj", {2304}, values.data(), {.checksum = true}).ok());
+    }
+    patch_bytes(path, damage.from, damage.to);
+    auto file = H5File::open_read(path);
+    ASSERT_TRUE(file.ok()) << file.status();
+    for (const absl::Status& status :
+         {file->read<float>("/c_proj").status(), file->dataset_layout("/c_proj").status()}) {
+      expect_error(status, absl::StatusCode::kDataLoss,
+                   "the object header of /c_proj is damaged (its chunk dimensions are 0 or do not fit in the "
+                   "layout message)");
+    }
+    std::filesystem::remove(path);
+  }
+}
+
 }  // namespace
 }  // namespace nanoforge

@@ -1,7 +1,7 @@
-// The object-header walk of check_attribute_messages. Layouts from the HDF5 file format specification
-// (version 1 object headers, attribute messages versions 1-3, datatype and dataspace messages); offsets
-// and lengths are 8 bytes, as every 64-bit writer stores them.
-#include "support/h5_attribute_check.h"
+// The object-header walk of check_object_header. Layouts from the HDF5 file format specification (version 1
+// object headers, attribute messages versions 1-3, datatype and dataspace messages, data layout messages
+// versions 1-4); offsets and lengths are 8 bytes, as every 64-bit writer stores them.
+#include "support/h5_header_check.h"
 
 #include <fmt/format.h>
 
@@ -14,6 +14,8 @@ namespace {
 
 constexpr uint16_t kContinuationMessage = 0x10;
 constexpr uint16_t kAttributeMessage = 0x0C;
+constexpr uint16_t kLayoutMessage = 0x08;
+constexpr uint8_t kChunkedLayout = 2;
 constexpr int kMaxChunks = 4096;  // continuation chunks per header: more means a loop in a damaged file
 constexpr uint64_t kMaxChunkBytes = uint64_t{16} << 20;  // far above any real header (a message is < 64 KiB)
 constexpr int kMaxRank = 32;                             // HDF5's limit
@@ -99,10 +101,44 @@ bool attribute_fits(const uint8_t* message, uint64_t size) {
   return !__builtin_mul_overflow(bytes, count, &value) && value <= size - space_end;
 }
 
+// One data layout message: unless it is chunked, true; if it is, whether its chunk dimensions (the last of
+// versions 1-3 is the element size) lie inside the message and none is 0 — libhdf5 divides by each.
+bool chunk_dimensions_valid(const uint8_t* message, uint64_t size) {
+  if (size < 2) return false;
+  const uint8_t version = message[0];
+  uint64_t rank = 0, dims_at = 0, dim_bytes = 4;
+  if (version == 1 || version == 2) {  // version, rank, class, 5 reserved, address (not compact), dims
+    if (size < 3 || message[2] != kChunkedLayout) return true;
+    rank = message[1];
+    dims_at = 16;
+  } else if (version == 3) {  // version, class, rank, address, dims, element size
+    if (message[1] != kChunkedLayout) return true;
+    if (size < 3) return false;
+    rank = message[2];
+    dims_at = 11;
+  } else if (version == 4) {  // version, class, flags, rank, bytes per dimension, dims
+    if (message[1] != kChunkedLayout) return true;
+    if (size < 5) return false;
+    rank = message[3];
+    dim_bytes = message[4];
+    dims_at = 5;
+    if (dim_bytes < 1 || dim_bytes > 8) return false;
+  } else {
+    return true;  // libhdf5 refuses versions it does not know
+  }
+  if (rank < 1 || rank > kMaxRank + 1 || dims_at + rank * dim_bytes > size) return false;
+  for (uint64_t d = 0; d < rank; ++d) {
+    uint64_t value = 0;
+    std::memcpy(&value, message + dims_at + d * dim_bytes, dim_bytes);  // little-endian, as the host
+    if (value == 0) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
-absl::Status check_attribute_messages(const std::string& path, int64_t file_bytes, uint64_t header_address,
-                                      const std::string& object_path) {
+absl::Status check_object_header(const std::string& path, int64_t file_bytes, uint64_t header_address,
+                                 const std::string& object_path) {
   auto damaged = [&](const std::string& what) {
     return absl::DataLossError(
         fmt::format("{}: the object header of {} is damaged ({}): corrupt file", path, object_path, what));
@@ -132,6 +168,8 @@ absl::Status check_attribute_messages(const std::string& path, int64_t file_byte
         chunks.emplace_back(little_endian<uint64_t>(&chunk[at]), little_endian<uint64_t>(&chunk[at + 8]));
       } else if (type == kAttributeMessage && !attribute_fits(&chunk[at], size)) {
         return damaged("an attribute's name, type, shape or value does not fit in its message");
+      } else if (type == kLayoutMessage && !chunk_dimensions_valid(&chunk[at], size)) {
+        return damaged("its chunk dimensions are 0 or do not fit in the layout message");
       }
       at += size;
     }
