@@ -40,34 +40,22 @@ enum class WeightLayout { kOutputRows, kDepthRows };
 // What the epilogue writes: relu(acc)², or acc · 2 sqrt(act) with act read at the same place.
 enum class Epilogue { kReluSquared, kReluSquaredGradient };
 
-// Block-wide: cp.async copies of a (128, 32) tile of a row-major (rows, depth) matrix from (row0, k0) into
-// a swizzled tile; what lies past `rows` or `depth` is zero-filled (from row 0's valid address).
-__device__ inline void load_depth_contiguous(BF16* tile, const BF16* matrix, int rows, int depth, int row0,
-                                             int k0) {
-  constexpr int kChunks = kDepthTile / kChunkElements;  // 4 a row
+// Block-wide: cp.async copies of a (kTileRows, kTileColumns) tile of a row-major (rows, columns) matrix from
+// (row0, column0) into a swizzled tile; what lies past `rows` or `columns` is zero-filled (from the matrix's
+// first, valid address). A's and the forward's B tiles are (128, 32), the backward's B tile (32, 128).
+template <int kTileRows, int kTileColumns>
+__device__ inline void load_tile(BF16* tile, const BF16* matrix, int rows, int columns, int row0,
+                                 int column0) {
+  constexpr int kChunks = kTileColumns / kChunkElements;
+  static_assert(kTileRows * kChunks % kThreads == 0, "every thread issues the same number of copies");
 #pragma unroll
-  for (int i = 0; i < kBlockRows * kChunks / kThreads; ++i) {
-    const int index = static_cast<int>(threadIdx.x) + i * kThreads;
-    const int row = index / kChunks, chunk = index % kChunks;
-    const int k = k0 + chunk * kChunkElements;
-    const bool inside = row0 + row < rows && k < depth;
-    const int64_t offset = inside ? static_cast<int64_t>(row0 + row) * depth + k : 0;
-    ptx::cp_async_16(tile + swizzled<kDepthTile>(row, chunk), matrix + offset, inside);
-  }
-}
-
-// Block-wide: cp.async copies of a (32, 128) tile of a row-major (depth, columns) matrix from (k0, column0).
-__device__ inline void load_columns_contiguous(BF16* tile, const BF16* matrix, int depth, int columns, int k0,
-                                               int column0) {
-  constexpr int kChunks = kBlockColumns / kChunkElements;  // 16 a row
-#pragma unroll
-  for (int i = 0; i < kDepthTile * kChunks / kThreads; ++i) {
+  for (int i = 0; i < kTileRows * kChunks / kThreads; ++i) {
     const int index = static_cast<int>(threadIdx.x) + i * kThreads;
     const int row = index / kChunks, chunk = index % kChunks;
     const int column = column0 + chunk * kChunkElements;
-    const bool inside = k0 + row < depth && column < columns;
-    const int64_t offset = inside ? static_cast<int64_t>(k0 + row) * columns + column : 0;
-    ptx::cp_async_16(tile + swizzled<kBlockColumns>(row, chunk), matrix + offset, inside);
+    const bool inside = row0 + row < rows && column < columns;
+    const int64_t offset = inside ? static_cast<int64_t>(row0 + row) * columns + column : 0;
+    ptx::cp_async_16(tile + swizzled<kTileColumns>(row, chunk), matrix + offset, inside);
   }
 }
 
@@ -101,11 +89,11 @@ __global__ void __launch_bounds__(kThreads)
     BF16* a_tile = ring + tile_index % kStages * kStageElements;
     BF16* b_tile = a_tile + kTileElements;
     const int k0 = tile_index * kDepthTile;
-    load_depth_contiguous(a_tile, a, rows, depth, row0, k0);
+    load_tile<kBlockRows, kDepthTile>(a_tile, a, rows, depth, row0, k0);
     if constexpr (kLayout == WeightLayout::kOutputRows) {
-      load_depth_contiguous(b_tile, b, columns, depth, column0, k0);
+      load_tile<kBlockColumns, kDepthTile>(b_tile, b, columns, depth, column0, k0);
     } else {
-      load_columns_contiguous(b_tile, b, depth, columns, k0, column0);
+      load_tile<kDepthTile, kBlockColumns>(b_tile, b, depth, columns, k0, column0);
     }
   };
 

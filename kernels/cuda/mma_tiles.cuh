@@ -72,9 +72,8 @@ __device__ inline void load_b_from_rows(uint32_t (&b)[4], const BF16* tile, int 
 }
 
 // Warp-wide: the B operands of two n-blocks, B[k][n] = tile[k][n] (a row-major (k, n) tile: V in P V, W in
-// d_y W),
-// through ldmatrix .trans: b[0..1] for columns n0 .. n0 + 7 and b[2..3] for n0 + 8 .., k = k0 .. k0 + 15.
-// Matrix i covers tile rows k0 + (i % 2) * 8 .., columns n0 + (i / 2) * 8 ..
+// d_y W), through ldmatrix .trans: b[0..1] for columns n0 .. n0 + 7 and b[2..3] for n0 + 8 ..,
+// k = k0 .. k0 + 15. Matrix i covers tile rows k0 + (i % 2) * 8 .., columns n0 + (i / 2) * 8 ..
 template <int kRowElements>
 __device__ inline void load_b_from_columns(uint32_t (&b)[4], const BF16* tile, int k0, int n0) {
   ptx::ldmatrix_x4_trans(b, tile + fragment_offset<kRowElements, 1, 2>(k0, n0));
