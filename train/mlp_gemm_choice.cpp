@@ -6,9 +6,21 @@
 #include <algorithm>
 
 #include "kernels/cuda/cuda_memory.h"
-#include "kernels/mlp_gemm.h"
 
 namespace nanoforge {
+
+namespace {
+
+// The fused GEMM's 16-byte loads need K = n_embd and M = 4 n_embd to be multiples of 8.
+bool fused_gemm_fits(const GPTConfig& model) {
+  return model.n_embd % 8 == 0;
+}
+
+}  // namespace
+
+ops::MlpGemm automatic_mlp_gemm_for(const GPTConfig& model, int compute_capability_major) {
+  return fused_gemm_fits(model) ? ops::automatic_mlp_gemm(compute_capability_major) : ops::MlpGemm::kCublasLt;
+}
 
 absl::Status validate_mlp_gemm_setting(const std::string& setting) {
   if (std::find(std::begin(kMlpGemmSettings), std::end(kMlpGemmSettings), setting) ==
@@ -27,7 +39,7 @@ absl::StatusOr<std::string> choose_mlp_gemm(const std::string& setting, Device d
   }
   if (setting == "cublaslt")
     return std::string("mlp gemm: cublaslt and a ReLU² pass (model.mlp_gemm=cublaslt)");
-  const bool fits = model.n_embd % 8 == 0 && model.mlp_dim() % 8 == 0;
+  const bool fits = fused_gemm_fits(model);
   if (!fits && setting == "fused") {
     return absl::InvalidArgumentError(fmt::format(
         "model.mlp_gemm=fused needs a model width that is a multiple of 8 (the kernel loads 16-byte chunks), "
@@ -41,7 +53,7 @@ absl::StatusOr<std::string> choose_mlp_gemm(const std::string& setting, Device d
     if (!cuda::device_compute_capability(&major, &minor, &reason)) {
       return absl::FailedPreconditionError(fmt::format("model.mlp_gemm: no usable GPU: {}", reason));
     }
-    const ops::MlpGemm automatic = fits ? ops::automatic_mlp_gemm(major) : ops::MlpGemm::kCublasLt;
+    const ops::MlpGemm automatic = automatic_mlp_gemm_for(model, major);
     if (automatic == ops::MlpGemm::kCublasLt) {
       return fmt::format(
           "mlp gemm: cublaslt and a ReLU² pass (model.mlp_gemm=auto; compute capability {}.{}{})", major,

@@ -8,12 +8,17 @@
 
 #include <string>
 
+#include "kernels/mlp_gemm.h"
 #include "kernels/tensor.h"
 #include "model/gpt_config.h"
 
 namespace nanoforge {
 
 inline constexpr const char* kMlpGemmSettings[] = {"auto", "cublaslt", "fused"};
+
+// What auto picks for `model` on a GPU of this compute capability major version: kernels/mlp_gemm.h's rule
+// where the fused GEMM can load the model's rows (a width that is a multiple of 8), else cuBLASLt.
+ops::MlpGemm automatic_mlp_gemm_for(const GPTConfig& model, int compute_capability_major);
 
 // Recipe validation: a known value (the key names itself in the error).
 absl::Status validate_mlp_gemm_setting(const std::string& setting);

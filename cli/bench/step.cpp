@@ -135,8 +135,8 @@ absl::Status check_model_flags(bool model_only) {
 ops::MlpGemm predicted_mlp_gemm(const GpuSpec& gpu, const GPTConfig& config) {
   const std::string setting = absl::GetFlag(FLAGS_mlp_gemm);
   if (setting == "fused") return ops::MlpGemm::kFused;
-  if (setting == "cublaslt" || config.n_embd % 8 != 0) return ops::MlpGemm::kCublasLt;
-  return ops::automatic_mlp_gemm(gpu.compute_capability_major);
+  if (setting == "cublaslt") return ops::MlpGemm::kCublasLt;
+  return automatic_mlp_gemm_for(config, gpu.compute_capability_major);
 }
 
 // --model-only: the whole training step of one GPU among --world, predicted and printed.
