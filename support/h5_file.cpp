@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "support/h5_dataset_check.h"
+#include "support/h5_group_check.h"
 #include "support/h5_header_check.h"
 #include "support/h5_preflight.h"
 #include "support/status.h"
@@ -189,7 +190,10 @@ absl::Status check_header_of(hid_t file, const std::string& file_path, int64_t f
 
 absl::StatusOr<H5File> H5File::open_read(const std::string& path) {
   silence_hdf5_errors();
-  NANOFORGE_ASSIGN_OR_RETURN(const int64_t file_bytes, preflight_hdf5_file(path));
+  NANOFORGE_ASSIGN_OR_RETURN(const Hdf5Superblock superblock, preflight_hdf5_file(path));
+  const int64_t file_bytes = superblock.file_bytes;
+  // Before libhdf5 reads any group: it follows a loop in one without end (h5_group_check.h).
+  NANOFORGE_RETURN_IF_ERROR(check_group_tree(path, file_bytes, superblock.root_header_address));
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     return absl::InvalidArgumentError(fmt::format("{}: not an HDF5 file (truncated or wrong file?)", path));
   }

@@ -9,12 +9,18 @@
 #include <fstream>
 #include <vector>
 
+#include "support/h5_file_bytes.h"
+
 namespace nanoforge {
 namespace {
+
+using h5_bytes::little_endian;
+using h5_bytes::read_range;
 
 constexpr uint16_t kContinuationMessage = 0x10;
 constexpr uint16_t kAttributeMessage = 0x0C;
 constexpr uint16_t kLayoutMessage = 0x08;
+constexpr uint16_t kSymbolTableMessage = 0x11;
 constexpr uint8_t kChunkedLayout = 2;
 constexpr int kMaxChunks = 4096;  // continuation chunks per header: more means a loop in a damaged file
 constexpr uint64_t kMaxChunkBytes = uint64_t{16} << 20;  // far above any real header (a message is < 64 KiB)
@@ -22,26 +28,8 @@ constexpr int kMaxRank = 32;                             // HDF5's limit
 constexpr uint8_t kVariableLengthClass = 9;
 constexpr uint64_t kVariableLengthReferenceBytes = 16;  // length, global heap address, object index
 
-template <class T>
-T little_endian(const uint8_t* p) {
-  T value;
-  std::memcpy(&value, p, sizeof(T));
-  return value;
-}
-
 uint64_t round_up_8(uint64_t n) {
   return (n + 7) / 8 * 8;
-}
-
-// Bytes [offset, offset + count) of the file, or empty when they are not all there.
-std::vector<uint8_t> read_range(std::ifstream& file, int64_t file_bytes, uint64_t offset, uint64_t count) {
-  if (offset > static_cast<uint64_t>(file_bytes) || count > static_cast<uint64_t>(file_bytes) - offset)
-    return {};
-  std::vector<uint8_t> bytes(count);
-  file.seekg(static_cast<std::streamoff>(offset));
-  file.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(count));
-  if (!file) return {};
-  return bytes;
 }
 
 // The size of one element of the datatype message `type` (`size` bytes), as stored in an attribute.
@@ -138,7 +126,8 @@ bool chunk_dimensions_valid(const uint8_t* message, uint64_t size) {
 }  // namespace
 
 absl::Status check_object_header(const std::string& path, int64_t file_bytes, uint64_t header_address,
-                                 const std::string& object_path) {
+                                 const std::string& object_path, std::optional<SymbolTable>* symbol_table) {
+  if (symbol_table != nullptr) symbol_table->reset();
   auto damaged = [&](const std::string& what) {
     return absl::DataLossError(
         fmt::format("{}: the object header of {} is damaged ({}): corrupt file", path, object_path, what));
@@ -170,6 +159,10 @@ absl::Status check_object_header(const std::string& path, int64_t file_bytes, ui
         return damaged("an attribute's name, type, shape or value does not fit in its message");
       } else if (type == kLayoutMessage && !chunk_dimensions_valid(&chunk[at], size)) {
         return damaged("its chunk dimensions are 0 or do not fit in the layout message");
+      } else if (type == kSymbolTableMessage && symbol_table != nullptr) {
+        if (size < 16) return damaged("a short symbol table message");
+        *symbol_table =
+            SymbolTable{little_endian<uint64_t>(&chunk[at]), little_endian<uint64_t>(&chunk[at + 8])};
       }
       at += size;
     }

@@ -10,15 +10,25 @@
 #include <absl/status/status.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace nanoforge {
 
+// Where a group of the original format keeps its links: a version-1 B-tree of symbol-table nodes, and a
+// local heap with the links' names (the symbol table message of its object header).
+struct SymbolTable {
+  uint64_t btree_address = 0;
+  uint64_t heap_address = 0;
+};
+
 // The object header at `header_address` in `path` (a file of `file_bytes`): every attribute message's name,
 // datatype, dataspace and value inside the message, and every chunked layout message's chunk dimensions
 // inside the message and nonzero. OK, or an error naming the file, the object and what is damaged. A
-// version-2 header ("OHDR") is not checked.
+// version-2 header ("OHDR") is not checked. With `symbol_table`, also where the object's links are when it
+// is a group (h5_group_check.h walks them), else nullopt.
 absl::Status check_object_header(const std::string& path, int64_t file_bytes, uint64_t header_address,
-                                 const std::string& object_path);
+                                 const std::string& object_path,
+                                 std::optional<SymbolTable>* symbol_table = nullptr);
 
 }  // namespace nanoforge

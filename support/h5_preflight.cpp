@@ -26,7 +26,7 @@ uint64_t little_endian_u64(const unsigned char* bytes) {
 
 }  // namespace
 
-absl::StatusOr<int64_t> preflight_hdf5_file(const std::string& path) {
+absl::StatusOr<Hdf5Superblock> preflight_hdf5_file(const std::string& path) {
   std::error_code error;
   const std::filesystem::file_status status = std::filesystem::status(path, error);
   if (error || !std::filesystem::exists(status))
@@ -35,7 +35,7 @@ absl::StatusOr<int64_t> preflight_hdf5_file(const std::string& path) {
     return absl::InvalidArgumentError(fmt::format("{}: not a regular file", path));
   const auto file_bytes = static_cast<int64_t>(std::filesystem::file_size(path, error));
   if (error) return absl::PermissionDeniedError(fmt::format("{}: cannot stat: {}", path, error.message()));
-  std::array<unsigned char, 64> head{};
+  std::array<unsigned char, 128> head{};  // the longest superblock (version 1, 100 bytes) whole
   {
     std::ifstream file(path, std::ios::binary);
     if (!file) return absl::PermissionDeniedError(fmt::format("{}: cannot open for reading", path));
@@ -50,7 +50,7 @@ absl::StatusOr<int64_t> preflight_hdf5_file(const std::string& path) {
         fmt::format("{}: not an HDF5 file (no HDF5 signature at byte 0; truncated or wrong file?)", path));
   }
   const int version = head[8];
-  int offset_bytes = 0, length_bytes = 0, base_at = 0, end_at = 0;
+  int offset_bytes = 0, length_bytes = 0, base_at = 0, end_at = 0, root_at = 0;
   int64_t superblock_bytes = 0;
   switch (version) {
     case 0:
@@ -60,13 +60,15 @@ absl::StatusOr<int64_t> preflight_hdf5_file(const std::string& path) {
       base_at = version == 0 ? 24 : 28;      // version 1 adds a 2-byte K and 2 reserved bytes before it
       end_at = base_at + 16;                 // after the base and the free-space addresses
       superblock_bytes = base_at + 32 + 40;  // four addresses and the root group's symbol-table entry
+      root_at = base_at + 32 + 8;            // the entry's object header address, after its name offset
       break;
     case 2:
     case 3:
       offset_bytes = head[9];
       length_bytes = head[10];
       base_at = 12;
-      end_at = 28;  // after the base and the superblock-extension addresses
+      end_at = 28;   // after the base and the superblock-extension addresses
+      root_at = 36;  // after the base, superblock-extension and end-of-file addresses
       superblock_bytes = 48;
       break;
     default:
@@ -101,7 +103,7 @@ absl::StatusOr<int64_t> preflight_hdf5_file(const std::string& path) {
         "re-copy it",
         path, end, file_bytes));
   }
-  return file_bytes;
+  return Hdf5Superblock{file_bytes, little_endian_u64(&head[static_cast<size_t>(root_at)])};
 }
 
 }  // namespace nanoforge

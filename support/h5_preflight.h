@@ -13,7 +13,12 @@
 
 namespace nanoforge {
 
-// The file's size in bytes when its superblock passes, else an error naming the file and the problem.
-absl::StatusOr<int64_t> preflight_hdf5_file(const std::string& path);
+struct Hdf5Superblock {
+  int64_t file_bytes = 0;            // the file's size
+  uint64_t root_header_address = 0;  // the root group's object header, as the superblock records it
+};
+
+// What the superblock says when it passes, else an error naming the file and the problem.
+absl::StatusOr<Hdf5Superblock> preflight_hdf5_file(const std::string& path);
 
 }  // namespace nanoforge

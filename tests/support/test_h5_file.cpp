@@ -228,13 +228,13 @@ TEST(H5File, AGroupWhoseMembersCannotBeNamedIsAnErrorNotAnException) {
   }
   bytes[128] = '\xff';
   std::ofstream(path, std::ios::binary) << bytes;
-  auto file = H5File::open_read(path);
-  ASSERT_TRUE(file.ok()) << file.status();
-  absl::StatusOr<std::vector<std::string>> members;
-  EXPECT_NO_THROW(members = file->members("/"));
-  EXPECT_EQ(members.status().code(), absl::StatusCode::kDataLoss) << members.status();
-  EXPECT_NE(members.status().message().find("cannot read the name of member 0 of group /"), std::string::npos)
-      << members.status();
+  // The walk of the group tree at open (support/h5_group_check.h) now finds the damage before members() runs.
+  absl::StatusOr<H5File> file = absl::InternalError("not opened");
+  EXPECT_NO_THROW(file = H5File::open_read(path));
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss) << file.status();
+  EXPECT_NE(file.status().message().find("the group / is damaged (its local heap has no HEAP signature"),
+            std::string::npos)
+      << file.status();
   std::filesystem::remove(path);
 }
 

@@ -122,11 +122,11 @@ TEST(H5FileUntrusted, MembersOfAGroupWithADamagedLinkNameAreAnError) {
   std::memcpy(bytes.data() + node + 8 + 40, &outside, 8);
   write_bytes(path, bytes);
 
-  auto file = H5File::open_read(path);
-  ASSERT_TRUE(file.ok());
-  const absl::StatusOr<std::vector<std::string>> members = file->members("/");
-  expect_error(members.status(), absl::StatusCode::kDataLoss, "cannot read the name of member 1 of group /");
-  EXPECT_NE(members.status().message().find(path), std::string::npos);
+  // The walk of the group tree at open (support/h5_group_check.h) finds it before members() could ask.
+  const absl::StatusOr<H5File> file = H5File::open_read(path);
+  expect_error(file.status(), absl::StatusCode::kDataLoss,
+               "the group / is damaged (a link's name lies outside its local heap)");
+  EXPECT_NE(file.status().message().find(path), std::string::npos);
   std::filesystem::remove(path);
 }
 
@@ -156,12 +156,11 @@ TEST(H5FileUntrusted, RefusesAnAttributeMessageWhosePartsOverrunIt) {
   std::memcpy(bytes.data() + name - 6, &overrunning, 2);
   write_bytes(path, bytes);
 
-  auto file = H5File::open_read(path);
-  ASSERT_TRUE(file.ok());
-  const absl::StatusOr<int64_t> steps = file->read_int_attribute("/", "steps_taken");
-  expect_error(steps.status(), absl::StatusCode::kDataLoss,
+  // Every object header is checked as the group tree is walked at open, before libhdf5 reads the file.
+  const absl::StatusOr<H5File> file = H5File::open_read(path);
+  expect_error(file.status(), absl::StatusCode::kDataLoss,
                "the object header of / is damaged (an attribute's name, type, shape or value does not fit");
-  EXPECT_NE(steps.status().message().find(path), std::string::npos);
+  EXPECT_NE(file.status().message().find(path), std::string::npos);
   std::filesystem::remove(path);
 }
 
@@ -283,8 +282,9 @@ TEST(H5FileUntrusted, RefusesChunksThatDoNotMatchWhatIsStored) {
 
 // Fuzzing found it (model.h5): a chunked layout message whose version and class bytes were swapped (3, 2 ->
 // 2, 3) reads, in the version-2 form, as a chunked layout whose chunk dimensions are 0; libhdf5 1.10 divides
-// by them inside H5Dopen2 (SIGFPE in H5D__chunk_set_info) before any query can look. The object header is now
-// read first. Both forms: the fuzzer's swap, and a 0 written into the version-3 message's chunk dimensions.
+// by them inside H5Dopen2 (SIGFPE in H5D__chunk_set_info) before any query can look. Every object header is
+// now read first, as the group tree is walked at open. Both forms: the fuzzer's swap, and a 0 written into
+// the version-3 message's chunk dimensions.
 TEST(H5FileUntrusted, RefusesAZeroChunkDimensionBeforeLibhdf5DividesByIt) {
   const std::vector<float> values(2304, 0.5f);
   const uint32_t chunk[] = {2304, 4}, zero[] = {0, 4};
@@ -307,16 +307,64 @@ TEST(H5FileUntrusted, RefusesAZeroChunkDimensionBeforeLibhdf5DividesByIt) {
       ASSERT_TRUE(file->write("/c_proj", {2304}, values.data(), {.checksum = true}).ok());
     }
     patch_bytes(path, damage.from, damage.to);
-    auto file = H5File::open_read(path);
-    ASSERT_TRUE(file.ok()) << file.status();
-    for (const absl::Status& status :
-         {file->read<float>("/c_proj").status(), file->dataset_layout("/c_proj").status()}) {
-      expect_error(status, absl::StatusCode::kDataLoss,
-                   "the object header of /c_proj is damaged (its chunk dimensions are 0 or do not fit in the "
-                   "layout message)");
-    }
+    expect_error(H5File::open_read(path).status(), absl::StatusCode::kDataLoss,
+                 "the object header of /c_proj is damaged (its chunk dimensions are 0 or do not fit in the "
+                 "layout message)");
     std::filesystem::remove(path);
   }
+}
+
+// A file with two datasets under a group, whose local heaps and B-tree nodes the tests below damage.
+std::string write_grouped(const std::string& name) {
+  const std::string path = temp_path(name);
+  auto file = H5File::create(path);
+  EXPECT_TRUE(file.ok());
+  const int64_t values[] = {1, 2};
+  EXPECT_TRUE(file->write("/group/a", {2}, values).ok());
+  EXPECT_TRUE(file->write("/group/b", {2}, values).ok());
+  EXPECT_TRUE(file->close().ok());
+  return path;
+}
+
+// Fuzzing found it (model.h5): a free block of the root group's local heap whose "next" pointed back into
+// the list made libhdf5 1.10 follow it without end, allocating at each step (2 GB within seconds, in
+// H5HL_protect under H5Lexists). The heap's free list is now followed at open, a bounded number of steps.
+TEST(H5FileUntrusted, RefusesALoopInAGroupsLocalHeapBeforeLibhdf5FollowsIt) {
+  const std::string path = write_grouped("heap_loop.h5");
+  ASSERT_TRUE(H5File::open_read(path).ok());
+  // A local heap: "HEAP", version, 3 reserved, data size, offset of the first free block, data address.
+  // The first free block starts with the offset of the next: make it the block itself.
+  std::string bytes = read_bytes(path);
+  const size_t heap = bytes.find("HEAP");
+  ASSERT_NE(heap, std::string::npos);
+  uint64_t first_free = 0, data = 0;
+  std::memcpy(&first_free, bytes.data() + heap + 16, 8);
+  std::memcpy(&data, bytes.data() + heap + 24, 8);
+  ASSERT_NE(first_free, 1u) << "the heap has a free block to damage";
+  std::memcpy(bytes.data() + data + first_free, &first_free, 8);
+  write_bytes(path, bytes);
+  const absl::StatusOr<H5File> file = H5File::open_read(path);
+  expect_error(file.status(), absl::StatusCode::kDataLoss, "is damaged (its local heap's free list loops)");
+  EXPECT_NE(file.status().message().find(path), std::string::npos);
+  std::filesystem::remove(path);
+}
+
+// The same class in a group's B-tree: a node that names itself as its child (raised to level 1 so that it
+// has children that are nodes) is refused instead of being descended into for ever.
+TEST(H5FileUntrusted, RefusesALoopInAGroupsBtree) {
+  const std::string path = write_grouped("btree_loop.h5");
+  // A group B-tree node: "TREE", type 0, level, entries used, two sibling addresses, then key 0, child 0.
+  std::string bytes = read_bytes(path);
+  const size_t node = bytes.find(std::string("TREE") + '\0');
+  ASSERT_NE(node, std::string::npos);
+  ASSERT_EQ(bytes[node + 5], 0) << "a leaf, whose children are symbol-table nodes";
+  bytes[node + 5] = 1;
+  const uint64_t self = node;
+  std::memcpy(bytes.data() + node + 24 + 8, &self, 8);
+  write_bytes(path, bytes);
+  expect_error(H5File::open_read(path).status(), absl::StatusCode::kDataLoss,
+               "is damaged (a B-tree node is reached twice)");
+  std::filesystem::remove(path);
 }
 
 }  // namespace
