@@ -89,9 +89,10 @@ demo-build:
 # The demo corpus, its tokenizer (8,192 tokens) and its shards (the first 50 chapters for validation).
 demo-data: demo-build
 	scripts/make-demo-corpus.sh $(DEMO_DIR)/kjv.txt
-	$(NANOFORGE) tokenizer train --input $(DEMO_DIR)/kjv.txt --vocab-size 8192 --out $(DEMO_DIR)/tokenizer
+	$(NANOFORGE) tokenizer train --input $(DEMO_DIR)/kjv.txt --vocab-size 8192 --out $(DEMO_DIR)/tokenizer \
+	    --overwrite
 	$(NANOFORGE) prep --input $(DEMO_DIR)/kjv.txt --tokenizer $(DEMO_DIR)/tokenizer --out $(DEMO_DIR)/shards \
-	    --val-docs 50
+	    --val-docs 50 --overwrite
 
 demo: demo-data
 	rm -rf $(DEMO_RUN)

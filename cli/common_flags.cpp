@@ -2,7 +2,9 @@
 #include "cli/common_flags.h"
 #include "cli/flag_limits.h"
 
+#include <absl/flags/commandlineflag.h>
 #include <absl/flags/flag.h>
+#include <absl/flags/reflection.h>
 #include <fmt/format.h>
 
 #include <fstream>
@@ -15,6 +17,10 @@
 ABSL_FLAG(int32_t, threads, 0,
           "CPU threads for the ops and BLAS (0: OpenMP's default, OMP_NUM_THREADS or all cores)");
 NANOFORGE_FLAG_LIMIT(threads, 0, 1024, "(0: all cores)");
+ABSL_FLAG(
+    bool, overwrite, false,
+    "--out may hold this command's earlier output: replace it (prep deletes its train_*.h5 and val_*.h5 "
+    "first; tokenizer train replaces the tokenizer files); without it that is refused");
 ABSL_FLAG(std::vector<std::string>, input, {},
           "input documents, comma-separated: *.jsonl/*.ndjson (\"text\" field), *.txt/*.text/*.md, any of "
           "them as .gz or .zst, *.parquet (--text-column), directories of them (sorted by name), glob "
@@ -51,6 +57,11 @@ absl::StatusOr<Device> device_from_flag() {
     return absl::FailedPreconditionError(fmt::format("--device cuda: no usable GPU: {}", reason));
   }
   return Device::kCuda;
+}
+
+bool flag_given(const char* name) {
+  const absl::CommandLineFlag* found = absl::FindCommandLineFlag(name);
+  return found != nullptr && found->CurrentValue() != found->DefaultValue();
 }
 
 absl::Status print_json_record(const std::string& json) {

@@ -20,6 +20,8 @@ ABSL_DECLARE_FLAG(std::string, text_column);
 // A tokenizer directory (data/tokenizer/tokenizer.h).
 ABSL_DECLARE_FLAG(std::string, tokenizer);
 ABSL_DECLARE_FLAG(std::string, out);
+// Whether --out may hold the command's earlier output (shards, a tokenizer), which it then replaces.
+ABSL_DECLARE_FLAG(bool, overwrite);
 ABSL_DECLARE_FLAG(std::string, data);
 ABSL_DECLARE_FLAG(std::string, checkpoint);
 // The backend a command runs on: "cpu" or "cuda".
@@ -29,6 +31,9 @@ namespace nanoforge {
 absl::StatusOr<DocumentReadOptions> document_read_options_from_flags();
 // --device as a Device: cpu, or cuda when a GPU is usable (an error saying why otherwise).
 absl::StatusOr<Device> device_from_flag();
+// Whether the flag named `name` (underscores, as defined) holds other than its default: how a command tells
+// a flag given for nothing (this absl keeps "given on the command line" private).
+bool flag_given(const char* name);
 // Prints a benchmark's closing JSON record and also writes it to --json-out when that is set.
 absl::Status print_json_record(const std::string& json);
 }  // namespace nanoforge

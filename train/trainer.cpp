@@ -15,6 +15,7 @@
 #include <fstream>
 #include <optional>
 
+#include "data/tokenizer/utf8_text.h"
 #include "dist/create_communicator.h"
 #include "doctor/nccl_env_apply.h"
 #include "kernels/backend_info.h"
@@ -327,7 +328,7 @@ void Trainer::sample() {
     std::vector<int32_t> ids = {setup_.tokenizer.bos_id()};
     setup_.tokenizer.encode(prompt, ids);
     const std::vector<int32_t> out = generate(model_, ids, {recipe_.train.sample_tokens, 0.0, 0, 0, {}});
-    fmt::print("sample: {}{}\n", prompt, setup_.tokenizer.decode(out));
+    fmt::print("sample: {}{}\n", prompt, replace_invalid_utf8(setup_.tokenizer.decode(out)));
   }
   model_.plan(batch_, seq_);
 }

@@ -9,6 +9,7 @@
 
 #include "cli/command.h"
 #include "cli/common_flags.h"
+#include "data/loader/loader.h"
 #include "dist/create_communicator.h"
 #include "kernels/backend_info.h"
 #include "model/gpt.h"
@@ -16,13 +17,16 @@
 #include "optim/data_parallel_optimizer.h"
 #include "optim/param_groups.h"
 #include "support/status.h"
+#include "support/temporary_directory.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/memory_plan.h"
 
 ABSL_DECLARE_FLAG(int64_t, depth);
 ABSL_DECLARE_FLAG(int64_t, vocab);
-ABSL_FLAG(std::string, dir, "",
-          "where to write the checkpoint (default: a temporary directory, removed after)");
+ABSL_FLAG(
+    std::string, dir, "",
+    "the file system to time: the checkpoint goes to a new folder inside this directory, removed after; "
+    "nothing already there is touched (default: the temporary directory)");
 
 namespace nanoforge {
 namespace {
@@ -45,11 +49,14 @@ absl::Status run_bench_checkpoint(const std::vector<std::string>& /*arguments*/)
   NANOFORGE_ASSIGN_OR_RETURN(const AvailableMemory available, available_memory(Device::kCpu));
   NANOFORGE_RETURN_IF_ERROR(check_memory_plan(
       plan_training_memory(config, groups, Device::kCpu, 1, 2, 0, 1, int64_t{25} << 20), available));
-  const bool temporary = absl::GetFlag(FLAGS_dir).empty();
-  const std::string dir = temporary ? (std::filesystem::temp_directory_path() /
-                                       fmt::format("nanoforge_bench_checkpoint_{}", ::getpid()))
-                                          .string()
-                                    : absl::GetFlag(FLAGS_dir);
+  // A folder of its own, even inside a --dir that holds a run: a checkpoint written into a run directory
+  // would become that run's `latest`.
+  const std::filesystem::path parent = absl::GetFlag(FLAGS_dir).empty()
+                                           ? std::filesystem::temp_directory_path()
+                                           : std::filesystem::path(absl::GetFlag(FLAGS_dir));
+  NANOFORGE_ASSIGN_OR_RETURN(const TemporaryDirectory scratch,
+                             TemporaryDirectory::create(parent, "nanoforge_bench_checkpoint_"));
+  const std::string& dir = scratch.path();
   GPT model(config, Device::kCpu, DType::kF32);
   model.init_weights(42);
   NANOFORGE_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> communicator,
@@ -62,7 +69,10 @@ absl::Status run_bench_checkpoint(const std::vector<std::string>& /*arguments*/)
   // A checkpoint that verifies: step 0 (the optimizer has taken no step), the recipe and a loader state.
   TrainerState trainer;
   trainer.recipe_toml = recipe_to_toml(recipe);
-  trainer.loader_state = LoaderState{}.to_bytes();
+  LoaderState loader_state;  // a loader's at step 0 (what a checkpoint's verify accepts): rows of T + 1
+  loader_state.row_capacity = recipe.model.max_seq_len + 1;
+  loader_state.doc_buffer_size = LoaderOptions{}.doc_buffer_size;
+  trainer.loader_state = loader_state.to_bytes();
   // The first snapshot allocates its buffers; every later one (what training sees) copies into them.
   CheckpointSnapshot snapshot;
   const auto take_snapshot = [&] {
@@ -91,7 +101,6 @@ absl::Status run_bench_checkpoint(const std::vector<std::string>& /*arguments*/)
       "\"write_s\": {:.4f}, \"write_gb_per_s\": {:.3f}, \"verify_s\": {:.4f}}}\n",
       config.n_layer, model.layout().total_numel(), snapshot.bytes(), snapshot_seconds, write_seconds,
       gigabytes / write_seconds, verify_seconds);
-  if (temporary) std::filesystem::remove_all(dir);
   return absl::OkStatus();
 }
 

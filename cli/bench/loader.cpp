@@ -5,19 +5,21 @@
 // throughput: the consumer waits on the producer by construction); then consume at a pace slower than the
 // producer (2x its batch time unless --step-ms) and count the batches that had to wait (should be none).
 // Last line: JSON.
-#include <absl/flags/commandlineflag.h>
 #include <absl/flags/declare.h>
 #include <absl/flags/flag.h>
-#include <absl/flags/reflection.h>
+#include <absl/strings/ascii.h>
+#include <absl/strings/numbers.h>
+#include <absl/strings/str_replace.h>
 #include <fmt/format.h>
-#include <stdlib.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
+#include <string_view>
 #include <thread>
 
 #include "cli/command.h"
@@ -27,6 +29,7 @@
 #include "data/shards/shard_set.h"
 #include "data/shards/shard_writer.h"
 #include "support/status.h"
+#include "support/temporary_directory.h"
 #include "support/version.h"
 
 // Defined with `bench step` (flags are process-wide); here: rows per rank, sequence length, timed batches.
@@ -73,36 +76,32 @@ double seconds_since(Clock::time_point start) {
 constexpr int64_t kSyntheticVocab = 32768;
 constexpr int32_t kSyntheticBos = 32759;
 constexpr int64_t kSyntheticShardTokens = 25'000'000;
+constexpr int64_t kMaxSyntheticDocTokens = 1'000'000;
 // What one GPU consumes at depth 20, tokens/s: the issue's figure, and one derived from nanochat's
 // leaderboard (d24 at ~123K tok/s per H100; d20 needs ~0.6x the FLOPs per token).
 constexpr double kD20TokensPerSecondIssue = 20'000;
 constexpr double kD20TokensPerSecondH100 = 200'000;
 
-class TemporaryDirectory {
- public:
-  TemporaryDirectory() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "nanoforge_bench_loader_XXXXXX").string();
-    if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-  }
-  ~TemporaryDirectory() {
-    std::error_code error;
-    if (!path_.empty()) std::filesystem::remove_all(path_, error);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
+// --doc-lengths: one length per line, each in [1, kMaxSyntheticDocTokens] (a document is held in memory
+// while written); blank lines are skipped, anything else is an error naming the line.
 absl::StatusOr<std::vector<int64_t>> read_lengths(const std::string& path) {
   std::ifstream file(path);
-  if (!file) return absl::NotFoundError(fmt::format("{}: cannot read the document lengths", path));
+  if (!file) return absl::NotFoundError(fmt::format("--doc-lengths {}: cannot read it", path));
   std::vector<int64_t> lengths;
-  for (int64_t length = 0; file >> length;) {
-    if (length < 1) return absl::InvalidArgumentError(fmt::format("{}: length {} < 1", path, length));
+  int64_t line_number = 0;
+  for (std::string line; std::getline(file, line);) {
+    ++line_number;
+    const std::string text(absl::StripAsciiWhitespace(line));
+    if (text.empty()) continue;
+    int64_t length = 0;
+    if (!absl::SimpleAtoi(text, &length) || length < 1 || length > kMaxSyntheticDocTokens) {
+      return absl::InvalidArgumentError(
+          fmt::format("--doc-lengths {}:{}: \"{}\" is not a document length in tokens in [1, {}]", path,
+                      line_number, text.substr(0, 40), kMaxSyntheticDocTokens));
+    }
     lengths.push_back(length);
   }
-  if (lengths.empty()) return absl::InvalidArgumentError(fmt::format("{}: no lengths", path));
+  if (lengths.empty()) return absl::InvalidArgumentError(fmt::format("--doc-lengths {}: no lengths", path));
   return lengths;
 }
 
@@ -125,9 +124,9 @@ absl::StatusOr<std::vector<std::string>> write_synthetic_shards(const std::strin
     NANOFORGE_ASSIGN_OR_RETURN(ShardWriter writer,
                                ShardWriter::create(path, {kSyntheticVocab, kSyntheticBos, "synthetic"}));
     while (writer.token_count() < kSyntheticShardTokens && written < total_tokens) {
-      const int64_t length = listed.empty()
-                                 ? std::clamp<int64_t>(std::llround(lognormal(generator)), 1, 1'000'000)
-                                 : listed[static_cast<size_t>(doc % static_cast<int64_t>(listed.size()))];
+      const int64_t length =
+          listed.empty() ? std::clamp<int64_t>(std::llround(lognormal(generator)), 1, kMaxSyntheticDocTokens)
+                         : listed[static_cast<size_t>(doc % static_cast<int64_t>(listed.size()))];
       ++doc;
       text.resize(static_cast<size_t>(length - 1));
       for (int32_t& id : text)
@@ -141,6 +140,38 @@ absl::StatusOr<std::vector<std::string>> write_synthetic_shards(const std::strin
   return paths;
 }
 
+// The synthetic data's flags do nothing with --data, and --doc-lengths replaces the log-normal: a flag
+// given for nothing is refused rather than silently ignored.
+absl::Status check_data_flags(bool synthetic) {
+  for (const char* flag : {"synthetic_tokens", "doc_tokens_median", "doc_tokens_sigma", "doc_lengths"}) {
+    const std::string name = absl::StrReplaceAll(flag, {{"_", "-"}});
+    if (!synthetic && flag_given(flag)) {
+      return absl::InvalidArgumentError(fmt::format(
+          "--{} describes the synthetic data bench loader writes without --data: drop it, or drop --data",
+          name));
+    }
+    if (std::string_view(flag).starts_with("doc_tokens") && flag_given(flag) && flag_given("doc_lengths")) {
+      return absl::InvalidArgumentError(fmt::format(
+          "--{} shapes the log-normal document lengths, which --doc-lengths replaces: drop one of them",
+          name));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// --bin-vocab and --bin-bos-id describe llm.c .bin shards, which record neither: refused for other data.
+absl::Status check_bin_flags(bool any_bin) {
+  for (const char* flag : {"bin_vocab", "bin_bos_id"}) {
+    if (!any_bin && flag_given(flag)) {
+      return absl::InvalidArgumentError(fmt::format(
+          "--{} describes llm.c .bin shards, and the data has none (.h5 shards record their vocabulary "
+          "and BOS): drop it",
+          absl::StrReplaceAll(flag, {{"_", "-"}})));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status run_bench_loader(const std::vector<std::string>& /*arguments*/) {
   LoaderOptions options;
   options.batch_rows = absl::GetFlag(FLAGS_batch);
@@ -149,21 +180,24 @@ absl::Status run_bench_loader(const std::vector<std::string>& /*arguments*/) {
   options.rank = absl::GetFlag(FLAGS_rank);
   options.seed = absl::GetFlag(FLAGS_data_seed);
   options.doc_buffer_size = absl::GetFlag(FLAGS_doc_buffer);
-  const absl::CommandLineFlag* steps_flag = absl::FindCommandLineFlag("steps");
-  // This absl has no public "was it given": a --steps other than bench step's default counts as given.
-  const bool steps_given = steps_flag != nullptr && steps_flag->CurrentValue() != steps_flag->DefaultValue();
   const int64_t steps = absl::GetFlag(FLAGS_steps);
+  const bool steps_given = flag_given("steps");
   if (steps_given && steps < 1) return absl::InvalidArgumentError("--steps must be >= 1");
 
-  TemporaryDirectory synthetic_dir;
+  std::optional<TemporaryDirectory> synthetic_dir;
   std::vector<std::string> paths;
   const bool synthetic = absl::GetFlag(FLAGS_data).empty();
+  NANOFORGE_RETURN_IF_ERROR(check_data_flags(synthetic));
+  if (synthetic)
+    NANOFORGE_RETURN_IF_ERROR(check_bin_flags(false));  // before writing: synthetic shards are .h5
   Clock::time_point start = Clock::now();
   if (synthetic) {
-    if (synthetic_dir.path().empty()) return absl::InternalError("cannot create a temporary directory");
-    NANOFORGE_ASSIGN_OR_RETURN(paths, write_synthetic_shards(synthetic_dir.path()));
+    NANOFORGE_ASSIGN_OR_RETURN(
+        synthetic_dir,
+        TemporaryDirectory::create(std::filesystem::temp_directory_path(), "nanoforge_bench_loader_"));
+    NANOFORGE_ASSIGN_OR_RETURN(paths, write_synthetic_shards(synthetic_dir->path()));
     fmt::print("wrote {} synthetic shard(s) in {:.1f} s to {}\n", paths.size(), seconds_since(start),
-               synthetic_dir.path());
+               synthetic_dir->path());
   } else {
     NANOFORGE_ASSIGN_OR_RETURN(paths,
                                list_shard_files(absl::GetFlag(FLAGS_data), absl::GetFlag(FLAGS_split)));
@@ -173,6 +207,7 @@ absl::Status run_bench_loader(const std::vector<std::string>& /*arguments*/) {
   const bool any_bin = std::any_of(paths.begin(), paths.end(), [](const std::string& path) {
     return std::filesystem::path(path).extension() == ".bin";
   });
+  NANOFORGE_RETURN_IF_ERROR(check_bin_flags(any_bin));
   if (any_bin) {
     open_options.expect.vocab_size = absl::GetFlag(FLAGS_bin_vocab);
     open_options.expect.bos_id = absl::GetFlag(FLAGS_bin_bos_id);

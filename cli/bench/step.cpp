@@ -4,7 +4,6 @@
 // --json-out). With --model-only --gpu NAME nothing runs: the performance model (train/step_model/) predicts
 // one whole training step on that GPU, kernel by kernel.
 #include <absl/flags/flag.h>
-#include <absl/flags/reflection.h>
 #include <absl/strings/str_join.h>
 #include <absl/strings/str_replace.h>
 #include <fmt/format.h>
@@ -92,17 +91,11 @@ std::string bench_json(const BenchStepOptions& options, const BenchStepResult& r
       version(), git_commit());
 }
 
-// Whether a flag holds other than its default (this absl keeps "given on the command line" private).
-bool given(const char* flag) {
-  const absl::CommandLineFlag* found = absl::FindCommandLineFlag(flag);
-  return found->CurrentValue() != found->DefaultValue();
-}
-
 // --model-only: the flags that make sense with it, and those that only do without it.
 absl::Status check_model_flags(bool model_only) {
   if (!model_only) {
     for (const char* flag : {"gpu", "world", "grad_accum", "peak_tflops"}) {
-      if (given(flag)) {
+      if (flag_given(flag)) {
         return absl::InvalidArgumentError(fmt::format(
             "--{} belongs to the performance model: add --model-only (on a GPU, bench step measures one "
             "GPU's forward and backward and predicts them for the GPU it runs on)",
@@ -117,7 +110,7 @@ absl::Status check_model_flags(bool model_only) {
                     absl::GetFlag(FLAGS_device)));
   }
   for (const char* flag : {"profile", "steps", "warmup", "threads"}) {
-    if (given(flag)) {
+    if (flag_given(flag)) {
       return absl::InvalidArgumentError(
           fmt::format("--{} times a real step; --model-only runs nothing (drop one of them)", flag));
     }

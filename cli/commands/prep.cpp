@@ -17,8 +17,6 @@ ABSL_FLAG(int64_t, shard_tokens, 100'000'000,
 NANOFORGE_FLAG_LIMIT(shard_tokens, 1, 0x1p31, "(a shard is held in memory until written)");
 ABSL_FLAG(int64_t, val_docs, 1000, "the first N documents form the validation split");
 NANOFORGE_FLAG_LIMIT(val_docs, 0, 0x1p40);
-ABSL_FLAG(bool, overwrite, false,
-          "--out may hold the shards of an earlier prep: delete them first (train_*.h5, val_*.h5 only)");
 
 namespace nanoforge {
 namespace {

@@ -3,11 +3,11 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <string_view>
 
 #include "cli/command.h"
 #include "cli/common_flags.h"
 #include "cli/flag_limits.h"
+#include "data/tokenizer/utf8_text.h"
 #include "kernels/backend_info.h"
 #include "model/gpt_config.h"
 #include "support/status.h"
@@ -43,13 +43,15 @@ absl::Status run_sample(const std::vector<std::string>&) {
   options.temperature = absl::GetFlag(FLAGS_temperature);
   options.top_k = absl::GetFlag(FLAGS_top_k);
   options.seed = static_cast<uint64_t>(absl::GetFlag(FLAGS_seed));
+  // Tokens are bytes: a character split between two tokens waits for its rest, and bytes that are not UTF-8
+  // print as U+FFFD, as nanochat's decode does (data/tokenizer/utf8_text.h).
+  Utf8Stream text;
   options.on_token = [&](int32_t id) {
-    const std::string_view bytes = loaded.tokenizer.token_bytes(id);
-    std::fwrite(bytes.data(), 1, bytes.size(), stdout);
+    fmt::print("{}", text.push(loaded.tokenizer.token_bytes(id)));
     std::fflush(stdout);
   };
   generate(*loaded.model, prompt, options);
-  fmt::print("\n");
+  fmt::print("{}\n", text.finish());
   return absl::OkStatus();
 }
 

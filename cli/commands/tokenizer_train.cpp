@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "cli/command.h"
@@ -55,6 +56,23 @@ void print_merge_progress(const MergeProgress& p, bool final) {
       final);
 }
 
+// A tokenizer already in --out is replaced only with --overwrite: the shards prep made with it and the runs
+// trained on them name it, and a new one would no longer match them. Checked before any reading or training.
+absl::Status check_output_directory(const std::string& out) {
+  if (absl::GetFlag(FLAGS_overwrite)) return absl::OkStatus();
+  for (const char* file : {Tokenizer::kRanksFile, Tokenizer::kSpecialsFile}) {
+    const std::filesystem::path path = std::filesystem::path(out) / file;
+    std::error_code error;
+    if (std::filesystem::exists(path, error)) {
+      return absl::AlreadyExistsError(fmt::format(
+          "--out {} already holds a tokenizer ({}): shards and runs made with it would no longer match a "
+          "new one; give a new directory, or add --overwrite to replace it",
+          out, path.filename().string()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status run_tokenizer_train(const std::vector<std::string>& /*arguments*/) {
   const int32_t vocab_size = absl::GetFlag(FLAGS_vocab_size);
   const std::string out = absl::GetFlag(FLAGS_out);
@@ -70,6 +88,7 @@ absl::Status run_tokenizer_train(const std::vector<std::string>& /*arguments*/) 
   if (absl::GetFlag(FLAGS_max_chars) < 0 || absl::GetFlag(FLAGS_doc_max_chars) < 0) {
     return absl::InvalidArgumentError("--max-chars and --doc-max-chars must be >= 0 (0: no limit)");
   }
+  NANOFORGE_RETURN_IF_ERROR(check_output_directory(out));
   NANOFORGE_ASSIGN_OR_RETURN(const DocumentReadOptions read_options, document_read_options_from_flags());
   NANOFORGE_ASSIGN_OR_RETURN(std::vector<std::string> paths,
                              expand_document_paths(absl::GetFlag(FLAGS_input)));
@@ -144,13 +163,13 @@ absl::Status run_tokenizer_train(const std::vector<std::string>& /*arguments*/) 
 }  // namespace
 
 Command tokenizer_train_command() {
-  return {
-      "tokenizer train",
-      "train nanochat's byte-level BPE on text/JSONL/parquet files, on all cores (last line: JSON)",
-      "--input FILES|DIRS|GLOBS|- --out DIR [--vocab-size 32768] [--max-chars N] [--doc-max-chars 10000] "
-      "[--text-split paragraphs|file] [--text-column text] [--threads N]",
-      {"input", "out", "vocab_size", "max_chars", "doc_max_chars", "text_split", "text_column", "threads"},
-      run_tokenizer_train};
+  return {"tokenizer train",
+          "train nanochat's byte-level BPE on text/JSONL/parquet files, on all cores (last line: JSON)",
+          "--input FILES|DIRS|GLOBS|- --out DIR [--vocab-size 32768] [--max-chars N] [--doc-max-chars 10000] "
+          "[--text-split paragraphs|file] [--text-column text] [--overwrite] [--threads N]",
+          {"input", "out", "vocab_size", "max_chars", "doc_max_chars", "text_split", "text_column",
+           "overwrite", "threads"},
+          run_tokenizer_train};
 }
 
 }  // namespace nanoforge

@@ -1,5 +1,6 @@
 // `nanoforge tokenizer train` and `nanoforge bench tokenizer` end to end: training on the golden documents
-// writes exactly rustbpe's ranks, the bench prints its JSON line, and bad input fails naming the file.
+// writes exactly rustbpe's ranks, a tokenizer is replaced only with --overwrite, the bench prints its JSON
+// line, and bad input fails naming the file.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -44,6 +45,26 @@ TEST(TokenizerCommands, TrainRefusesBadInputNamingIt) {
   const ProgramRun small = run("tokenizer train --input " + dir + "/bad.jsonl --vocab-size 265 --out " + dir);
   EXPECT_EQ(small.exit_code, 1);
   EXPECT_NE(small.output.find("--vocab-size 265 leaves no merges"), std::string::npos) << small.output;
+}
+
+// The shards and runs made with a tokenizer name it: a second training into its directory is refused before
+// any input is read, and leaves it as it was; --overwrite replaces it.
+TEST(TokenizerCommands, TrainReplacesATokenizerOnlyWithOverwrite) {
+  const std::string out = testing::fresh_temp_dir("command_twice");
+  const std::string train = "tokenizer train --input " + testing::golden_path("tokenizer_train.jsonl") +
+                            " --threads 1 --out " + out + " --vocab-size ";
+  ASSERT_EQ(run(train + "300").exit_code, 0);
+  const std::string first = testing::read_file(out + "/tokenizer.tiktoken");
+  const ProgramRun again = run(train + "400");
+  EXPECT_EQ(again.exit_code, 1) << again.output;
+  EXPECT_NE(again.output.find("--out " + out + " already holds a tokenizer (tokenizer.tiktoken)"),
+            std::string::npos)
+      << again.output;
+  EXPECT_EQ(again.output.find("counting pieces"), std::string::npos) << again.output;
+  EXPECT_EQ(testing::read_file(out + "/tokenizer.tiktoken"), first);
+  const ProgramRun replaced = run(train + "400 --overwrite");
+  ASSERT_EQ(replaced.exit_code, 0) << replaced.output;
+  EXPECT_NE(testing::read_file(out + "/tokenizer.tiktoken"), first);
 }
 
 TEST(TokenizerCommands, BenchPrintsAJsonLine) {
