@@ -7,6 +7,7 @@
 #include <absl/flags/reflection.h>
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -62,6 +63,11 @@ absl::StatusOr<Device> device_from_flag() {
 bool flag_given(const char* name) {
   const absl::CommandLineFlag* found = absl::FindCommandLineFlag(name);
   return found != nullptr && found->CurrentValue() != found->DefaultValue();
+}
+
+bool same_existing_file(const std::string& out, const std::string& input) {
+  std::error_code error;
+  return std::filesystem::equivalent(out, input, error) && !error;
 }
 
 absl::Status print_json_record(const std::string& json) {

@@ -34,6 +34,9 @@ absl::StatusOr<Device> device_from_flag();
 // Whether the flag named `name` (underscores, as defined) holds other than its default: how a command tells
 // a flag given for nothing (this absl keeps "given on the command line" private).
 bool flag_given(const char* name);
+// Whether `out` and `input` name the same existing file (by any path): a command must not write its output
+// over what it reads.
+bool same_existing_file(const std::string& out, const std::string& input);
 // Prints a benchmark's closing JSON record and also writes it to --json-out when that is set.
 absl::Status print_json_record(const std::string& json);
 }  // namespace nanoforge

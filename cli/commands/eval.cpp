@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <filesystem>
 
 #include "cli/command.h"
 #include "cli/common_flags.h"
@@ -32,6 +33,21 @@ NANOFORGE_FLAG_LIMIT(max_per_task, 1, 1e9, "", -1);
 namespace nanoforge {
 namespace {
 
+// The results file may go into the checkpoint directory (core.json, the default) but never over one of the
+// checkpoint's own files: checked before the evaluation, which can take minutes.
+absl::Status check_core_out(const std::string& out, const std::string& checkpoint_dir) {
+  std::error_code error;
+  for (std::filesystem::directory_iterator entry(checkpoint_dir, error), end; !error && entry != end;
+       entry.increment(error)) {
+    if (entry->path().filename() != "core.json" && same_existing_file(out, entry->path().string())) {
+      return absl::InvalidArgumentError(fmt::format(
+          "--out {} would replace {} of checkpoint {}: give a path outside it (default: core.json in it)",
+          out, entry->path().filename().string(), checkpoint_dir));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // CORE: rank 0 prints a line per task, the table and nanochat's JSON record last, and writes the results
 // file (--out, else core.json in the checkpoint directory).
 absl::Status run_core_eval() {
@@ -45,6 +61,9 @@ absl::Status run_core_eval() {
       CheckpointModel loaded,
       load_checkpoint_model(absl::GetFlag(FLAGS_checkpoint), absl::GetFlag(FLAGS_tokenizer), device));
   const bool chief = communicator->rank() == 0;
+  const std::string out =
+      absl::GetFlag(FLAGS_out).empty() ? loaded.checkpoint_dir + "/core.json" : absl::GetFlag(FLAGS_out);
+  NANOFORGE_RETURN_IF_ERROR(check_core_out(out, loaded.checkpoint_dir));
   CoreEvalOptions options;
   options.max_per_task = absl::GetFlag(FLAGS_max_per_task);
   options.on_task = [&](const CoreTaskResult& task) {
@@ -59,8 +78,6 @@ absl::Status run_core_eval() {
   NANOFORGE_ASSIGN_OR_RETURN(const CoreResults results,
                              evaluate_core(*loaded.model, loaded.tokenizer, bundle, options, *communicator));
   if (!chief) return absl::OkStatus();
-  const std::string out =
-      absl::GetFlag(FLAGS_out).empty() ? loaded.checkpoint_dir + "/core.json" : absl::GetFlag(FLAGS_out);
   NANOFORGE_RETURN_IF_ERROR(
       write_core_file(out, results,
                       {loaded.checkpoint_dir, bundle.dir, device_name(device), loaded.trainer.step,

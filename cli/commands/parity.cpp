@@ -85,6 +85,13 @@ absl::Status run_parity_command(const std::vector<std::string>& /*arguments*/) {
         "give --out and exactly one of --case (a model case) or --optim (an optimizer golden); see nanoforge "
         "parity --help");
   }
+  const std::string& input = case_path.empty() ? optim_path : case_path;
+  if (same_existing_file(out_path, input)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "--out {} is the {} file itself: the results would replace what they are checked against; give "
+        "another path",
+        out_path, case_path.empty() ? "--optim" : "--case"));
+  }
   set_cpu_threads(absl::GetFlag(FLAGS_threads));
   return case_path.empty() ? run_optim_golden(optim_path, out_path) : run_model_case(case_path, out_path);
 }

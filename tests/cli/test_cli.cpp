@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -105,6 +107,24 @@ TEST(Cli, ParityMatchesACommittedCase) {
   EXPECT_NE(parity.output.find("all 31 tensors match"), std::string::npos) << parity.output;
   EXPECT_TRUE(std::filesystem::exists(out));
   std::filesystem::remove(out);
+}
+
+// `--out` naming the case itself replaced the golden file (its expected values gone) before comparing.
+TEST(Cli, ParityRefusesToWriteOverItsCase) {
+  const std::string golden = std::string(NANOFORGE_PARITY_GOLDEN_DIR) + "/model_gqa_windows.h5";
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "parity_case";
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path copy = dir / "case.h5";
+  std::filesystem::copy_file(golden, copy, std::filesystem::copy_options::overwrite_existing);
+  const auto bytes = [](const std::filesystem::path& path) {
+    std::ifstream file(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(file), {});
+  };
+  const std::string before = bytes(copy);
+  const ProgramRun parity = run("parity --case " + copy.string() + " --out " + dir.string() + "/./case.h5");
+  EXPECT_EQ(parity.exit_code, 1) << parity.output;
+  EXPECT_NE(parity.output.find("is the --case file itself"), std::string::npos) << parity.output;
+  EXPECT_EQ(bytes(copy), before);
 }
 
 TEST(Cli, BenchStepEndsWithAJsonLine) {

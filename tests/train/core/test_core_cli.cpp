@@ -161,6 +161,22 @@ TEST(CoreCli, TooFewExamplesForTheShotsIsAnError) {
       "task mc_tenshot: 10 shots need at least 11 examples, it has 10 after the cut to max_per_task");
 }
 
+// The results file may not replace one of the checkpoint's own files; refused before evaluating.
+TEST(CoreCli, ResultsNeverReplaceACheckpointFile) {
+  const std::string checkpoint = scratch("checkpoint_copy");
+  std::filesystem::remove_all(checkpoint);
+  std::filesystem::copy(kCoreCheckpoint, checkpoint, std::filesystem::copy_options::recursive);
+  const std::string model = checkpoint + "/model.h5";
+  const auto size_before = std::filesystem::file_size(model);
+  const ProgramRun run =
+      run_command(fmt::format("{} eval --core {} --checkpoint {} --tokenizer {} --out {} 2>&1",
+                              NANOFORGE_BINARY, kCoreBundle, checkpoint, kCoreTokenizer, model));
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_PRED2(contains, std::string(run.output), "would replace model.h5 of checkpoint");
+  EXPECT_EQ(run.output.find("CORE of"), std::string::npos) << run.output;  // nothing evaluated
+  EXPECT_EQ(std::filesystem::file_size(model), size_before);
+}
+
 TEST(CoreCli, MissingBundleIsNamed) {
   const ProgramRun run = eval_core(scratch("no_bundle"), scratch("none.json"));
   EXPECT_NE(run.exit_code, 0);
