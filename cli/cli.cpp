@@ -14,6 +14,7 @@
 #include "cli/build_info.h"
 #include "cli/command.h"
 #include "cli/flag_limits.h"
+#include "support/output_path.h"
 
 namespace nanoforge {
 namespace {
@@ -147,6 +148,11 @@ int run_cli(int argc, char** argv, const std::vector<Command>& commands) {
   absl::ParseCommandLine(static_cast<int>(pointers.size()), pointers.data());
 
   absl::Status status = check_flag_limits(command->flags);
+  // A benchmark's record goes to --json-out at its end: a path it could not use is refused before it runs.
+  const absl::CommandLineFlag* json_out = absl::FindCommandLineFlag("json_out");
+  if (status.ok() && json_out != nullptr && !json_out->CurrentValue().empty()) {
+    status = check_output_file_path(json_out->CurrentValue());
+  }
   if (status.ok()) status = command->run(arguments);
   if (!status.ok()) {
     fmt::print(stderr, "nanoforge {}: error: {}\n", command->name, std::string(status.message()));

@@ -8,11 +8,11 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/cuda_memory.h"
+#include "support/output_path.h"
 #include "support/status.h"
 
 ABSL_FLAG(int32_t, threads, 0,
@@ -74,9 +74,9 @@ absl::Status print_json_record(const std::string& json) {
   fmt::print("{}\n", json);
   const std::string out = absl::GetFlag(FLAGS_json_out);
   if (out.empty()) return absl::OkStatus();
-  std::ofstream file(out);
-  file << json << "\n";
-  if (!file) return absl::PermissionDeniedError(fmt::format("--json-out {}: cannot write", out));
+  if (absl::Status written = write_file_atomically(out, json + "\n"); !written.ok()) {
+    return absl::Status(written.code(), "--json-out: " + std::string(written.message()));
+  }
   return absl::OkStatus();
 }
 

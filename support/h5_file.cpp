@@ -18,6 +18,7 @@
 #include "support/h5_group_check.h"
 #include "support/h5_header_check.h"
 #include "support/h5_preflight.h"
+#include "support/output_path.h"
 #include "support/status.h"
 
 namespace nanoforge {
@@ -639,6 +640,7 @@ absl::Status H5File::write(const std::string& dataset_path, const std::vector<in
 }
 
 absl::Status write_h5_atomically(const std::string& path, const std::function<absl::Status(H5File&)>& fill) {
+  NANOFORGE_RETURN_IF_ERROR(check_output_file_path(path));
   const std::string temporary = path + ".partial";
   absl::Status status;
   {

@@ -15,6 +15,7 @@
 #include "data/shards/shard_set.h"
 #include "dist/create_communicator.h"
 #include "kernels/backend_info.h"
+#include "support/output_path.h"
 #include "support/status.h"
 #include "train/checkpoint/model_file.h"
 #include "train/core/core_eval.h"
@@ -36,6 +37,7 @@ namespace {
 // The results file may go into the checkpoint directory (core.json, the default) but never over one of the
 // checkpoint's own files: checked before the evaluation, which can take minutes.
 absl::Status check_core_out(const std::string& out, const std::string& checkpoint_dir) {
+  NANOFORGE_RETURN_IF_ERROR(check_output_file_path(out));
   std::error_code error;
   for (std::filesystem::directory_iterator entry(checkpoint_dir, error), end; !error && entry != end;
        entry.increment(error)) {

@@ -13,6 +13,7 @@
 #include "parity/model_parity_compare.h"
 #include "parity/optim_parity.h"
 #include "parity/optim_parity_compare.h"
+#include "support/output_path.h"
 #include "support/status.h"
 
 ABSL_FLAG(std::string, case, "", "model parity case (HDF5: /config, /weights, /inputs, optional /expected)");
@@ -92,6 +93,7 @@ absl::Status run_parity_command(const std::vector<std::string>& /*arguments*/) {
         "another path",
         out_path, case_path.empty() ? "--optim" : "--case"));
   }
+  NANOFORGE_RETURN_IF_ERROR(check_output_file_path(out_path));  // before the work, not at the write
   set_cpu_threads(absl::GetFlag(FLAGS_threads));
   return case_path.empty() ? run_optim_golden(optim_path, out_path) : run_model_case(case_path, out_path);
 }

@@ -15,6 +15,7 @@
 #include "data/tokenizer/bpe_base64.h"
 #include "data/tokenizer/tokenizer.h"
 #include "data/tokenizer/tokenizer_state.h"
+#include "support/output_path.h"
 #include "support/status.h"
 
 namespace nanoforge {
@@ -41,25 +42,6 @@ absl::StatusOr<std::string> read_whole_file(const std::string& path, int64_t max
   contents << in.rdbuf();
   if (in.bad()) return absl::DataLossError(fmt::format("{}: read error", path));
   return std::move(contents).str();
-}
-
-absl::Status write_file_atomically(const std::string& path, std::string_view contents) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      return absl::PermissionDeniedError(
-          fmt::format("{}: cannot create: {}", temporary, std::strerror(errno)));
-    }
-    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-    out.close();
-    if (!out) return absl::DataLossError(fmt::format("{}: write failed (disk full?)", temporary));
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error)
-    return absl::InternalError(fmt::format("cannot rename {} to {}: {}", temporary, path, error.message()));
-  return absl::OkStatus();
 }
 
 // Calls line_fn(line_number, line) for each non-empty line (a trailing '\r' removed), stopping at an error.

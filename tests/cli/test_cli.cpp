@@ -1,6 +1,7 @@
 // The `nanoforge` program end to end: help, version, errors for unknown commands and misplaced flags, the
 // parity command on nanochat's dev case, and bench step's JSON line (measured, and the performance model's).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -125,6 +126,25 @@ TEST(Cli, ParityRefusesToWriteOverItsCase) {
   EXPECT_EQ(parity.exit_code, 1) << parity.output;
   EXPECT_NE(parity.output.find("is the --case file itself"), std::string::npos) << parity.output;
   EXPECT_EQ(bytes(copy), before);
+}
+
+// A rename over a device or a pipe replaces it (as root, `--out /dev/full` replaced /dev/full): refused
+// before any work, for parity's --out and the benches' --json-out. A pipe stands in for the device here.
+TEST(Cli, ResultsAreNeverRenamedOverAPipeOrDevice) {
+  const std::filesystem::path pipe = std::filesystem::temp_directory_path() / "results_pipe";
+  ASSERT_EQ(::mkfifo(pipe.c_str(), 0600), 0);
+  const std::string golden = std::string(NANOFORGE_PARITY_GOLDEN_DIR) + "/model_gqa_windows.h5";
+  for (const std::string& command :
+       {"parity --case " + golden + " --out " + pipe.string(),
+        "bench step --depth 1 --seq 32 --batch 2 --vocab 128 --steps 1 --warmup 0 --threads 1 --json-out " +
+            pipe.string()}) {
+    const ProgramRun result = run(command);
+    EXPECT_EQ(result.exit_code, 1) << command << "\n" << result.output;
+    EXPECT_NE(result.output.find(pipe.string() + " is a pipe, not a regular file"), std::string::npos)
+        << command << "\n"
+        << result.output;
+    EXPECT_TRUE(std::filesystem::is_fifo(pipe)) << command;
+  }
 }
 
 TEST(Cli, BenchStepEndsWithAJsonLine) {

@@ -5,10 +5,9 @@
 
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 
 #include "support/json_text.h"
+#include "support/output_path.h"
 
 namespace nanoforge {
 namespace {
@@ -67,17 +66,7 @@ absl::Status write_core_file(const std::string& path, const CoreResults& results
           list += fmt::format("{}{}", list.size() > 1 ? ", " : "", correct);
         return list + "]";
       }));
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream file(temporary);
-    file << text;
-    if (!file)
-      return absl::PermissionDeniedError(fmt::format("{}: cannot write the CORE results", temporary));
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) return absl::PermissionDeniedError(fmt::format("{}: cannot write: {}", path, error.message()));
-  return absl::OkStatus();
+  return write_file_atomically(path, text);
 }
 
 }  // namespace nanoforge

@@ -1,0 +1,22 @@
+// Where a command writes a result file the user names (--out, --json-out): nanoforge writes a new file next
+// to it and renames it into place, so that no reader sees half a file. A rename replaces whatever held the
+// name — as root, `--out /dev/full` replaced the device /dev/full with a regular file, and `/dev/stdout`
+// would go the same way — so the path must be a regular file or not exist yet.
+#pragma once
+
+#include <absl/status/status.h>
+
+#include <string>
+#include <string_view>
+
+namespace nanoforge {
+
+// OK when `path` does not exist or is a regular file (not a symlink); else an error naming the path, what it
+// is, and what to give instead.
+absl::Status check_output_file_path(const std::string& path);
+
+// Writes `contents` to PATH.tmp, closes it (a full disk shows then) and renames it to `path`, after
+// check_output_file_path. An error names the file and the cause.
+absl::Status write_file_atomically(const std::string& path, std::string_view contents);
+
+}  // namespace nanoforge
