@@ -29,6 +29,7 @@ constexpr uint64_t kNodeHeaderBytes = 24;   // "TREE", type, level, entries used
 constexpr uint64_t kSymbolHeaderBytes = 8;  // "SNOD", version, reserved, number of symbols
 constexpr uint64_t kSymbolEntryBytes = 40;  // name offset, header address, cache type, reserved, scratch
 constexpr uint8_t kGroupNode = 0;
+constexpr uint32_t kSoftLinkCache = 2;  // an entry's cache type for a soft link (its header address is unset)
 constexpr int kMaxLevel = 32;  // a B-tree of 2^32 nodes per level would be taller than any file holds
 
 class GroupWalk {
@@ -133,6 +134,7 @@ class GroupWalk {
       const void* end =
           name_at < names.size() ? std::memchr(&names[name_at], 0, names.size() - name_at) : nullptr;
       if (end == nullptr) return damaged(group, "a link's name lies outside its local heap");
+      if (little_endian<uint32_t>(entry + 16) == kSoftLinkCache) continue;  // a path, no object of its own
       if (header >= static_cast<uint64_t>(file_bytes_))
         return damaged(group, "a link names an object outside the file");
       const std::string name(reinterpret_cast<const char*>(&names[name_at]));

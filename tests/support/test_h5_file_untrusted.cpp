@@ -349,6 +349,21 @@ TEST(H5FileUntrusted, RefusesALoopInAGroupsLocalHeapBeforeLibhdf5FollowsIt) {
   std::filesystem::remove(path);
 }
 
+// What the walk must not refuse: a soft link (a symbol-table entry with no object header of its own) and a
+// hard link to an object reached twice, as other writers may leave them.
+TEST(H5FileUntrusted, SoftAndHardLinksPassTheGroupWalk) {
+  const std::string path = write_grouped("links.h5");
+  hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  ASSERT_GE(H5Lcreate_soft("/group/a", file, "soft", H5P_DEFAULT, H5P_DEFAULT), 0);
+  ASSERT_GE(H5Lcreate_hard(file, "/group/b", file, "hard", H5P_DEFAULT, H5P_DEFAULT), 0);
+  H5Fclose(file);
+  auto opened = H5File::open_read(path);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ(opened->read<int64_t>("/hard")->values, (std::vector<int64_t>{1, 2}));
+  std::filesystem::remove(path);
+}
+
 // The same class in a group's B-tree: a node that names itself as its child (raised to level 1 so that it
 // has children that are nodes) is refused instead of being descended into for ever.
 TEST(H5FileUntrusted, RefusesALoopInAGroupsBtree) {
