@@ -651,13 +651,8 @@ absl::Status write_h5_atomically(const std::string& path, const std::function<ab
       if (status.ok()) status = closed;
     }
   }
+  if (status.ok()) status = rename_into_place(temporary, path);
   std::error_code error;
-  if (status.ok()) {
-    std::filesystem::rename(temporary, path, error);
-    if (error)
-      status =
-          absl::InternalError(fmt::format("cannot rename {} to {}: {}", temporary, path, error.message()));
-  }
   if (!status.ok()) std::filesystem::remove(temporary, error);
   return status;
 }

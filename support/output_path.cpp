@@ -27,6 +27,14 @@ absl::Status check_output_file_path(const std::string& path) {
       path, kind));
 }
 
+absl::Status rename_into_place(const std::string& temporary, const std::string& path) {
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error)
+    return absl::InternalError(fmt::format("cannot rename {} to {}: {}", temporary, path, error.message()));
+  return absl::OkStatus();
+}
+
 absl::Status write_file_atomically(const std::string& path, std::string_view contents) {
   if (absl::Status usable = check_output_file_path(path); !usable.ok()) return usable;
   const std::string temporary = path + ".tmp";
@@ -40,11 +48,7 @@ absl::Status write_file_atomically(const std::string& path, std::string_view con
     out.close();
     if (!out) return absl::DataLossError(fmt::format("{}: write failed (disk full?)", temporary));
   }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error)
-    return absl::InternalError(fmt::format("cannot rename {} to {}: {}", temporary, path, error.message()));
-  return absl::OkStatus();
+  return rename_into_place(temporary, path);
 }
 
 }  // namespace nanoforge

@@ -15,6 +15,10 @@ namespace nanoforge {
 // is, and what to give instead.
 absl::Status check_output_file_path(const std::string& path);
 
+// Renames a finished `temporary` file to `path` (replacing it): the last step of every write that must not
+// leave half a file under its final name. The error names both.
+absl::Status rename_into_place(const std::string& temporary, const std::string& path);
+
 // Writes `contents` to PATH.tmp, closes it (a full disk shows then) and renames it to `path`, after
 // check_output_file_path. An error names the file and the cause.
 absl::Status write_file_atomically(const std::string& path, std::string_view contents);

@@ -188,8 +188,15 @@ absl::Status run_bench_loader(const std::vector<std::string>& /*arguments*/) {
   std::vector<std::string> paths;
   const bool synthetic = absl::GetFlag(FLAGS_data).empty();
   NANOFORGE_RETURN_IF_ERROR(check_data_flags(synthetic));
-  if (synthetic)
-    NANOFORGE_RETURN_IF_ERROR(check_bin_flags(false));  // before writing: synthetic shards are .h5
+  if (!synthetic) {
+    NANOFORGE_ASSIGN_OR_RETURN(paths,
+                               list_shard_files(absl::GetFlag(FLAGS_data), absl::GetFlag(FLAGS_split)));
+  }
+  // Before anything is written: the synthetic shards are .h5.
+  const bool any_bin = std::any_of(paths.begin(), paths.end(), [](const std::string& path) {
+    return std::filesystem::path(path).extension() == ".bin";
+  });
+  NANOFORGE_RETURN_IF_ERROR(check_bin_flags(any_bin));
   Clock::time_point start = Clock::now();
   if (synthetic) {
     NANOFORGE_ASSIGN_OR_RETURN(
@@ -198,16 +205,9 @@ absl::Status run_bench_loader(const std::vector<std::string>& /*arguments*/) {
     NANOFORGE_ASSIGN_OR_RETURN(paths, write_synthetic_shards(synthetic_dir->path()));
     fmt::print("wrote {} synthetic shard(s) in {:.1f} s to {}\n", paths.size(), seconds_since(start),
                synthetic_dir->path());
-  } else {
-    NANOFORGE_ASSIGN_OR_RETURN(paths,
-                               list_shard_files(absl::GetFlag(FLAGS_data), absl::GetFlag(FLAGS_split)));
   }
   ShardOpenOptions open_options;
   open_options.verify_tokens = absl::GetFlag(FLAGS_verify);
-  const bool any_bin = std::any_of(paths.begin(), paths.end(), [](const std::string& path) {
-    return std::filesystem::path(path).extension() == ".bin";
-  });
-  NANOFORGE_RETURN_IF_ERROR(check_bin_flags(any_bin));
   if (any_bin) {
     open_options.expect.vocab_size = absl::GetFlag(FLAGS_bin_vocab);
     open_options.expect.bos_id = absl::GetFlag(FLAGS_bin_bos_id);

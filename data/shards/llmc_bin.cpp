@@ -12,6 +12,7 @@
 
 #include "data/shards/shard_token_scan.h"
 #include "support/mapped_file.h"
+#include "support/output_path.h"
 #include "support/status.h"
 
 namespace nanoforge {
@@ -172,11 +173,7 @@ absl::Status write_llmc_bin(const std::string& path, std::span<const int32_t> to
       return absl::DataLossError(fmt::format("{}: write failed (disk full?)", temporary));
     }
   }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error)
-    return absl::InternalError(fmt::format("cannot rename {} to {}: {}", temporary, path, error.message()));
-  return absl::OkStatus();
+  return rename_into_place(temporary, path);
 }
 
 }  // namespace nanoforge
