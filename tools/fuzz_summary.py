@@ -3,8 +3,10 @@
 
 Reads LOG_DIR/NAME.log as tests/fuzz/run_fuzz_target.sh and tools/fuzz_campaign.sh write them (libFuzzer's
 output with -print_final_stats=1, then a "fuzz-run: ... user U s, system S s, wall W s" line per run) and the
-reproducers under LOG_DIR/work/NAME/artifacts/. With --build FUZZ_BUILD_DIR, each reproducer is run once by
-the current build of its target: one that no longer fails counts as fixed. Prints a Markdown table.
+reproducers under LOG_DIR/work/NAME/artifacts/. A finding is a reproducer a log names ("Test unit written to",
+which tools/fuzz_record.py keeps) or one on disk, so a record without its reproducers still counts them. With
+--build FUZZ_BUILD_DIR, each reproducer on disk is run once by the current build of its target: one that no
+longer fails counts as fixed ("F of K kept" where only K of the findings are on disk). Prints a Markdown table.
 
     python3 tools/fuzz_summary.py LOG_DIR [--build build-fuzz]
 """
@@ -17,15 +19,22 @@ import sys
 RUN = re.compile(r"^fuzz-run: \S+ user ([\d.]+) s, system ([\d.]+) s, wall ([\d.]+) s", re.MULTILINE)
 EXECUTED = re.compile(r"^stat::number_of_executed_units: (\d+)", re.MULTILINE)
 STATUS = re.compile(r"^#\d+\s+\w+\s+cov: (\d+) ft: (\d+) corp: (\d+)/", re.MULTILINE)
+WRITTEN = re.compile(r"Test unit written to (\S+)")
 FINDING_PREFIXES = ("crash-", "timeout-", "oom-", "leak-")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def findings(log_dir, name):
+def kept_reproducers(log_dir, name):
     directory = os.path.join(log_dir, "work", name, "artifacts")
     if not os.path.isdir(directory):
         return []
     return sorted(os.path.join(directory, f) for f in os.listdir(directory) if f.startswith(FINDING_PREFIXES))
+
+
+def logged_findings(text):
+    """Reproducer file names the log says were written (a run may also write slow units, not findings)."""
+    return {os.path.basename(path) for path in WRITTEN.findall(text)
+            if os.path.basename(path).startswith(FINDING_PREFIXES)}
 
 
 def still_fails(build_dir, name, reproducer):
@@ -43,10 +52,11 @@ def summarise(log_dir, name, build_dir):
         text = f.read()
     runs = RUN.findall(text)
     statuses = STATUS.findall(text)
-    found = findings(log_dir, name)
+    kept = kept_reproducers(log_dir, name)
+    found = logged_findings(text) | {os.path.basename(path) for path in kept}
     fixed = None
     if build_dir is not None:
-        fixed = sum(1 for reproducer in found if not still_fails(build_dir, name, reproducer))
+        fixed = sum(1 for reproducer in kept if not still_fails(build_dir, name, reproducer))
     return {
         "name": name,
         "runs": len(runs),
@@ -56,8 +66,15 @@ def summarise(log_dir, name, build_dir):
         "ft": max((int(f) for _, f, _ in statuses), default=0),
         "corpus": int(statuses[-1][2]) if statuses else 0,
         "found": len(found),
+        "kept": len(kept),
         "fixed": fixed,
     }
+
+
+def fixed_cell(fixed, found, kept):
+    if fixed is None:
+        return "—"
+    return str(fixed) if kept == found else f"{fixed} of {kept} kept"
 
 
 def hours_minutes(seconds):
@@ -77,14 +94,15 @@ def main():
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         rate = r["executions"] / r["cpu_seconds"] if r["cpu_seconds"] else 0
-        fixed = "—" if r["fixed"] is None else str(r["fixed"])
+        fixed = fixed_cell(r["fixed"], r["found"], r["kept"])
         print(f"| {r['name']} | {r['runs']} | {hours_minutes(r['cpu_seconds'])} | {r['executions']:,} | "
               f"{rate:,.0f} | {r['cov']} | {r['ft']} | {r['corpus']} | {r['found']} | {fixed} |")
     total_cpu = sum(r["cpu_seconds"] for r in rows)
     total_exec = sum(r["executions"] for r in rows)
+    total_fixed = None if args.build is None else sum(r["fixed"] for r in rows)
+    total_found = sum(r["found"] for r in rows)
     print(f"| all | {sum(r['runs'] for r in rows)} | {hours_minutes(total_cpu)} | {total_exec:,} | | | | | "
-          f"{sum(r['found'] for r in rows)} | "
-          f"{'—' if args.build is None else sum(r['fixed'] for r in rows)} |")
+          f"{total_found} | {fixed_cell(total_fixed, total_found, sum(r['kept'] for r in rows))} |")
 
 
 if __name__ == "__main__":
