@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole fuzzing campaign, one fuzzer at a time (a shared machine): each turn runs one round
-# (tools/fuzz_campaign.sh, ROUND_SECONDS of wall time) of the target with the least CPU time fuzzed so far,
-# counting every round already in LOG_DIR, until each has CPU_SECONDS. A target whose round found something
-# is set aside (a line in LOG_DIR/queue-findings.txt) until the fix: delete its line to queue it again.
+# (tools/fuzz_campaign.sh, ROUND_SECONDS of wall time, 600 by default; a target's last round only what it
+# still needs) of the target with the least CPU time fuzzed so far, counting every round already in LOG_DIR,
+# until each has CPU_SECONDS. A target whose round found something is set aside (a line in
+# LOG_DIR/queue-findings.txt) until the fix: delete its line to queue it again.
 # Progress: python3 tools/fuzz_summary.py LOG_DIR; the round running is the newest LOG_DIR/NAME.log; the
 # queue's own lines go to standard output (keep them out of LOG_DIR/*.log, which the summary reads).
 #   nice -n 19 tools/fuzz_queue.sh FUZZ_BUILD_DIR CPU_SECONDS LOG_DIR [NAME...] >LOG_DIR/queue.txt
@@ -13,6 +14,7 @@ main() {
   build=$1 goal=$2 logs=$3
   shift 3
   repo=$(cd "$(dirname "$0")/.." && pwd)
+  round=${ROUND_SECONDS:-600}
   names=("$@")
   if (( ${#names[@]} == 0 )); then
     for fuzzer in "$build"/fuzz/fuzz_*; do names+=("${fuzzer##*/fuzz_}"); done
@@ -34,8 +36,13 @@ main() {
       echo "fuzz-queue: every target has $goal CPU seconds or is set aside ($(date -u +%FT%TZ))"
       return 0
     fi
-    echo "fuzz-queue: $next ($least CPU seconds so far) at $(date -u +%FT%TZ)"
-    if ! "$repo/tools/fuzz_campaign.sh" "$build" "$next" $((least + 1)) "$logs"; then
+    # A target's last round runs only as long as it still needs (a fuzzer on a free core uses about all of
+    # its wall time: 98 % measured), not a whole ROUND_SECONDS; a shorter round on a busy machine just
+    # leaves one more. 60 s at least, so libFuzzer's start-up (reading the corpus) stays a small part.
+    needed=$((goal - least + 30))
+    seconds=$(( needed < round ? (needed > 60 ? needed : 60) : round ))
+    echo "fuzz-queue: $next ($least CPU seconds so far, a round of $seconds s) at $(date -u +%FT%TZ)"
+    if ! ROUND_SECONDS=$seconds "$repo/tools/fuzz_campaign.sh" "$build" "$next" $((least + 1)) "$logs"; then
       echo "$next: stopped with a finding" >>"$logs/queue-findings.txt"
     fi
   done
