@@ -22,6 +22,14 @@ constexpr uint16_t kAttributeMessage = 0x0C;
 constexpr uint16_t kLayoutMessage = 0x08;
 constexpr uint16_t kSymbolTableMessage = 0x11;
 constexpr uint8_t kChunkedLayout = 2;
+// A message header's flag "shared": the message's body only points to where it is kept, another object
+// header or the file's shared-message heap. Following such a pointer in a damaged file crashed libhdf5 1.10
+// (a fill-value message flagged shared: a null read under H5SM_get_fheap_addr, in a file with no
+// shared-message table); nanoforge and h5py (unless given a committed datatype) write none, so none is read.
+constexpr uint8_t kSharedMessageFlag = 0x02;
+// An attribute message (versions 2, 3) says in its own flags whether its datatype (bit 0) or dataspace
+// (bit 1) is such a pointer.
+constexpr uint8_t kAttributePartsShared = 0x03;
 constexpr int kMaxChunks = 4096;  // continuation chunks per header: more means a loop in a damaged file
 constexpr uint64_t kMaxChunkBytes = uint64_t{16} << 20;  // far above any real header (a message is < 64 KiB)
 constexpr int kMaxRank = 32;                             // HDF5's limit
@@ -150,8 +158,14 @@ absl::Status check_object_header(const std::string& path, int64_t file_bytes, ui
     for (uint64_t at = 0; at + 8 <= chunk.size();) {
       const uint16_t type = little_endian<uint16_t>(&chunk[at]);
       const uint64_t size = little_endian<uint16_t>(&chunk[at + 2]);
+      const uint8_t flags = chunk[at + 4];
       at += 8;
       if (size > chunk.size() - at) return damaged("a message runs past its chunk");
+      const bool attribute_parts_shared = type == kAttributeMessage && size >= 2 &&
+                                          (chunk[at] == 2 || chunk[at] == 3) &&
+                                          (chunk[at + 1] & kAttributePartsShared) != 0;
+      if ((flags & kSharedMessageFlag) != 0 || attribute_parts_shared)
+        return damaged("a shared message, kept elsewhere: nanoforge reads only files without them");
       if (type == kContinuationMessage) {
         if (size < 16) return damaged("a short continuation message");
         chunks.emplace_back(little_endian<uint64_t>(&chunk[at]), little_endian<uint64_t>(&chunk[at + 8]));

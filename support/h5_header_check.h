@@ -1,7 +1,9 @@
 // libhdf5 1.10 decodes some object-header messages without checking them, and damaged ones crash it before
 // any query could look: an attribute message whose value does not fit in it makes it read past its buffer
-// (fuzzing found this in shards and checkpoints within seconds), and a chunked layout message with a chunk
-// dimension of 0 makes it divide by zero (SIGFPE) inside H5Dopen2 (fuzzing found this in model.h5).
+// (fuzzing found this in shards and checkpoints within seconds), a chunked layout message with a chunk
+// dimension of 0 makes it divide by zero (SIGFPE) inside H5Dopen2 (fuzzing found this in model.h5), and a
+// message flagged "shared" makes it follow a pointer into tables the file may not have (a null read, in a
+// shard).
 // check_object_header reads an object header's bytes itself — version 1, as nanoforge and h5py write them,
 // following its continuation chunks — and checks those messages before libhdf5 looks at any of them.
 // docs/fuzzing.md lists what such checks do not cover.
@@ -22,11 +24,12 @@ struct SymbolTable {
   uint64_t heap_address = 0;
 };
 
-// The object header at `header_address` in `path` (a file of `file_bytes`): every attribute message's name,
-// datatype, dataspace and value inside the message, and every chunked layout message's chunk dimensions
-// inside the message and nonzero. OK, or an error naming the file, the object and what is damaged. A
-// version-2 header ("OHDR") is not checked. With `symbol_table`, also where the object's links are when it
-// is a group (h5_group_check.h walks them), else nullopt.
+// The object header at `header_address` in `path` (a file of `file_bytes`): no shared message (one kept
+// elsewhere, which libhdf5 would follow), every attribute message's name, datatype, dataspace and value
+// inside the message, and every chunked layout message's chunk dimensions inside the message and nonzero. OK,
+// or an error naming the file, the object and what is damaged. A version-2 header ("OHDR") is not checked.
+// With `symbol_table`, also where the object's links are when it is a group (h5_group_check.h walks them),
+// else nullopt.
 absl::Status check_object_header(const std::string& path, int64_t file_bytes, uint64_t header_address,
                                  const std::string& object_path,
                                  std::optional<SymbolTable>* symbol_table = nullptr);

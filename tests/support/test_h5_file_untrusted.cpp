@@ -382,5 +382,44 @@ TEST(H5FileUntrusted, RefusesALoopInAGroupsBtree) {
   std::filesystem::remove(path);
 }
 
+// Fuzzing found it (shards): a dataset's fill-value message whose flags changed from "constant" to "shared"
+// (kept elsewhere, its body a pointer); libhdf5 1.10 looked for the file's shared-message table, which it
+// does not have, and read through a null pointer inside H5Dopen2 (SIGSEGV under H5SM_get_fheap_addr). No
+// message of an object header may be shared now, nor an attribute's datatype or dataspace.
+TEST(H5FileUntrusted, RefusesSharedMessagesBeforeLibhdf5FollowsThem) {
+  const int32_t tokens[] = {1, 2, 3, 4};
+  for (const std::string damage : {"fill", "attribute"}) {
+    SCOPED_TRACE(damage);
+    const std::string path = temp_path("shared_" + damage + ".h5");
+    {
+      auto file = H5File::create(path);
+      ASSERT_TRUE(file.ok());
+      ASSERT_TRUE(file->write("/tokens", {4}, tokens).ok());
+      ASSERT_TRUE(file->write_int_attribute("/tokens", "format", 2).ok());
+    }
+    ASSERT_TRUE(H5File::open_read(path).ok());
+    if (damage == "fill") {
+      // The fill-value message as H5File writes it: type 5, 8 bytes, flags 1 (constant); version 2,
+      // allocation late, write if set, defined. The fuzzer's damage: flags 2 (shared), a body that reads as
+      // a pointer.
+      patch_bytes(path, std::string("\x05\x00\x08\x00\x01\x00\x00\x00\x02\x02\x02\x01", 12),
+                  std::string("\x05\x00\x08\x00\x02\x00\x00\x00\x02\x01\x00\x01", 12));
+    } else {
+      // The attribute message of `format`, version 1 (version, reserved, three sizes, then the name), made
+      // version 2 with its flags saying that its datatype is shared.
+      std::string bytes = read_bytes(path);
+      const size_t name = bytes.find(std::string("format") + '\0');
+      ASSERT_NE(name, std::string::npos);
+      ASSERT_EQ(bytes[name - 8], 1) << "a version-1 attribute message";
+      bytes[name - 8] = 2;
+      bytes[name - 7] = 1;
+      write_bytes(path, bytes);
+    }
+    expect_error(H5File::open_read(path).status(), absl::StatusCode::kDataLoss,
+                 "the object header of /tokens is damaged (a shared message");
+    std::filesystem::remove(path);
+  }
+}
+
 }  // namespace
 }  // namespace nanoforge
