@@ -29,4 +29,8 @@ std::string version_report() {
       info.blas_core, cuda);
 }
 
+std::string golden_tokenizer_dir() {
+  return NANOFORGE_TOKENIZER_GOLDEN_DIR;
+}
+
 }  // namespace nanoforge

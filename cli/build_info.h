@@ -9,4 +9,9 @@ namespace nanoforge {
 std::string version_line();    // "0.1.0 (commit 1a2b3c4d5e6f)"
 std::string version_report();  // multi-line, for --version
 
+// The committed golden tokenizer of the source tree this program was built from (tests/data/tokenizer/
+// golden): `bench tokenizer`'s default input. Kept here, in the one file that holds build facts, so that no
+// other file has the clone's path on its compile line (a compiler cache shares them between clones).
+std::string golden_tokenizer_dir();
+
 }  // namespace nanoforge

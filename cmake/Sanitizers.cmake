@@ -28,16 +28,18 @@ endif()
 add_link_options("$<$<LINK_LANGUAGE:C,CXX>:-fsanitize=${NANOFORGE_SANITIZE}>")
 message(STATUS "nanoforge: sanitizers ${NANOFORGE_SANITIZE} (run-time options: tools/sanitizers/)")
 
-# Adds the options file to every executable under `directory`, once all of them are defined.
+# The options file, compiled once for the tree (its one absolute path, the suppressions' folder, stays off
+# every other compile line), and its object added to every executable under `directory` once all of them
+# are defined.
+add_library(nanoforge_sanitizer_options OBJECT ${PROJECT_SOURCE_DIR}/tools/sanitizers/options.cpp)
+target_compile_definitions(nanoforge_sanitizer_options PRIVATE
+                           NANOFORGE_SANITIZER_DIR="${PROJECT_SOURCE_DIR}/tools/sanitizers")
 function(nanoforge_add_sanitizer_options directory)
   get_property(targets DIRECTORY ${directory} PROPERTY BUILDSYSTEM_TARGETS)
   foreach(target IN LISTS targets)
     get_target_property(type ${target} TYPE)
     if(type STREQUAL "EXECUTABLE")
-      target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/tools/sanitizers/options.cpp)
-      set_property(SOURCE ${PROJECT_SOURCE_DIR}/tools/sanitizers/options.cpp TARGET_DIRECTORY ${target}
-                   PROPERTY COMPILE_DEFINITIONS
-                   NANOFORGE_SANITIZER_DIR="${PROJECT_SOURCE_DIR}/tools/sanitizers")
+      target_sources(${target} PRIVATE $<TARGET_OBJECTS:nanoforge_sanitizer_options>)
     endif()
   endforeach()
   get_property(subdirectories DIRECTORY ${directory} PROPERTY SUBDIRECTORIES)

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <thread>
 
+#include "cli/build_info.h"
 #include "cli/command.h"
 #include "cli/common_flags.h"
 #include "cli/flag_limits.h"
@@ -75,8 +76,8 @@ EncodeTiming best_of(const Tokenizer& tokenizer, const std::vector<std::string>&
 absl::Status run_bench_tokenizer(const std::vector<std::string>& /*arguments*/) {
   std::string tokenizer_dir = absl::GetFlag(FLAGS_tokenizer);
   std::vector<std::string> inputs = absl::GetFlag(FLAGS_input);
-  if (tokenizer_dir.empty()) tokenizer_dir = NANOFORGE_TOKENIZER_GOLDEN_DIR;
-  if (inputs.empty()) inputs = {std::string(NANOFORGE_TOKENIZER_GOLDEN_DIR) + "/tokenizer_train.jsonl"};
+  if (tokenizer_dir.empty()) tokenizer_dir = golden_tokenizer_dir();
+  if (inputs.empty()) inputs = {golden_tokenizer_dir() + "/tokenizer_train.jsonl"};
   const int64_t target_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_bench_mb)) * 1000 * 1000;
   const int passes = absl::GetFlag(FLAGS_passes);
   if (target_bytes <= 0 || passes < 1)

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tests/program_run.h"
+#include "tests/test_paths.h"
 
 namespace {
 
@@ -20,7 +21,8 @@ using nanoforge::test::last_line;
 using nanoforge::test::ProgramRun;
 
 ProgramRun run(const std::string& arguments) {
-  return nanoforge::test::run_command(std::string(NANOFORGE_BINARY) + " " + arguments + " 2>&1");
+  return nanoforge::test::run_command(std::string(nanoforge::test::nanoforge_binary()) + " " + arguments +
+                                      " 2>&1");
 }
 
 std::set<std::string> listing(const fs::path& dir) {

@@ -12,13 +12,15 @@
 #include <vector>
 
 #include "tests/program_run.h"
+#include "tests/test_paths.h"
 
 namespace {
 
 using nanoforge::test::ProgramRun;
 
 ProgramRun run(const std::string& arguments) {
-  return nanoforge::test::run_command(std::string(NANOFORGE_BINARY) + " " + arguments + " 2>&1");
+  return nanoforge::test::run_command(std::string(nanoforge::test::nanoforge_binary()) + " " + arguments +
+                                      " 2>&1");
 }
 
 TEST(Cli, HelpListsTheCommands) {
@@ -99,7 +101,7 @@ TEST(Cli, ParityOnAMissingFileNamesIt) {
 }
 
 TEST(Cli, ParityMatchesACommittedCase) {
-  const std::string dev_case = std::string(NANOFORGE_PARITY_GOLDEN_DIR) + "/model_gqa_windows.h5";
+  const std::string dev_case = nanoforge::test::source_path("tests/parity/golden/model_gqa_windows.h5");
   const std::string out =
       (std::filesystem::temp_directory_path() / ("nanoforge_cli_" + std::to_string(getpid()) + ".h5"))
           .string();
@@ -112,7 +114,7 @@ TEST(Cli, ParityMatchesACommittedCase) {
 
 // `--out` naming the case itself replaced the golden file (its expected values gone) before comparing.
 TEST(Cli, ParityRefusesToWriteOverItsCase) {
-  const std::string golden = std::string(NANOFORGE_PARITY_GOLDEN_DIR) + "/model_gqa_windows.h5";
+  const std::string golden = nanoforge::test::source_path("tests/parity/golden/model_gqa_windows.h5");
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "parity_case";
   std::filesystem::create_directories(dir);
   const std::filesystem::path copy = dir / "case.h5";
@@ -133,7 +135,7 @@ TEST(Cli, ParityRefusesToWriteOverItsCase) {
 TEST(Cli, ResultsAreNeverRenamedOverAPipeOrDevice) {
   const std::filesystem::path pipe = std::filesystem::temp_directory_path() / "results_pipe";
   ASSERT_EQ(::mkfifo(pipe.c_str(), 0600), 0);
-  const std::string golden = std::string(NANOFORGE_PARITY_GOLDEN_DIR) + "/model_gqa_windows.h5";
+  const std::string golden = nanoforge::test::source_path("tests/parity/golden/model_gqa_windows.h5");
   for (const std::string& command :
        {"parity --case " + golden + " --out " + pipe.string(),
         "bench step --depth 1 --seq 32 --batch 2 --vocab 128 --steps 1 --warmup 0 --threads 1 --json-out " +

@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/test_paths.h"
+
 namespace nanoforge {
 namespace {
 
@@ -88,14 +90,14 @@ int count(const std::string& text, const std::string& fragment) {
 // --enable-recovery Open MPI 4.1 exits 0 however its ranks ended).
 std::vector<std::string> mpirun(const std::vector<std::string>& options, const std::string& timeout_seconds,
                                 bool report_status, bool during = false) {
-  std::vector<std::string> arguments = {NANOFORGE_MPIEXEC, "-np", "3", "--oversubscribe"};
+  std::vector<std::string> arguments = {test::mpiexec(), "-np", "3", "--oversubscribe"};
   arguments.insert(arguments.end(), options.begin(), options.end());
   if (!report_status) {
-    arguments.insert(arguments.end(), {NANOFORGE_LOST_RANK_WORKER, timeout_seconds, "1", "20"});
+    arguments.insert(arguments.end(), {test::lost_rank_worker(), timeout_seconds, "1", "20"});
     return arguments;
   }
   const std::string worker =
-      std::string(NANOFORGE_LOST_RANK_WORKER) + " " + timeout_seconds + " 1 20" + (during ? " during" : "");
+      std::string(test::lost_rank_worker()) + " " + timeout_seconds + " 1 20" + (during ? " during" : "");
   arguments.insert(arguments.end(),
                    {"/bin/sh", "-c", worker + "; echo \"rank $OMPI_COMM_WORLD_RANK exit status $?\""});
   return arguments;

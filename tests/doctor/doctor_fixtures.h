@@ -6,11 +6,12 @@
 #include <string>
 
 #include "doctor/rdma_inventory.h"
+#include "tests/test_paths.h"
 
 namespace nanoforge::testing {
 
 inline std::string recorded_path(const std::string& name) {
-  return std::string(NANOFORGE_DOCTOR_RECORDED_DIR) + "/" + name;
+  return nanoforge::test::source_path("tests/doctor/recorded/") + name;
 }
 
 inline RdmaInventory recorded(const std::string& name) {

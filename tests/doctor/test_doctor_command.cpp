@@ -11,6 +11,7 @@
 
 #include "doctor_fixtures.h"
 #include "tests/program_run.h"
+#include "tests/test_paths.h"
 
 namespace nanoforge {
 namespace {
@@ -27,7 +28,7 @@ DoctorRun doctor(const std::string& arguments, const std::string& environment = 
   const test::ProgramRun program = test::run_command(
       "env -u NCCL_IB_DISABLE -u NCCL_IB_HCA -u NCCL_IB_GID_INDEX -u NCCL_IB_ROCE_VERSION_NUM "
       "-u NCCL_SOCKET_IFNAME -u NCCL_NET " +
-      environment + " " + NANOFORGE_BINARY + " doctor " + arguments + " 2>" + stderr_path);
+      environment + " " + test::nanoforge_binary() + " doctor " + arguments + " 2>" + stderr_path);
   DoctorRun run{program.exit_code, program.output, test::last_line(program.output)};
   if (FILE* errors = fopen(stderr_path.c_str(), "r")) {
     std::array<char, 4096> buffer;

@@ -7,11 +7,12 @@
 #include <string>
 
 #include "model/gpt_config.h"
+#include "tests/test_paths.h"
 
 namespace nanoforge::test {
 
 inline std::string golden_path(const std::string& name) {
-  return std::string(NANOFORGE_PARITY_GOLDEN_DIR) + "/" + name;
+  return source_path("tests/parity/golden/") + name;
 }
 
 inline constexpr int64_t kGoldenVocab = 60;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "tests/test_paths.h"
 #include "tests/train/training_fixture.h"
 
 namespace nanoforge {
@@ -35,7 +36,7 @@ int run_ranks(int ranks, const std::string& recipe_path, const std::string& run_
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   const std::string command =
       fmt::format("{} -n {} --oversubscribe {} train --recipe {} --run-dir {} {} > {}.log 2>&1",
-                  NANOFORGE_MPIEXEC, ranks, NANOFORGE_BINARY, recipe_path, run_dir, flags, run_dir);
+                  test::mpiexec(), ranks, test::nanoforge_binary(), recipe_path, run_dir, flags, run_dir);
   return std::system(command.c_str());
 }
 

@@ -10,6 +10,7 @@
 
 #include "data/tokenizer/tokenizer.h"
 #include "tests/program_run.h"
+#include "tests/test_paths.h"
 #include "tests/train/training_fixture.h"
 
 namespace nanoforge {
@@ -17,8 +18,8 @@ namespace {
 
 using namespace test;
 
-const std::string kPython = NANOFORGE_PYTHON;
-const std::string kTools = std::string(NANOFORGE_SOURCE_DIR) + "/tools";
+const std::string kPython = test::python();
+const std::string kTools = test::source_path("tools");
 
 ProgramRun python(const std::string& arguments) {
   return run_command(kPython + " " + arguments + " 2>&1");
@@ -78,9 +79,8 @@ TEST(NanochatInterop, ExportImportRoundTripIsExact) {
     ASSERT_EQ(exported.exit_code, 0) << exported.output;
     EXPECT_TRUE(fs::exists(base + "/base_checkpoints/d1/model_000002.pt"));
     EXPECT_TRUE(fs::exists(base + "/base_checkpoints/d1/meta_000002.json"));
-    const ProgramRun checked =
-        python(std::string(NANOFORGE_SOURCE_DIR) + "/tests/train/check_nanochat_export.py " + base + " " +
-               out + "/expected.json");
+    const ProgramRun checked = python(test::source_path("tests/train/check_nanochat_export.py") + " " + base +
+                                      " " + out + "/expected.json");
     EXPECT_EQ(checked.exit_code, 0) << checked.output;
 
     const std::string tokenizer = base + "/imported_tokenizer", model = base + "/imported_model";

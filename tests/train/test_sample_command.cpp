@@ -7,6 +7,7 @@
 
 #include "data/tokenizer/utf8_text.h"
 #include "tests/program_run.h"
+#include "tests/test_paths.h"
 #include "tests/train/training_fixture.h"
 
 namespace nanoforge {
@@ -29,7 +30,7 @@ const std::string& sampled_run() {
 }
 
 ProgramRun sample(const std::string& flags) {
-  return run_command(std::string(NANOFORGE_BINARY) + " sample --checkpoint " + sampled_run() +
+  return run_command(std::string(test::nanoforge_binary()) + " sample --checkpoint " + sampled_run() +
                      " --threads 1 --prompt 'The farmer' " + flags);
 }
 

@@ -13,6 +13,7 @@
 #include <cstdlib>
 
 #include "kernels/cuda/cuda_memory.h"
+#include "tests/test_paths.h"
 #include "tests/train/training_fixture.h"
 
 namespace nanoforge {
@@ -96,8 +97,8 @@ TEST(TrainingGpu, TwoRanksFollowTheCpuLossCurve) {
   Recipe recipe = curve_recipe("cuda");
   recipe.model.mlp_gemm = "fused";
   const std::string command =
-      fmt::format("{} -n 2 --oversubscribe {} train --recipe {} --run-dir {} > {}.log 2>&1",
-                  NANOFORGE_MPIEXEC, NANOFORGE_BINARY, recipe_file(recipe, dir), run, run);
+      fmt::format("{} -n 2 --oversubscribe {} train --recipe {} --run-dir {} > {}.log 2>&1", test::mpiexec(),
+                  test::nanoforge_binary(), recipe_file(recipe, dir), run, run);
   ASSERT_EQ(std::system(command.c_str()), 0) << read_bytes(run + ".log");
   EXPECT_NE(
       read_bytes(run + ".log").find("mlp gemm: fused, ReLU² in our GEMM's epilogue (model.mlp_gemm=fused)"),

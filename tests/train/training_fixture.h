@@ -16,6 +16,7 @@
 #include "data/prep/prep.h"
 #include "support/h5_file.h"
 #include "support/philox.h"
+#include "tests/test_paths.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/recipe.h"
 #include "train/trainer.h"
@@ -24,7 +25,7 @@ namespace nanoforge::test {
 
 namespace fs = std::filesystem;
 
-inline const std::string kGolden = NANOFORGE_TOKENIZER_GOLDEN_DIR;
+inline const std::string kGolden = source_path("tests/data/tokenizer/golden");
 
 inline std::string temp_dir(const std::string& name) {
   const fs::path dir =

@@ -11,6 +11,7 @@
 
 #include "tests/data/tokenizer/tokenizer_test_util.h"
 #include "tests/program_run.h"
+#include "tests/test_paths.h"
 
 namespace nanoforge::testing {
 
@@ -47,11 +48,11 @@ inline std::string parquet_fixtures(std::string& why) {
   static std::string reason;
   static const std::string dir = [] {
     const std::string out = fresh_temp_dir("parquet_fixtures");
-    const nanoforge::test::ProgramRun run =
-        nanoforge::test::run_command(std::string(NANOFORGE_PYTHON) + " " + NANOFORGE_SOURCE_DIR +
-                                     "/tests/data/documents/write_parquet_fixtures.py " + out + " 2>&1");
+    const nanoforge::test::ProgramRun run = nanoforge::test::run_command(
+        std::string(nanoforge::test::python()) + " " +
+        nanoforge::test::source_path("tests/data/documents/write_parquet_fixtures.py") + " " + out + " 2>&1");
     if (run.exit_code != 0) {
-      reason = NANOFORGE_PYTHON " cannot write the parquet test files: " + run.output;
+      reason = std::string(nanoforge::test::python()) + " cannot write the parquet test files: " + run.output;
       return std::string();
     }
     return out;

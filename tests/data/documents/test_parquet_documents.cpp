@@ -7,6 +7,7 @@
 #include "data/documents/documents.h"
 #include "data/documents/parquet_documents.h"
 #include "tests/data/documents/input_test_files.h"
+#include "tests/test_paths.h"
 
 namespace nanoforge {
 namespace {
@@ -122,8 +123,8 @@ TEST(ParquetDocuments, ErrorsNameTheFileAndTheRowGroup) {
 // the fixture docs.parquet with 8 bytes changed.
 TEST(ParquetDocuments, DamagedRowGroupMetadataIsAnError) {
   if (!parquet_supported()) GTEST_SKIP() << "this build has no Arrow (see RefusedWithoutArrow)";
-  const std::string path = std::string(NANOFORGE_SOURCE_DIR) +
-                           "/tests/fuzz/corpus/documents_parquet/regress_size_statistics.parquet";
+  const std::string path =
+      test::source_path("tests/fuzz/corpus/documents_parquet/regress_size_statistics.parquet");
   const std::string error = read_all(path).error;
   EXPECT_NE(error.find(path + ": row group"), std::string::npos) << error;
   EXPECT_NE(error.find("damaged metadata"), std::string::npos) << error;

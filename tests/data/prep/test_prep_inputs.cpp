@@ -7,11 +7,12 @@
 
 #include "data/documents/parquet_documents.h"
 #include "tests/data/documents/input_test_files.h"
+#include "tests/test_paths.h"
 
 namespace nanoforge {
 namespace {
 
-using nanoforge::test::run_command;
+using test::run_command;
 using testing::fresh_temp_dir;
 using testing::golden_dir;
 using testing::read_file;
@@ -21,8 +22,8 @@ using testing::write_file;
 std::map<std::string, std::string> prep_shards_of(const std::string& input, const std::string& out,
                                                   const std::string& extra = "") {
   const auto run =
-      run_command(std::string(NANOFORGE_BINARY) + " prep --input " + input + " --tokenizer " + golden_dir() +
-                  " --out " + out + " --val-docs 5 --shard-tokens 20000 " + extra + " 2>&1");
+      run_command(std::string(test::nanoforge_binary()) + " prep --input " + input + " --tokenizer " +
+                  golden_dir() + " --out " + out + " --val-docs 5 --shard-tokens 20000 " + extra + " 2>&1");
   EXPECT_EQ(run.exit_code, 0) << run.output;
   std::map<std::string, std::string> shards;
   if (run.exit_code != 0) return shards;
@@ -44,8 +45,8 @@ TEST(PrepInputs, ParquetGivesTheShardsOfTheSameJsonLines) {
   EXPECT_EQ(prep_shards_of(fixtures + "/docs.parquet", dir + "/parquet3", "--threads 3"), expected);
   EXPECT_EQ(prep_shards_of(fixtures + "/large.parquet", dir + "/large"), expected);
   const auto run =
-      run_command(std::string(NANOFORGE_BINARY) + " prep --input " + fixtures + "/docs.parquet --tokenizer " +
-                  golden_dir() + " --out " + dir + "/again --val-docs 5 2>&1");
+      run_command(std::string(test::nanoforge_binary()) + " prep --input " + fixtures +
+                  "/docs.parquet --tokenizer " + golden_dir() + " --out " + dir + "/again --val-docs 5 2>&1");
   EXPECT_NE(run.output.find("1 null texts skipped"), std::string::npos) << run.output;
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tests/program_run.h"
+#include "tests/test_paths.h"
 #include "tokenizer_test_util.h"
 
 namespace nanoforge {
@@ -15,7 +16,7 @@ using test::last_line;
 using test::ProgramRun;
 
 ProgramRun run(const std::string& arguments) {
-  return test::run_command(std::string(NANOFORGE_BINARY) + " " + arguments + " 2>&1");
+  return test::run_command(std::string(test::nanoforge_binary()) + " " + arguments + " 2>&1");
 }
 
 TEST(TokenizerCommands, TrainWritesRustbpesRanksForTheGoldenDocuments) {

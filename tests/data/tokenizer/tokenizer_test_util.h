@@ -8,10 +8,12 @@
 #include <string>
 #include <string_view>
 
+#include "tests/test_paths.h"
+
 namespace nanoforge::testing {
 
 inline std::string golden_dir() {
-  return NANOFORGE_TOKENIZER_GOLDEN_DIR;
+  return nanoforge::test::source_path("tests/data/tokenizer/golden");
 }
 inline std::string golden_path(const std::string& name) {
   return golden_dir() + "/" + name;

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "tests/program_run.h"
+#include "tests/test_paths.h"
 #include "tests/train/training_fixture.h"
 #include "train/checkpoint/checkpoint.h"
 
@@ -57,15 +58,15 @@ Child spawn_training(const std::string& dir, const std::string& run, const std::
   const std::string recipe = recipe_file(recipe_values, dir);
   const std::string log = run + ".log";
   std::vector<std::string> environment = env;
-  environment.push_back(std::string("LD_PRELOAD=") + NANOFORGE_IO_FAULT_PRELOAD);
+  environment.push_back(std::string("LD_PRELOAD=") + test::io_fault_preload());
   const pid_t pid = fork();
   if (pid == 0) {
     for (std::string& entry : environment)
       putenv(entry.data());
     freopen(log.c_str(), "w", stdout);
     freopen(log.c_str(), "a", stderr);
-    execl(NANOFORGE_BINARY, NANOFORGE_BINARY, "train", "--recipe", recipe.c_str(), "--run-dir", run.c_str(),
-          resume ? "--resume" : "--noresume", static_cast<char*>(nullptr));
+    execl(test::nanoforge_binary(), test::nanoforge_binary(), "train", "--recipe", recipe.c_str(),
+          "--run-dir", run.c_str(), resume ? "--resume" : "--noresume", static_cast<char*>(nullptr));
     _exit(127);
   }
   return {pid, log};
@@ -163,7 +164,7 @@ TEST(CheckpointFaults, FileSizeLimitEndsWithAnErrorNotACrash) {
   const std::string dir = temp_dir("size_limit"), run = dir + "/run";
   const std::string recipe = recipe_file(fault_recipe(), dir);
   const ProgramRun result =
-      run_command("bash -c 'trap \"\" XFSZ; ulimit -f 256; exec " + std::string(NANOFORGE_BINARY) +
+      run_command("bash -c 'trap \"\" XFSZ; ulimit -f 256; exec " + std::string(test::nanoforge_binary()) +
                   " train --recipe " + recipe + " --run-dir " + run + "' 2>&1");
   EXPECT_EQ(result.exit_code, 1) << result.output;
   EXPECT_NE(result.output.find("checkpoint step_000005 was not saved"), std::string::npos) << result.output;

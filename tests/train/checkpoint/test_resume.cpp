@@ -8,6 +8,7 @@
 #include <chrono>
 #include <thread>
 
+#include "tests/test_paths.h"
 #include "tests/train/training_fixture.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/resume.h"
@@ -64,8 +65,8 @@ pid_t spawn_training(const std::string& recipe_path, const std::string& run_dir,
     const std::string log = run_dir + ".log";
     freopen(log.c_str(), "w", stdout);
     freopen(log.c_str(), "a", stderr);
-    execl(NANOFORGE_BINARY, NANOFORGE_BINARY, "train", "--recipe", recipe_path.c_str(), "--run-dir",
-          run_dir.c_str(), static_cast<char*>(nullptr));
+    execl(test::nanoforge_binary(), test::nanoforge_binary(), "train", "--recipe", recipe_path.c_str(),
+          "--run-dir", run_dir.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   return pid;

@@ -10,13 +10,15 @@
 #include <iterator>
 #include <string>
 
+#include "tests/test_paths.h"
+
 namespace nanoforge::test {
 
-inline const std::string kCoreDir = NANOFORGE_CORE_TEST_DIR;  // tests/train/core
+inline const std::string kCoreDir = source_path("tests/train/core");
 inline const std::string kCoreBundle = kCoreDir + "/bundle";  // the committed small bundle
 inline const std::string kCoreGolden = kCoreDir + "/golden/core_golden.json";
 inline const std::string kCoreCheckpoint = kCoreDir + "/golden/checkpoint";  // the model the golden scored
-inline const std::string kCoreTokenizer = NANOFORGE_TOKENIZER_GOLDEN_DIR;
+inline const std::string kCoreTokenizer = source_path("tests/data/tokenizer/golden");
 
 // For EXPECT_PRED2(contains, text, part): the failure prints both.
 inline bool contains(const std::string& text, const std::string& part) {

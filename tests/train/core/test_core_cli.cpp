@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "tests/program_run.h"
+#include "tests/test_paths.h"
 #include "tests/train/core/core_test_support.h"
 
 namespace nanoforge {
@@ -30,10 +31,10 @@ ProgramRun eval_core(const std::string& bundle, const std::string& out, const st
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   const std::string launcher =
-      ranks > 1 ? fmt::format("{} -n {} --oversubscribe ", NANOFORGE_MPIEXEC, ranks) : std::string();
+      ranks > 1 ? fmt::format("{} -n {} --oversubscribe ", test::mpiexec(), ranks) : std::string();
   return run_command(
       fmt::format("{}{} eval --core {} --checkpoint {} --tokenizer {} --out {} --threads 1 {} 2>&1", launcher,
-                  NANOFORGE_BINARY, bundle, kCoreCheckpoint, kCoreTokenizer, out, extra));
+                  test::nanoforge_binary(), bundle, kCoreCheckpoint, kCoreTokenizer, out, extra));
 }
 
 // The golden run for a --max-per-task value.
@@ -170,7 +171,7 @@ TEST(CoreCli, ResultsNeverReplaceACheckpointFile) {
   const auto size_before = std::filesystem::file_size(model);
   const ProgramRun run =
       run_command(fmt::format("{} eval --core {} --checkpoint {} --tokenizer {} --out {} 2>&1",
-                              NANOFORGE_BINARY, kCoreBundle, checkpoint, kCoreTokenizer, model));
+                              test::nanoforge_binary(), kCoreBundle, checkpoint, kCoreTokenizer, model));
   EXPECT_EQ(run.exit_code, 1) << run.output;
   EXPECT_PRED2(contains, std::string(run.output), "would replace model.h5 of checkpoint");
   EXPECT_EQ(run.output.find("CORE of"), std::string::npos) << run.output;  // nothing evaluated

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/program_run.h"
+#include "tests/test_paths.h"
 #include "tests/train/core/core_test_support.h"
 #include "tests/train/training_fixture.h"
 
@@ -21,7 +22,7 @@ TEST(CoreTraining, CoreEveryLogsAndMatchesEvalOfTheFinalCheckpoint) {
   recipe.train.core = {.every = 15, .bundle = kCoreBundle, .max_per_task = 12};
   const std::string dir = temp_dir("core_every");
   const ProgramRun run = run_command(fmt::format("{} train --recipe {} --run-dir {}/run 2>&1",
-                                                 NANOFORGE_BINARY, recipe_file(recipe, dir), dir));
+                                                 test::nanoforge_binary(), recipe_file(recipe, dir), dir));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_PRED2(contains, run.output, "step 00015 | CORE ");
   EXPECT_PRED2(contains, run.output, "step 00020 | CORE ");
@@ -37,7 +38,7 @@ TEST(CoreTraining, CoreEveryLogsAndMatchesEvalOfTheFinalCheckpoint) {
 
   const ProgramRun eval = run_command(fmt::format(
       "{} eval --core {} --checkpoint {}/run --max-per-task 12 --out {}/core.json --threads 1 2>&1",
-      NANOFORGE_BINARY, kCoreBundle, dir, dir));
+      test::nanoforge_binary(), kCoreBundle, dir, dir));
   ASSERT_EQ(eval.exit_code, 0) << eval.output;
   const std::string record = last_line(eval.output);
   // metrics.jsonl keeps 9 significant digits.
