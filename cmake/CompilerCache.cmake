@@ -8,21 +8,29 @@
 set(NANOFORGE_CCACHE "AUTO" CACHE STRING "Compile through ccache: AUTO (when found), ON (required), OFF")
 set_property(CACHE NANOFORGE_CCACHE PROPERTY STRINGS AUTO ON OFF)
 
-# __FILE__ and std::source_location as paths inside the repository, in every tree.
+# __FILE__ and std::source_location as paths inside the repository, in every tree: the absolute source path
+# (a compiler run directly) and the path relative to the build tree (what ccache's base_dir rewriting hands
+# the compiler). nvcc gets only the one it sees: ccache hashes -Xcompiler values, and a clone's absolute
+# path there would make every CUDA object a miss in the next clone.
 file(RELATIVE_PATH _source_from_build "${CMAKE_BINARY_DIR}" "${PROJECT_SOURCE_DIR}")
-set(_file_prefix_maps "-fmacro-prefix-map=${PROJECT_SOURCE_DIR}/=")
+string(REGEX REPLACE "/$" "" _source_from_build "${_source_from_build}")
+set(_absolute_file_prefix_map "-fmacro-prefix-map=${PROJECT_SOURCE_DIR}/=")
+set(_relative_file_prefix_map "")
 if(_source_from_build)
-  list(APPEND _file_prefix_maps "-fmacro-prefix-map=${_source_from_build}/=")
+  set(_relative_file_prefix_map "-fmacro-prefix-map=${_source_from_build}/=")
 endif()
-add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:${_file_prefix_maps}>")
-if(CMAKE_CUDA_COMPILER)
-  foreach(_map IN LISTS _file_prefix_maps)
-    add_compile_options("$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=${_map}>")
-  endforeach()
-endif()
+add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:${_absolute_file_prefix_map};${_relative_file_prefix_map}>")
+
+# The prefix map nvcc's host compiler gets (below: the relative one where ccache rewrites the paths).
+macro(nanoforge_cuda_file_prefix_map map)
+  if(CMAKE_CUDA_COMPILER AND NOT "${map}" STREQUAL "")
+    add_compile_options("$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=${map}>")
+  endif()
+endmacro()
 
 set(NANOFORGE_HAVE_CCACHE OFF)
 if(NANOFORGE_CCACHE STREQUAL "OFF")
+  nanoforge_cuda_file_prefix_map("${_absolute_file_prefix_map}")
   return()
 endif()
 find_program(NANOFORGE_CCACHE_PROGRAM ccache)
@@ -32,6 +40,7 @@ if(NOT NANOFORGE_CCACHE_PROGRAM)
                         "ccache, or scripts/install-deps.sh) or configure with -DNANOFORGE_CCACHE=OFF.")
   endif()
   message(STATUS "nanoforge compiler cache: OFF (ccache not found; scripts/install-deps.sh installs it)")
+  nanoforge_cuda_file_prefix_map("${_absolute_file_prefix_map}")
   return()
 endif()
 
@@ -61,6 +70,7 @@ foreach(_language C CXX CUDA)
     set(CMAKE_${_language}_COMPILER_LAUNCHER ${_launcher})
   endif()
 endforeach()
+nanoforge_cuda_file_prefix_map("${_relative_file_prefix_map}")
 set(NANOFORGE_HAVE_CCACHE ON)
 message(STATUS "nanoforge compiler cache: ${NANOFORGE_CCACHE_PROGRAM} in ${NANOFORGE_CCACHE_DIR} "
                "(at most ${NANOFORGE_CCACHE_MAX_SIZE})")
