@@ -3,7 +3,8 @@
 // warp runs as far as it can before any other starts (in order: warp 0 ahead; reversed: the last warp;
 // warp-ahead: a random warp, the others in reverse) and random picks any ready thread. When no thread is
 // ready, any thread not done is deadlocked. Warp calls keep the first arriver's WarpCall as the meeting
-// point; the last arriver completes it on its own stack and goes on.
+// point; the last arriver completes it on its own stack and goes on. A thread that waits hands the CPU
+// straight to the next pick; the scheduler's own stack sees only exits, traps and the end of the block.
 #include "kernels/cuda/emulator/execution.h"
 
 #include <fmt/format.h>
@@ -106,8 +107,14 @@ bool same_index(const uint3& a, const uint3& b) {
   return a.x == b.x && a.y == b.y && a.z == b.z;
 }
 
+// Names and file names are string literals: the lanes of one call site pass the same pointers, so the
+// comparison of characters runs only where the pointers differ (a divergent call, or a merged literal).
+bool same_text(const char* a, const char* b) {
+  return a == b || std::strcmp(a, b) == 0;
+}
+
 bool same_site(const std::source_location& a, const std::source_location& b) {
-  return a.line() == b.line() && a.column() == b.column() && std::strcmp(a.file_name(), b.file_name()) == 0;
+  return a.line() == b.line() && a.column() == b.column() && same_text(a.file_name(), b.file_name());
 }
 
 std::string short_file(const char* path) {
@@ -243,7 +250,7 @@ class LaunchRun {
     WarpCall* meeting = nullptr;
     for (WarpCall* pending : w.pending) {
       if ((pending->mask & call.mask) == 0) continue;
-      if (pending->mask != call.mask || std::strcmp(pending->name, call.name) != 0 ||
+      if (pending->mask != call.mask || !same_text(pending->name, call.name) ||
           !same_site(pending->site, call.site)) {
         error(fmt::format("divergent warp-synchronous calls: lane {} calls {} with mask {:#010x} at {} while "
                           "lanes {:#010x} wait at {} with mask {:#010x} at {}",
@@ -322,7 +329,7 @@ class LaunchRun {
   static void thread_main(void* argument) {
     auto* t = static_cast<EmulatedThread*>(argument);
     LaunchRun* run = current_launch;
-    fiber_started(t->context, run->scheduler_);
+    fiber_started(t->context, *run->started_from_);
     const Settings& s = settings();
     if (s.break_enabled && same_index(t->builtins.block_idx, s.break_block) &&
         same_index(t->builtins.thread_idx, s.break_thread)) {
@@ -366,7 +373,23 @@ class LaunchRun {
     t.waiting_name = name;
     t.waiting_site = site;
     t.waiting_mask = mask;
-    switch_fiber(t.context, scheduler_);
+    give_way(t);
+  }
+
+  // Passes the CPU from `from`, which now waits, straight to the next ready thread (half the switches of a
+  // detour through the scheduler), or to the scheduler when none is ready. The picks are the scheduler's
+  // loop's, in the same order, so every schedule runs the threads in the same order as before.
+  void give_way(EmulatedThread& from) {
+    if (ready_.empty() || outcome_.trapped) {
+      switch_fiber(from.context, scheduler_);
+      return;
+    }
+    EmulatedThread& next = threads_[static_cast<size_t>(ready_.pick(random_))];
+    start_if_new(next);
+    started_from_ = &from.context;
+    running_ = &next;
+    current_builtins = &next.builtins;
+    switch_fiber(from.context, next.context);
   }
 
   void release(EmulatedThread& t) {
@@ -375,19 +398,26 @@ class LaunchRun {
     ready_.add(t.linear);
   }
 
+  void start_if_new(EmulatedThread& t) {
+    if (t.state != ThreadState::kNotStarted) return;
+    FiberStack* stack = FiberStack::take_or(spare_stacks_);
+    make_fiber(t.context, stack, &LaunchRun::thread_main, &t);
+    t.state = ThreadState::kReady;
+  }
+
+  // Runs `t` until the block hands the CPU back: when a thread exits, traps, or waits with none ready (the
+  // thread that switched back is running_ then, not necessarily t).
   void resume(EmulatedThread& t) {
-    if (t.state == ThreadState::kNotStarted) {
-      FiberStack* stack = FiberStack::take_or(spare_stacks_);
-      make_fiber(t.context, stack, &LaunchRun::thread_main, &t);
-      t.state = ThreadState::kReady;
-    }
+    start_if_new(t);
+    started_from_ = &scheduler_;
     running_ = &t;
     current_builtins = &t.builtins;
     switch_fiber(scheduler_, t.context);
+    EmulatedThread& last = *running_;
     running_ = nullptr;
-    if (t.state == ThreadState::kDone) {
-      spare_stacks_.push_back(t.context.stack);  // the next thread to start runs on it
-      t.context.stack = nullptr;
+    if (last.state == ThreadState::kDone) {
+      spare_stacks_.push_back(last.context.stack);  // off that stack now: the next thread to start runs on it
+      last.context.stack = nullptr;
     }
   }
 
@@ -485,6 +515,7 @@ class LaunchRun {
   std::vector<FiberStack*> spare_stacks_;  // stacks of finished threads, kept for the launch's next threads
   void* dynamic_shared_ = nullptr;
   FiberContext scheduler_;
+  FiberContext* started_from_ = &scheduler_;  // the context that switched to a thread starting now
   EmulatedThread* running_ = nullptr;
   int barrier_arrived_ = 0;
   std::source_location barrier_site_;
