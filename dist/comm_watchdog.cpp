@@ -102,7 +102,7 @@ void CommWatchdog::run() {
     }
     // The engine's poll runs unlocked: it reports back through finished() / progressed().
     lock.unlock();
-    absl::Status polled = hooks_.poll ? hooks_.poll() : absl::OkStatus();
+    absl::Status polled = hooks_.poll ? hooks_.poll(*this) : absl::OkStatus();
     lock.lock();
     if (failed_.load()) {
       exit_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(

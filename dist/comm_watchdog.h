@@ -30,8 +30,10 @@ class CommWatchdog {
  public:
   struct Hooks {
     // Called on the watchdog thread at every tick: the engine observes device work that finished and reports
-    // it with finished(); a non-OK result (e.g. an NCCL asynchronous error) fails the communicator at once.
-    std::function<absl::Status()> poll;
+    // it with finished() on the watchdog it is handed (never through its own pointer, which its destructor
+    // may already have cleared while a poll runs); a non-OK result (e.g. an NCCL asynchronous error) fails
+    // the communicator at once.
+    std::function<absl::Status(CommWatchdog& watchdog)> poll;
     // Names the ranks that did not arrive at collective `sequence`, e.g. "rank 3 did not arrive (...)".
     std::function<std::string(uint64_t sequence)> diagnose;
     // Fails every queued collective with `error` and unblocks whatever waits on the stuck one.

@@ -138,7 +138,7 @@ class NcclCommunicator final : public Communicator {
     watchdog_ = std::make_unique<CommWatchdog>(
         kEngine, parts_.rank, options_.timeout_seconds,
         CommWatchdog::Hooks{
-            .poll = [this] { return poll(); },
+            .poll = [this](CommWatchdog& watchdog) { return poll(watchdog); },
             .diagnose = [this](uint64_t sequence) { return diagnose(sequence); },
             .fail = [this](const absl::Status& error) { fail_all(error); },
         });
@@ -316,7 +316,7 @@ class NcclCommunicator final : public Communicator {
   }
 
   // The watchdog's tick: retire finished collectives in order, then ask NCCL about asynchronous errors.
-  absl::Status poll() {
+  absl::Status poll(CommWatchdog& watchdog) {
     cudaSetDevice(parts_.local_rank);  // this thread's CUDA calls belong to our GPU
     while (true) {
       InFlight front;
@@ -332,7 +332,7 @@ class NcclCommunicator final : public Communicator {
             fmt::format("{} failed on the GPU: {}", front.state->description, cuda_error_text(query)));
       }
       front.state->complete(absl::OkStatus());
-      watchdog_->finished(front.sequence);
+      watchdog.finished(front.sequence);
       std::lock_guard<std::mutex> lock(in_flight_mutex_);
       in_flight_.pop_front();
       oldest_sequence_.store(in_flight_.empty() ? front.sequence + 1 : in_flight_.front().sequence);

@@ -1,10 +1,12 @@
 // CommWatchdog with stand-in hooks: a collective that finishes in time never fires it; one that stalls past
 // the timeout fires once, with the engine's diagnosis in the message, and fails the queued work; progress
-// restarts the clock; an engine's own error fails it at once.
+// restarts the clock; an engine's own error fails it at once; a poll still running while its owner destroys
+// the watchdog reports through the watchdog it was handed.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -25,7 +27,7 @@ struct Recorder {
   CommWatchdog::Hooks hooks() {
     return {
         .poll =
-            [this] {
+            [this](CommWatchdog&) {
               ++polls;
               std::lock_guard<std::mutex> lock(mutex);
               return poll_result;
@@ -105,6 +107,33 @@ TEST(CommWatchdog, AnEngineErrorFailsAtOnce) {
   EXPECT_NE(watchdog.failure().message().find("rank 1: nccl communicator failed: NCCL reported"),
             std::string::npos)
       << watchdog.failure();
+}
+
+// The NCCL engine's destructor clears its pointer to the watchdog and then joins the watchdog's thread: a
+// poll already running reports the collective it retired through the watchdog it is handed (through the
+// owner's pointer it read null and crashed, about one run in fourteen of a test under load).
+TEST(CommWatchdog, APollRunningWhileItsOwnerDestroysTheWatchdogReportsSafely) {
+  std::atomic<bool> polling{false};
+  std::atomic<bool> reported{false};
+  std::unique_ptr<CommWatchdog> owned;
+  CommWatchdog::Hooks hooks{
+      .poll =
+          [&](CommWatchdog& watchdog) {
+            if (!polling.exchange(true)) {
+              std::this_thread::sleep_for(200ms);  // the owner clears its pointer meanwhile
+              watchdog.finished(0);
+              reported = true;
+            }
+            return absl::OkStatus();
+          },
+      .diagnose = [](uint64_t) { return std::string(); },
+      .fail = [](const absl::Status&) {}};
+  owned = std::make_unique<CommWatchdog>("nccl", 0, 30, std::move(hooks));
+  owned->started(0, "all_reduce #0");
+  while (!polling.load())
+    std::this_thread::sleep_for(1ms);
+  owned.reset();  // joins the thread: returns after the poll above
+  EXPECT_TRUE(reported.load());
 }
 
 }  // namespace
