@@ -19,6 +19,8 @@ packages=(
   libopenblas-openmp-dev libopenblas0-openmp
   libopenmpi-dev openmpi-bin libibverbs-dev rdma-core libpcre2-dev libtomlplusplus-dev libsimdjson-dev
   libzstd-dev zlib1g-dev libyaml-cpp-dev libcsv-dev libssl-dev
+  # the compiler cache of every build tree and the faster linker (cmake/CompilerCache.cmake, cmake/Linker.cmake)
+  ccache mold
   python3-h5py python3-numpy python3-matplotlib python3-venv python3-torch
   # clang with libFuzzer, the sanitizer runtimes and its OpenMP: the fuzz targets (make fuzz)
   clang libclang-rt-14-dev libomp-dev
