@@ -105,7 +105,7 @@ demo: demo-data
 	rm -rf $(DEMO_RUN)
 	$(NANOFORGE) train --recipe recipes/tiny.toml --run-dir $(DEMO_RUN)
 	$(NANOFORGE) eval --checkpoint $(DEMO_RUN) --data $(DEMO_DIR)/shards --eval-tokens 40960
-	$(NANOFORGE) eval --core tests/train/core/bundle --checkpoint $(DEMO_RUN) --out $(DEMO_RUN)/core.json
+	$(NANOFORGE) eval --core tests/eval/core/bundle --checkpoint $(DEMO_RUN) --out $(DEMO_RUN)/core.json
 	$(NANOFORGE) sample --checkpoint $(DEMO_RUN) --prompt "And God said" --max-tokens 40 --temperature 0.8
 	$(PYTHON) tools/plot_run.py $(DEMO_RUN)
 	@echo "demo run: $(DEMO_RUN) (config.toml, metrics.jsonl, checkpoints/, core.json, run.png)"

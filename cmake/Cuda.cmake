@@ -1,5 +1,5 @@
 # The CUDA backend: built when NANOFORGE_CUDA is ON, or AUTO and nvcc is found. Sets NANOFORGE_HAVE_CUDA.
-# Where no GPU is visible (CI), the backend is built for the CPU emulator of CUDA (kernels/cuda/emulator/,
+# Where no GPU is visible (CI), the backend is built for the CPU emulator of CUDA (emulator/,
 # NANOFORGE_CUDA_EMULATION=AUTO|ON|OFF): the same .cu sources compiled as C++, linked against emulated CUDA
 # runtime, cuBLASLt and NCCL libraries, so that every GPU test runs. Sets NANOFORGE_CUDA_EMULATED, and
 # NANOFORGE_CUDA_RUNTIME to the runtime library targets link (the static CUDA runtime, or the emulator).

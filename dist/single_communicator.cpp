@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "dist/collective_contract.h"
+#include "kernels/op_cost.h"
 #include "kernels/ops.h"
 
 namespace nanoforge {
@@ -16,7 +17,9 @@ constexpr const char* kEngine = "single";
 void copy_flat(const TensorView& output, const TensorView& input) {
   if (output.data == input.data || input.numel() == 0) return;
   if (input.device == Device::kCpu) {
-    std::memmove(output.data, input.data, static_cast<size_t>(input.bytes()));
+    // A recorded step's buffers are reserved address space, never backed: a host copy is no op to record.
+    if (ops::cost_recording() == nullptr)
+      std::memmove(output.data, input.data, static_cast<size_t>(input.bytes()));
     return;
   }
   ops::copy(output.reshaped({output.numel()}), input.reshaped({input.numel()}));

@@ -1,13 +1,13 @@
 // cp.async on the emulator (async_copy.h): each thread's queue lives with the thread (execution.h), so a
 // copy lands, source read and destination written, only at the wait_group that releases its group.
-#include "kernels/cuda/emulator/async_copy.h"
+#include "emulator/async_copy.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/cuda/emulator/execution.h"
+#include "emulator/execution.h"
 
 namespace nanoforge::emulator {
 namespace {

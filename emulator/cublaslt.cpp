@@ -16,8 +16,8 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/cuda/emulator/emulator.h"
-#include "kernels/cuda/emulator/runtime.h"
+#include "emulator/emulator.h"
+#include "emulator/runtime.h"
 
 namespace nanoforge::emulator {
 namespace {

@@ -23,8 +23,8 @@
 #include <source_location>
 #include <type_traits>
 
-#include "kernels/cuda/emulator/execution.h"
-#include "kernels/cuda/emulator/tensor_cores.h"
+#include "emulator/execution.h"
+#include "emulator/tensor_cores.h"
 
 #define __launch_bounds__(...)
 

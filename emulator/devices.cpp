@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <string>
 
-#include "kernels/cuda/emulator/emulator.h"
-#include "kernels/cuda/emulator/runtime.h"
+#include "emulator/emulator.h"
+#include "emulator/runtime.h"
 
 namespace nanoforge::emulator {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cuda/emulator/execution.h"
+#include "emulator/execution.h"
 
 namespace nanoforge::emulator {
 

@@ -5,7 +5,7 @@
 // ready, any thread not done is deadlocked. Warp calls keep the first arriver's WarpCall as the meeting
 // point; the last arriver completes it on its own stack and goes on. A thread that waits hands the CPU
 // straight to the next pick; the scheduler's own stack sees only exits, traps and the end of the block.
-#include "kernels/cuda/emulator/execution.h"
+#include "emulator/execution.h"
 
 #include <fmt/format.h>
 #include <signal.h>
@@ -22,8 +22,8 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cuda/emulator/emulator.h"
-#include "kernels/cuda/emulator/fiber.h"
+#include "emulator/emulator.h"
+#include "emulator/fiber.h"
 
 namespace nanoforge::emulator {
 

@@ -41,7 +41,7 @@ struct LaunchOutcome {
 // that runs ahead, the tensor cores' element-to-lane mapping).
 LaunchOutcome run_launch(const LaunchDescription& launch, Schedule schedule, uint64_t seed);
 
-// ---- called from device code (kernels/cuda/emulator/device_language.h) ----
+// ---- called from device code (emulator/device_language.h) ----
 
 // The running thread's built-in variables, set by the scheduler each time it resumes a thread.
 struct ThreadBuiltins {

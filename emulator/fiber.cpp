@@ -1,7 +1,7 @@
 // Fiber stacks and switches (fiber.h). The x86-64 switch pushes the six callee-saved registers and the
 // SSE/x87 control words, swaps stack pointers and pops; a new fiber starts in a trampoline whose unwind
 // information ends the call chain, so gdb's backtrace on a fiber stops at the emulated thread's entry.
-#include "kernels/cuda/emulator/fiber.h"
+#include "emulator/fiber.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

@@ -2,7 +2,7 @@
 // dynamic shared memory against 48 KB, the kernel's opt-in and the architecture's maximum), a check that
 // every pointer argument is memory of the launching GPU, and the execution under one schedule or, in the
 // compare mode, under all of them from the same inputs, whose results must agree bit for bit.
-#include "kernels/cuda/emulator/launch.h"
+#include "emulator/launch.h"
 
 #include <fmt/format.h>
 
@@ -12,9 +12,9 @@
 #include <map>
 #include <vector>
 
-#include "kernels/cuda/emulator/emulator.h"
-#include "kernels/cuda/emulator/execution.h"
-#include "kernels/cuda/emulator/runtime.h"
+#include "emulator/emulator.h"
+#include "emulator/execution.h"
+#include "emulator/runtime.h"
 
 namespace nanoforge::emulator {
 namespace {

@@ -8,7 +8,7 @@
 #include <iterator>
 #include <map>
 
-#include "kernels/cuda/emulator/runtime.h"
+#include "emulator/runtime.h"
 
 namespace nanoforge::emulator {
 namespace {

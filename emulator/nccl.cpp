@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/cuda/emulator/runtime.h"
+#include "emulator/runtime.h"
 
 struct ncclComm {
   int rank = 0;

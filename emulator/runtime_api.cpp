@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/emulator/emulator.h"
-#include "kernels/cuda/emulator/runtime.h"
+#include "emulator/emulator.h"
+#include "emulator/runtime.h"
 
 namespace nanoforge::emulator {
 namespace {
@@ -319,7 +319,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int dev
     default:
       return fail(cudaErrorInvalidValue,
                   fmt::format("cudaDeviceGetAttribute: attribute {} is not emulated; add it "
-                              "to kernels/cuda/emulator/runtime_api.cpp",
+                              "to emulator/runtime_api.cpp",
                               static_cast<int>(attribute)));
   }
   return result();

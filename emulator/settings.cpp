@@ -9,8 +9,8 @@
 #include <sstream>
 #include <string>
 
-#include "kernels/cuda/emulator/emulator.h"
-#include "kernels/cuda/emulator/runtime.h"
+#include "emulator/emulator.h"
+#include "emulator/runtime.h"
 
 namespace nanoforge::emulator {
 namespace {

@@ -7,7 +7,7 @@
 #include <deque>
 #include <thread>
 
-#include "kernels/cuda/emulator/runtime.h"
+#include "emulator/runtime.h"
 
 namespace nanoforge::emulator {
 

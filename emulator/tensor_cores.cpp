@@ -3,7 +3,7 @@
 // through the ISA's layouts. Products multiply bf16 values exactly in fp32 and add in k order, rounding each
 // addition to nearest or, in the truncating mode, toward zero (-frounding-math keeps the compiler from
 // assuming the default mode).
-#include "kernels/cuda/emulator/tensor_cores.h"
+#include "emulator/tensor_cores.h"
 
 #include <fmt/format.h>
 
@@ -14,8 +14,8 @@
 #include <numeric>
 #include <random>
 
-#include "kernels/cuda/emulator/emulator.h"
-#include "kernels/cuda/emulator/execution.h"
+#include "emulator/emulator.h"
+#include "emulator/execution.h"
 
 namespace nanoforge::emulator {
 namespace {

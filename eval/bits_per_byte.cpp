@@ -1,5 +1,5 @@
 // Bits per byte over the validation loader.
-#include "train/evaluate.h"
+#include "eval/bits_per_byte.h"
 
 #include <fmt/format.h>
 
@@ -7,9 +7,9 @@
 #include <limits>
 #include <numbers>
 
+#include "eval/token_batch_tensors.h"
 #include "kernels/host_transfer.h"
 #include "support/status.h"
-#include "train/token_batch_tensors.h"
 
 namespace nanoforge {
 

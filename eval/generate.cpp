@@ -1,5 +1,5 @@
 // generate: one forward per new token over a sliding window of the last sequence_len tokens.
-#include "train/generate.h"
+#include "eval/generate.h"
 
 #include <algorithm>
 #include <cmath>

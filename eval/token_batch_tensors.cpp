@@ -1,5 +1,5 @@
 // TokenBatchTensors: one copy per row into the host buffers, then one upload of each to the GPU.
-#include "train/token_batch_tensors.h"
+#include "eval/token_batch_tensors.h"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
-// The datatype whitelist and the storage comparison of h5_dataset_check.h.
-#include "support/h5_dataset_check.h"
+// The datatype whitelist and the storage comparison of h5/dataset_check.h.
+#include "h5/dataset_check.h"
 
 #include <fmt/format.h>
 #include <hdf5.h>

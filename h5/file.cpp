@@ -1,8 +1,8 @@
 // HDF5 C API behind H5File. HDF5's own error stack printing is switched off: each failure is turned into one
 // absl::Status naming the file and object instead. Before an object is read its class, size and extent are
 // checked against what the caller expects and what the file can hold, and its header's attribute messages
-// and its storage against what libhdf5 would otherwise trust (h5_header_check.h, h5_dataset_check.h).
-#include "support/h5_file.h"
+// and its storage against what libhdf5 would otherwise trust (h5/header_check.h, h5/dataset_check.h).
+#include "h5/file.h"
 
 #include <fmt/format.h>
 #include <hdf5.h>
@@ -14,10 +14,10 @@
 #include <type_traits>
 #include <utility>
 
-#include "support/h5_dataset_check.h"
-#include "support/h5_group_check.h"
-#include "support/h5_header_check.h"
-#include "support/h5_preflight.h"
+#include "h5/dataset_check.h"
+#include "h5/group_check.h"
+#include "h5/header_check.h"
+#include "h5/preflight.h"
 #include "support/output_path.h"
 #include "support/status.h"
 
@@ -175,7 +175,7 @@ absl::Status check_fits_file(int64_t count, int64_t element_bytes, int64_t file_
   return absl::OkStatus();
 }
 
-// The object header of `object_path`, checked (h5_header_check.h) before libhdf5 decodes its attribute or
+// The object header of `object_path`, checked (h5/header_check.h) before libhdf5 decodes its attribute or
 // layout messages. Finding the header decodes neither.
 absl::Status check_header_of(hid_t file, const std::string& file_path, int64_t file_bytes,
                              const std::string& object_path) {
@@ -193,7 +193,7 @@ absl::StatusOr<H5File> H5File::open_read(const std::string& path) {
   silence_hdf5_errors();
   NANOFORGE_ASSIGN_OR_RETURN(const Hdf5Superblock superblock, preflight_hdf5_file(path));
   const int64_t file_bytes = superblock.file_bytes;
-  // Before libhdf5 reads any group: it follows a loop in one without end (h5_group_check.h).
+  // Before libhdf5 reads any group: it follows a loop in one without end (h5/group_check.h).
   NANOFORGE_RETURN_IF_ERROR(check_group_tree(path, file_bytes, superblock.root_header_address));
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     return absl::InvalidArgumentError(fmt::format("{}: not an HDF5 file (truncated or wrong file?)", path));

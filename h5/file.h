@@ -1,8 +1,8 @@
 // A small RAII layer over the HDF5 C API for the files nanoforge reads and writes (parity cases and
 // results, checkpoints and token shards). Every failure comes back as an absl::Status that names the file and
-// the dataset or attribute. Reading treats the file as untrusted: the superblock (h5_preflight.h), every
-// attribute message and chunked layout (h5_header_check.h) and every dataset's type and storage
-// (h5_dataset_check.h) are checked before libhdf5 decodes or reads them, every allocation is bounded by the
+// the dataset or attribute. Reading treats the file as untrusted: the superblock (h5/preflight.h), every
+// attribute message and chunked layout (h5/header_check.h) and every dataset's type and storage
+// (h5/dataset_check.h) are checked before libhdf5 decodes or reads them, every allocation is bounded by the
 // file's size, and no variable-length data is read; strings are written with a fixed length.
 // docs/untrusted-input.md says what this guarantees and what it does not.
 #pragma once
@@ -28,7 +28,7 @@ struct H5WriteOptions {
 
 class H5File {
  public:
-  // Opens for reading after preflight_hdf5_file (support/h5_preflight.h) has passed.
+  // Opens for reading after preflight_hdf5_file (h5/preflight.h) has passed.
   static absl::StatusOr<H5File> open_read(const std::string& path);
   // Creates (truncating) a file for writing.
   static absl::StatusOr<H5File> create(const std::string& path);

@@ -1,5 +1,5 @@
 // Reading an HDF5 file's structures from its bytes, for the checks that run before libhdf5 parses them
-// (h5_header_check, h5_group_check): a range of the file only when all of it is there, and little-endian
+// (h5/header_check.h, h5/group_check.h): a range of the file only when all of it is there, and little-endian
 // fields (every 64-bit writer stores offsets and lengths in 8 little-endian bytes).
 #pragma once
 

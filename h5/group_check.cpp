@@ -1,7 +1,7 @@
 // The walk of check_group_tree. Layouts from the HDF5 file format specification: "Local Heap", "Version 1
 // B-trees" (node type 0: group nodes) and "Symbol Table Node"; offsets and lengths are 8 bytes (the
 // superblock check requires it).
-#include "support/h5_group_check.h"
+#include "h5/group_check.h"
 
 #include <fmt/format.h>
 
@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "support/h5_file_bytes.h"
-#include "support/h5_header_check.h"
+#include "h5/file_bytes.h"
+#include "h5/header_check.h"
 #include "support/status.h"
 
 namespace nanoforge {

@@ -5,7 +5,7 @@
 // itself, before libhdf5 opens the file: each local heap's data inside the file and its free list inside the
 // heap and finite; each B-tree node of the group kind at the level its parent expects and visited once; each
 // symbol-table node's entries naming a string inside the heap and an object header inside the file; and
-// every object so reached through check_object_header (h5_header_check.h). Groups in the newer format
+// every object so reached through check_object_header (h5/header_check.h). Groups in the newer format
 // (version-2 object headers, link messages) are not walked: nanoforge and h5py write the original one.
 #pragma once
 

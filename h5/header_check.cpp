@@ -1,7 +1,7 @@
 // The object-header walk of check_object_header. Layouts from the HDF5 file format specification (version 1
 // object headers, attribute messages versions 1-3, datatype and dataspace messages, data layout messages
 // versions 1-4); offsets and lengths are 8 bytes, as every 64-bit writer stores them.
-#include "support/h5_header_check.h"
+#include "h5/header_check.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <vector>
 
-#include "support/h5_file_bytes.h"
+#include "h5/file_bytes.h"
 
 namespace nanoforge {
 namespace {

@@ -28,7 +28,7 @@ struct SymbolTable {
 // elsewhere, which libhdf5 would follow), every attribute message's name, datatype, dataspace and value
 // inside the message, and every chunked layout message's chunk dimensions inside the message and nonzero. OK,
 // or an error naming the file, the object and what is damaged. A version-2 header ("OHDR") is not checked.
-// With `symbol_table`, also where the object's links are when it is a group (h5_group_check.h walks them),
+// With `symbol_table`, also where the object's links are when it is a group (h5/group_check.h walks them),
 // else nullopt.
 absl::Status check_object_header(const std::string& path, int64_t file_bytes, uint64_t header_address,
                                  const std::string& object_path,

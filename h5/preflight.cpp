@@ -1,6 +1,6 @@
 // preflight_hdf5_file: the superblock read with plain file I/O (layout: the HDF5 File Format Specification,
 // "Superblock", versions 0 to 3).
-#include "support/h5_preflight.h"
+#include "h5/preflight.h"
 
 #include <fmt/format.h>
 

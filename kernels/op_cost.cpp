@@ -11,11 +11,15 @@ namespace {
 
 thread_local OpCostSink* current_sink = nullptr;
 
-// CUDA-core operations per element of the loss, from its kernels: the forward's accurate tanhf (~20
-// instructions), exp2f (~4) and the online max / sum (~6); the backward recomputes tanh and exp and forms
-// the gradient (~35). Estimates from reading the code, not counted by a profiler.
+// CUDA-core operations per element of the loss, from its kernels: the forward's tanh as 1 - 2 / (e^2u + 1)
+// and exp (~20 with their range handling) and the online max / sum (~6); the backward recomputes tanh and
+// exp and forms the gradient (~35). Estimates from reading the code, not counted by a profiler.
 constexpr double kLossForwardOpsPerLogit = 30;
 constexpr double kLossBackwardOpsPerLogit = 35;
+// Special-function-unit instructions per logit (kernels/cuda/softcap_cross_entropy.cu): the cap's __expf
+// and __fdividef and the softmax's __expf in the forward (3); the backward recomputes all three (3 more).
+constexpr double kLossForwardSfuPerLogit = 3;
+constexpr double kLossBackwardSfuPerLogit = 3;
 // A few CUDA-core operations per element for plain elementwise kernels (scales, adds, rsqrt per row):
 // never the bound next to their bytes, listed so that every row has both numbers.
 constexpr double kElementwiseOpsPerElement = 4;
@@ -158,6 +162,7 @@ OpCost attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSlice 
   cost.kind = CostClass::kAttentionForward;
   cost.tensor_flops = pairs * 2 * (2 * tile * tile * head_dim);  // S = Q K^T and O += P V per tile pair
   cost.vector_flops = pairs * tile * tile * 8;                   // mask, exp2, max, sum per score
+  cost.sfu_ops = pairs * tile * tile;                            // P = exp2(S - max), one per score
   cost.bytes = b(q) + b(k) + b(v) + b(out) + b(lse);
   return cost;
 }
@@ -176,7 +181,8 @@ OpCost attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorVie
   // forms dQ (FlashAttention-2 has five: it accumulates dQ with atomics instead).
   cost.tensor_flops = pairs * 7 * (2 * tile * tile * head_dim);
   cost.vector_flops = pairs * tile * tile * 2 * 10 + 2 * n(d_out);
-  cost.bytes = (b(d_out) + b(out) + delta_bytes)                                           // delta kernel
+  cost.sfu_ops = pairs * tile * tile * 2;         // P = exp2(S - lse) again in each of the two kernels
+  cost.bytes = (b(d_out) + b(out) + delta_bytes)  // delta kernel
                + (b(k) + b(v) + b(q) + b(d_out) + b(lse) + delta_bytes + b(d_k) + b(d_v))  // dK, dV
                + (b(q) + b(d_out) + b(lse) + delta_bytes + b(k) + b(v) + b(d_q));          // dQ
   cost.kernels = 3;
@@ -281,6 +287,7 @@ OpCost softcap_cross_entropy_forward(TensorView losses, TensorView lse, TensorVi
                                      double /*softcap*/) {
   OpCost cost = streaming(b(logits) + b(targets) + b(losses) + b(lse), n(logits));
   cost.vector_flops = kLossForwardOpsPerLogit * n(logits);
+  cost.sfu_ops = kLossForwardSfuPerLogit * n(logits);
   return cost;
 }
 
@@ -290,6 +297,7 @@ OpCost softcap_cross_entropy_forward_backward(TensorView losses, TensorView lse,
   // again (from L2) to write the gradient over them: the logits cross DRAM once each way.
   OpCost cost = streaming(2 * b(logits) + 2 * b(targets) + b(losses) + b(lse), n(logits), 2);
   cost.vector_flops = (kLossForwardOpsPerLogit + kLossBackwardOpsPerLogit) * n(logits);
+  cost.sfu_ops = (kLossForwardSfuPerLogit + kLossBackwardSfuPerLogit) * n(logits);
   return cost;
 }
 

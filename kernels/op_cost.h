@@ -20,6 +20,7 @@ struct OpCost {
   CostClass kind = CostClass::kVector;
   double tensor_flops = 0;  // tensor-core multiply-adds x 2, as the kernels execute them (masked tiles too)
   double vector_flops = 0;  // CUDA-core fp32 operations (transcendentals counted by their instruction cost)
+  double sfu_ops = 0;       // special-function-unit instructions (ex2, rcp: __expf, __fdividef) issued
   double bytes = 0;         // DRAM traffic: each operand read or written once (re-reads assumed to hit L2)
   int kernels = 1;          // launches the op makes (each costs at least a kernel's minimum time)
   bool host_sync = false;   // the host waits for a value read back (sum_loss, squared_norm)

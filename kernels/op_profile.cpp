@@ -26,6 +26,7 @@ struct PendingGpuCall {
 struct Registry {
   std::mutex mutex;
   std::map<std::string, OpTime> totals;
+  std::vector<const char*> sequence;  // every timed call's op name, in call order
   std::vector<PendingGpuCall> pending;
   std::vector<void*> free_events;
 };
@@ -80,12 +81,16 @@ bool op_profiling() {
 ScopedOpTimer::ScopedOpTimer(const char* op, Device device) : op_(op), device_(device) {
   if (!op_profiling()) return;
   active_ = true;
+  Registry& r = registry();
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.sequence.push_back(op);
+  }
   if (device_ == Device::kCpu) {
     start_seconds_ = now_seconds();
     return;
   }
 #ifdef NANOFORGE_HAVE_CUDA
-  Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   start_event_ = record_event(r);
 #endif
@@ -130,11 +135,18 @@ std::vector<OpTime> op_profile() {
   return times;
 }
 
+std::vector<std::string> op_call_sequence() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return {r.sequence.begin(), r.sequence.end()};
+}
+
 void reset_op_profile() {
   op_profile();  // resolve (and recycle the events of) what is pending
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   r.totals.clear();
+  r.sequence.clear();
 }
 
 }  // namespace nanoforge::ops

@@ -23,6 +23,9 @@ struct OpTime {
 
 // Waits for the GPU, resolves every timed call so far and returns the totals per op, longest first.
 std::vector<OpTime> op_profile();
+// The ops timed since the last reset, by name in the order they were called (what a recorded step is held
+// against, op by op: tests/perf/).
+std::vector<std::string> op_call_sequence();
 void reset_op_profile();
 
 // Times one op call on `device` while profiling is on (constructed around the call by kernels/ops.cpp).

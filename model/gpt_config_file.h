@@ -5,8 +5,8 @@
 
 #include <absl/status/statusor.h>
 
+#include "h5/file.h"
 #include "model/gpt_config.h"
-#include "support/h5_file.h"
 
 namespace nanoforge {
 

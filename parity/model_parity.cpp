@@ -3,10 +3,10 @@
 
 #include <fmt/format.h>
 
+#include "h5/file.h"
 #include "kernels/host_transfer.h"
 #include "model/gpt.h"
 #include "model/gpt_config_file.h"
-#include "support/h5_file.h"
 #include "support/status.h"
 
 namespace nanoforge {

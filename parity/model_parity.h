@@ -8,9 +8,9 @@
 #include <map>
 #include <string>
 
+#include "h5/file.h"
 #include "kernels/tensor.h"
 #include "model/gpt_config.h"
-#include "support/h5_file.h"
 #include "support/host_array.h"
 
 namespace nanoforge {

@@ -5,12 +5,12 @@
 
 #include <algorithm>
 
+#include "h5/file.h"
 #include "kernels/host_transfer.h"
 #include "model/gpt.h"
 #include "model/gpt_config_file.h"
 #include "optim/data_parallel_optimizer.h"
 #include "parity/model_parity.h"
-#include "support/h5_file.h"
 #include "support/status.h"
 
 namespace nanoforge {

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "support/h5_file.h"
+#include "h5/file.h"
 #include "support/status.h"
 
 namespace nanoforge {

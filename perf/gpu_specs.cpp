@@ -1,12 +1,12 @@
 // The GPU table. Hardware numbers are NVIDIA's published figures (sources per line); the dense bf16 peak is
-// the peak table's (train/peak_flops.cpp), so predicted MFU and the trainer's MFU share one denominator.
+// the peak table's (perf/peak_flops.cpp), so predicted MFU and the trainer's MFU share one denominator.
 // Efficiencies are this model's assumptions, each with its reasoning; docs/kernels.md discusses them.
-#include "train/step_model/gpu_specs.h"
+#include "perf/gpu_specs.h"
 
 #include <algorithm>
 #include <cctype>
 
-#include "train/peak_flops.h"
+#include "perf/peak_flops.h"
 
 namespace nanoforge {
 namespace {
@@ -18,6 +18,9 @@ GpuSpec hopper(std::string name, std::string description, double memory_bytes_pe
   spec.description = std::move(description);
   spec.tensor_flops = peak_flops(spec.name)->flops_per_second;  // 989e12: datasheets' 1,979 TFLOPS sparse / 2
   spec.fp32_flops = 67e12;  // H100 SXM / H200 SXM datasheets: FP32 67 TFLOPS
+  // 16 ex2/rcp a clock per SM (CUDA C Programming Guide, arithmetic instruction throughput, cc 9.0) x 132
+  // SMs x 1.98 GHz boost (H100 SXM datasheet).
+  spec.sfu_ops_per_s = 16 * 132 * 1.98e9;
   spec.memory_bytes_per_s = memory_bytes_per_s;
   spec.link_bytes_per_s = 450e9;      // NVLink 4: 900 GB/s per GPU both directions (datasheets), 450 each way
   spec.link_latency_seconds = 20e-6;  // assumed: NCCL ring/NVLS collective start-up on one HGX node
@@ -43,6 +46,9 @@ GpuSpec hopper(std::string name, std::string description, double memory_bytes_pe
   // Assumed: a small kernel in a busy stream occupies ~3 us (launch, block ramp-up, tail) in Nsight traces
   // of Hopper training steps; the host round trip of a read-back (copy, synchronise, relaunch) ~20 us.
   spec.kernel_floor_seconds = 3e-6;
+  // Assumed: a kernel's last wave leaves SMs idle for about a block's time and the next kernel's blocks
+  // ramp up over ~1 us (Nsight traces of Hopper training steps show 1-2 us gaps between dependent kernels).
+  spec.kernel_tail_seconds = 1.5e-6;
   spec.host_sync_seconds = 20e-6;
   return spec;
 }
@@ -51,12 +57,13 @@ GpuSpec gb10() {
   GpuSpec spec;
   spec.name = "gb10";
   spec.description = "NVIDIA GB10 (DGX Spark, LPDDR5x, ConnectX-7)";
-  // 209e12, the peak table's (nanochat's GB10 pull request #722). NVIDIA publishes only "1 PFLOP FP4
-  // (sparse)"; scaled as an RTX 5090's 3,352 sparse FP4 to its 419 dense bf16 this gives ~125 TFLOP/s, so
-  // the table may overstate the peak and this model then understates GB10 GEMM times (docs/kernels.md).
+  // 125e12, the peak table's (derived there from NVIDIA's "1 PFLOP FP4 with sparsity"); MFU on a Spark is
+  // reported against the same number.
   spec.tensor_flops = peak_flops(spec.name)->flops_per_second;
   // Derived, not published: 6,144 CUDA cores (DGX Spark specifications) x 2 FLOP per FMA x ~2.5 GHz.
   spec.fp32_flops = 30.7e12;
+  // 16 ex2/rcp a clock per SM (CUDA C Programming Guide, cc 12.x) x 48 SMs x ~2.5 GHz, derived likewise.
+  spec.sfu_ops_per_s = 16 * 48 * 2.5e9;
   spec.memory_bytes_per_s = 273e9;     // DGX Spark specifications: 128 GB LPDDR5x, 273 GB/s
   spec.link_bytes_per_s = 25e9;        // DGX Spark: ConnectX-7 at 200 Gb/s = 25 GB/s each way
   spec.link_latency_seconds = 30e-6;   // assumed: NCCL over RoCE between two boxes
@@ -76,6 +83,7 @@ GpuSpec gb10() {
   spec.memory_efficiency = 0.85;
   spec.link_efficiency = 0.80;
   spec.kernel_floor_seconds = 3e-6;
+  spec.kernel_tail_seconds = 1.5e-6;  // Hopper's assumption (no GB10 traces yet)
   spec.host_sync_seconds = 20e-6;
   return spec;
 }

@@ -13,8 +13,9 @@ struct GpuSpec {
   std::string name;         // "h200", as --gpu takes it
   std::string description;  // "NVIDIA H200 SXM (HGX, NVLink 4)"
   // Hardware.
-  double tensor_flops = 0;        // dense bf16 tensor-core FLOP/s: train/peak_flops.h's row (MFU's peak)
+  double tensor_flops = 0;        // dense bf16 tensor-core FLOP/s: perf/peak_flops.h's row (MFU's peak)
   double fp32_flops = 0;          // CUDA-core fp32 FLOP/s (an FMA is 2)
+  double sfu_ops_per_s = 0;       // special-function-unit instructions (ex2, rcp) a second, all SMs
   double memory_bytes_per_s = 0;  // DRAM bandwidth
   double link_bytes_per_s = 0;    // GPU-to-GPU bandwidth per direction, what NCCL's bus bandwidth approaches
   double link_latency_seconds = 0;   // a collective's fixed cost
@@ -29,6 +30,8 @@ struct GpuSpec {
   double memory_efficiency = 0;              // streaming element-wise kernels
   double link_efficiency = 0;                // NCCL reduce-scatter / all-gather bus bandwidth
   double kernel_floor_seconds = 0;  // the least time a kernel takes in a busy stream (launch, ramp, tail)
+  double kernel_tail_seconds = 0;   // what each launch adds to its roofline time: the last wave's drain
+                                    // and the next kernel's ramp, when its SMs idle
   double host_sync_seconds = 0;     // a value read back to the host: the queue drains and refills
 };
 

@@ -1,7 +1,9 @@
-// The peak table: nanochat's common.get_peak_flops rows for the GPUs its users have, and GB10 (DGX Spark)
-// at the 209 TFLOP/s of nanochat's GB10 pull request #722 — the community's estimates of its dense bf16 peak
-// range 100-209, so MFU on a Spark is, if anything, understated.
-#include "train/peak_flops.h"
+// The peak table: nanochat's common.get_peak_flops rows for the GPUs its users have, and GB10 (DGX Spark).
+// GB10's dense bf16 peak with fp32 accumulation is 125 TFLOP/s: NVIDIA's DGX Spark specification gives
+// "1 PFLOP of FP4 AI performance" with 2:4 sparsity, so 500 TFLOP/s dense FP4, and each doubling of the
+// operand width halves the tensor-core rate (250 FP8, 125 bf16); measured bf16 GEMMs on a Spark reach about
+// 92. (The 209 TFLOP/s once used here, from nanochat's GB10 pull request #722, is the RTX 5090's 209.5.)
+#include "perf/peak_flops.h"
 
 #include <algorithm>
 #include <cctype>
@@ -19,7 +21,7 @@ const std::vector<PeakRow>& peak_table() {
   static const std::vector<PeakRow> table = {
       {{"gb200"}, 2.5e15},        {{"grace blackwell"}, 2.5e15},
       {{"b200"}, 2.25e15},        {{"b100"}, 1.8e15},
-      {{"gb10"}, 209e12},         {{"h200", "nvl"}, 836e12},
+      {{"gb10"}, 125e12},         {{"h200", "nvl"}, 836e12},
       {{"h200", "pcie"}, 836e12}, {{"h200"}, 989e12},
       {{"h100", "nvl"}, 835e12},  {{"h100", "pcie"}, 756e12},
       {{"h100"}, 989e12},         {{"h800", "nvl"}, 989e12},

@@ -1,6 +1,6 @@
 // RecordingCommunicator: each collective checks its arguments as every engine does, is reported as issued,
 // and returns work whose first wait reports it as waited (through CommWork::State's device poll).
-#include "dist/recording_communicator.h"
+#include "perf/recording_communicator.h"
 
 #include <fmt/format.h>
 

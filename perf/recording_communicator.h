@@ -1,6 +1,6 @@
 // A communicator that moves nothing and tells a listener about every collective: what it is, how many bytes
 // each rank sends, when it is issued and when the caller first waits for it. It stands for one rank of a
-// world of any size in the performance model's recording of a training step (train/step_model/), where the
+// world of any size in the performance model's recording of a training step (perf/), where the
 // buffers are reserved address space that must never be touched.
 #pragma once
 

@@ -1,14 +1,14 @@
 // predict_step: replays the recorded events on two clocks (compute stream, link), sums per op name and per
-// phase, and derives tokens/s and MFU as the trainer does (train/peak_flops.h, model/flops.h). A previous
+// phase, and derives tokens/s and MFU as the trainer does (perf/peak_flops.h, model/flops.h). A previous
 // step's events only move the clocks: the step is timed from its first own event.
-#include "train/step_model/step_prediction.h"
+#include "perf/step_prediction.h"
 
 #include <algorithm>
 #include <map>
 
 #include "model/flops.h"
+#include "perf/peak_flops.h"
 #include "support/check.h"
-#include "train/peak_flops.h"
 
 namespace nanoforge {
 namespace {
@@ -56,6 +56,8 @@ const char* bound_name(Bound bound) {
       return "tensor";
     case Bound::kFp32:
       return "fp32";
+    case Bound::kSfu:
+      return "sfu";
     case Bound::kMemory:
       return "memory";
     case Bound::kLaunch:
@@ -80,11 +82,14 @@ OpTimePrediction predict_op(const ops::OpCost& cost, const GpuSpec& gpu) {
   }
   const double tensor = cost.tensor_flops / (gpu.tensor_flops * tensor_efficiency(cost.kind, gpu) * fill);
   const double fp32 = cost.vector_flops / (gpu.fp32_flops * gpu.fp32_efficiency);
+  const double sfu = gpu.sfu_ops_per_s > 0 ? cost.sfu_ops / (gpu.sfu_ops_per_s * gpu.fp32_efficiency) : 0;
   const double memory = cost.bytes / (gpu.memory_bytes_per_s * gpu.memory_efficiency);
   const double launch = cost.kernels * gpu.kernel_floor_seconds;
   OpTimePrediction prediction{tensor, Bound::kTensor};
   if (fp32 > prediction.seconds) prediction = {fp32, Bound::kFp32};
+  if (sfu > prediction.seconds) prediction = {sfu, Bound::kSfu};
   if (memory > prediction.seconds) prediction = {memory, Bound::kMemory};
+  prediction.seconds += cost.kernels * gpu.kernel_tail_seconds;
   if (launch > prediction.seconds) prediction = {launch, Bound::kLaunch};
   if (cost.host_sync) prediction.seconds += gpu.host_sync_seconds;
   return prediction;

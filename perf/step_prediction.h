@@ -1,6 +1,7 @@
 // The roofline prediction of one recorded training step on one GPU spec: each op call takes
 // max(tensor FLOPs / (peak x efficiency x wave fill), fp32 FLOPs / (fp32 peak x efficiency),
-//     bytes / (bandwidth x efficiency), kernels x the kernel floor) (+ a host round trip for read-backs);
+//     SFU instructions / (SFU rate x efficiency), bytes / (bandwidth x efficiency)) + kernels x the kernel
+// tail, at least kernels x the kernel floor (+ a host round trip for read-backs);
 // calls run one after another on the compute stream, collectives one after another on a communication stream
 // from the moment they are issued, and a wait stalls the compute stream until its collective is done. Events
 // of the previous step (StepPhase::kPreviousStep) run on both clocks but count in no row: the step is timed
@@ -15,13 +16,13 @@
 
 #include "kernels/op_profile.h"
 #include "model/gpt_config.h"
-#include "train/step_model/gpu_specs.h"
-#include "train/step_model/step_recording.h"
+#include "perf/gpu_specs.h"
+#include "perf/step_recording.h"
 
 namespace nanoforge {
 
-enum class Bound { kTensor, kFp32, kMemory, kLaunch, kLink };
-const char* bound_name(Bound bound);  // "tensor", "fp32", "memory", "launch", "link"
+enum class Bound { kTensor, kFp32, kSfu, kMemory, kLaunch, kLink };
+const char* bound_name(Bound bound);  // "tensor", "fp32", "sfu", "memory", "launch", "link"
 
 // The time of one op call on `gpu`, and what bounds it.
 struct OpTimePrediction {

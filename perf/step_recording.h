@@ -1,18 +1,19 @@
-// The performance model's input: one training step of nanoforge's real code — GPT's forward and backward,
-// the DataParallelOptimizer's step and its all-gathers of the bf16 weights, which the next forward waits for
-// layer by layer, in Trainer::train_step's order — run in
-// cost-recording mode (kernels/op_cost.h), so every op call is recorded with its shapes and cost instead of
-// running, and every collective through a RecordingCommunicator. Nothing is allocated: a d20 step on 8 GPUs
-// is recorded on a laptop. When kernels are fused or ops added, the recording follows the code.
+// The performance model's input: one training step of nanoforge's real code — TrainingStep::run
+// (step/training_step.h), the step the trainer and `bench step` run: GPT's forward and backward, the
+// DataParallelOptimizer's step and its all-gathers of the bf16 weights, which the next forward waits for
+// layer by layer — run in cost-recording mode (kernels/op_cost.h), so every op call is recorded with its
+// shapes and cost instead of running, and every collective through a RecordingCommunicator. Nothing is
+// allocated: a d20 step on 8 GPUs is recorded on a laptop. When kernels are fused or ops added, the recording
+// follows the code.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "dist/recording_communicator.h"
 #include "kernels/op_cost.h"
 #include "model/gpt_config.h"
+#include "perf/recording_communicator.h"
 
 namespace nanoforge {
 
@@ -34,8 +35,6 @@ struct StepRecordingOptions {
   int64_t batch = 1;   // rows per GPU per micro-batch
   int world_size = 1;  // data-parallel GPUs; the recording is rank 0's (it owns a matrix in every Muon stack)
   int64_t grad_accum_steps = 1;
-  // false: zero_grad + forward + backward only, what `bench step` times on a GPU.
-  bool optimizer = true;
   int64_t bucket_bytes = 25 << 20;  // recipe dist.bucket_mb's default
   Device device = Device::kCuda;    // the CPU records the same calls (its f32 dtypes), for name checks
 };

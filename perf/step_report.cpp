@@ -1,5 +1,5 @@
 // Text and JSON for a StepPrediction; numbers are printed in the units their names give (ms, GB, GFLOP).
-#include "train/step_model/step_report.h"
+#include "perf/step_report.h"
 
 #include <fmt/format.h>
 
@@ -68,16 +68,16 @@ std::string prediction_json(const StepModelSetup& setup, const StepPrediction& p
       "{{\"bench\": \"step\", \"model_only\": true, \"gpu\": {}, \"n_layer\": {}, \"n_embd\": {}, "
       "\"n_head\": "
       "{}, \"vocab_size\": {}, \"seq\": {}, \"batch\": {}, \"world_size\": {}, \"grad_accum_steps\": {}, "
-      "\"optimizer\": {}, \"mlp_gemm\": {}, \"step_ms\": {:.3f}, \"compute_ms\": {:.3f}, "
+      "\"mlp_gemm\": {}, \"step_ms\": {:.3f}, \"compute_ms\": {:.3f}, "
       "\"exposed_comm_ms\": {:.3f}, "
       "\"comm_ms\": {:.3f}, \"launches\": {}, \"tokens_per_step\": {}, \"tokens_per_s\": {:.1f}, "
       "\"tokens_per_s_per_gpu\": {:.1f}, \"mfu_percent\": {:.2f}, \"flops_per_token\": {}, \"kernels\": "
       "[{}]}}",
       json_string(p.gpu.name), c.n_layer, c.n_embd, c.n_head, c.vocab_size, c.sequence_len, setup.batch,
-      setup.world_size, setup.grad_accum_steps, setup.optimizer, json_string(setup.mlp_gemm),
-      1e3 * p.step_seconds, 1e3 * p.compute_seconds, 1e3 * p.exposed_comm_seconds, 1e3 * p.comm_seconds,
-      p.launches, p.tokens_per_step, p.tokens_per_second, p.tokens_per_second / setup.world_size,
-      p.mfu_percent, p.flops_per_token, kernels);
+      setup.world_size, setup.grad_accum_steps, json_string(setup.mlp_gemm), 1e3 * p.step_seconds,
+      1e3 * p.compute_seconds, 1e3 * p.exposed_comm_seconds, 1e3 * p.comm_seconds, p.launches,
+      p.tokens_per_step, p.tokens_per_second, p.tokens_per_second / setup.world_size, p.mfu_percent,
+      p.flops_per_token, kernels);
 }
 
 std::string format_comparison(const std::vector<ComparedRow>& rows) {

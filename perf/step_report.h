@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "train/step_model/step_prediction.h"
+#include "perf/step_prediction.h"
 
 namespace nanoforge {
 
@@ -15,7 +15,6 @@ struct StepModelSetup {
   int64_t batch = 1;
   int world_size = 1;
   int64_t grad_accum_steps = 1;
-  bool optimizer = true;
   std::string mlp_gemm = "cublaslt";  // the MLP GEMM the recorded step used (kernels/mlp_gemm.h)
 };
 

@@ -15,19 +15,25 @@ import sys
 # part -> the parts it may include (besides itself). A part is a top-level folder, or a room of data/.
 ALLOWED = {
     "support": [],
-    "kernels": ["support"],
-    "model": ["kernels", "support"],
+    "h5": ["support"],
+    "emulator": ["support"],
+    "kernels": ["emulator", "support"],
+    "model": ["kernels", "h5", "support"],
     "data/documents": ["support"],
     "data/tokenizer": ["data/documents", "support"],
-    "data/shards": ["support"],
+    "data/shards": ["h5", "support"],
     "data/loader": ["data/shards", "support"],
     "data/prep": ["data/documents", "data/tokenizer", "data/shards", "support"],
     "dist": ["kernels", "support"],
     "optim": ["model", "dist", "kernels", "support"],
     "doctor": ["dist", "kernels", "support"],
-    "train": ["model", "optim", "data/documents", "data/tokenizer", "data/shards", "data/loader",
-              "data/prep", "dist", "doctor", "kernels", "support"],
-    "parity": ["model", "optim", "dist", "kernels", "support"],
+    "step": ["optim", "model", "dist", "kernels", "support"],
+    "perf": ["step", "optim", "model", "dist", "kernels", "support"],
+    "eval": ["model", "data/documents", "data/tokenizer", "data/shards", "data/loader", "dist", "kernels",
+             "support"],
+    "train": ["eval", "perf", "step", "model", "optim", "data/documents", "data/tokenizer", "data/shards", "data/loader",
+              "data/prep", "dist", "doctor", "kernels", "h5", "support"],
+    "parity": ["model", "optim", "dist", "kernels", "h5", "support"],
 }
 ALL_PARTS = list(ALLOWED)
 # The program and the tests may use every part.

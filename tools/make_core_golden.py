@@ -12,14 +12,14 @@ of the argmax predictions (language modelling) and the verdict. The output is on
 --max-per-task value, each with nanochat's results, centred results and CORE metric, and that record as
 json.dumps writes it (`nanoforge eval --core` ends with the same line).
 
-Why: nanoforge's CORE tests (tests/train/core/) check every example against nanochat itself, so the golden
+Why: nanoforge's CORE tests (tests/eval/core/) check every example against nanochat itself, so the golden
 must come from nanochat's code, not from a re-implementation; it is committed so the tests run from a plain
 clone without torch.
 
 Usage:
   python3 tools/make_core_golden.py --nanochat PATH_TO_NANOCHAT_CHECKOUT \\
-      --checkpoint tests/train/core/golden/checkpoint --tokenizer tests/data/tokenizer/golden \\
-      --bundle tests/train/core/bundle --max-per-task -1 12 --out tests/train/core/golden/core_golden.json
+      --checkpoint tests/eval/core/golden/checkpoint --tokenizer tests/data/tokenizer/golden \\
+      --bundle tests/eval/core/bundle --max-per-task -1 12 --out tests/eval/core/golden/core_golden.json
 
 Needs: Python 3.10+, torch (nanochat pins 2.9.1; a CPU build is enough), numpy, h5py, jinja2, pyyaml,
 tiktoken, filelock, rustbpe and pyarrow (imported by nanochat modules that base_eval imports). No GPU, no

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "eval/core/core_schedule.h"
 #include "model/gpt_config.h"
 #include "optim/param_groups.h"
 #include "optim/schedules.h"
 #include "optim/training_horizon.h"
-#include "train/core/core_schedule.h"
 
 namespace nanoforge {
 

@@ -18,6 +18,10 @@
 #include "data/tokenizer/utf8_text.h"
 #include "dist/create_communicator.h"
 #include "doctor/nccl_env_apply.h"
+#include "eval/bits_per_byte.h"
+#include "eval/core/core_eval.h"
+#include "eval/generate.h"
+#include "eval/token_batch_tensors.h"
 #include "kernels/backend_info.h"
 #include "kernels/host_transfer.h"
 #include "kernels/ops.h"
@@ -25,6 +29,8 @@
 #include "model/gpt.h"
 #include "optim/data_parallel_optimizer.h"
 #include "optim/param_groups.h"
+#include "perf/peak_flops.h"
+#include "step/training_step.h"
 #include "support/number_format.h"
 #include "support/status.h"
 #include "train/attention_choice.h"
@@ -32,16 +38,11 @@
 #include "train/checkpoint/model_file.h"
 #include "train/checkpoint/resume.h"
 #include "train/checkpoint/writer.h"
-#include "train/core/core_eval.h"
-#include "train/evaluate.h"
-#include "train/generate.h"
 #include "train/memory_plan.h"
 #include "train/metrics_log.h"
 #include "train/mlp_gemm_choice.h"
-#include "train/peak_flops.h"
 #include "train/run_setup.h"
 #include "train/shutdown_signal.h"
-#include "train/token_batch_tensors.h"
 
 namespace nanoforge {
 namespace {
@@ -86,12 +87,6 @@ absl::Status load_initial_weights(const std::string& location, GPT& model) {
 // The most scalars one sum_over_ranks call adds up (the bits-per-byte sums).
 constexpr size_t kMaxSummedScalars = 3;
 
-// A training step's scalars, kept on the device and summed over ranks in one all-reduce at the step's end
-// (DataParallelOptimizer::start_step): the squared gradient norm (slot 0, the optimizer's), the sum of the
-// micro-batches' mean losses, and the stop votes agreed_stop would otherwise exchange at the next step's
-// start — an all-reduce there would queue behind the weight gathers and hold the host until they finish.
-enum StepSum : int64_t { kGradSquares, kLossSum, kRanksSignalled, kRanksFailedSave, kStepSums };
-
 // What every rank contributed to and learnt from a step's stop votes.
 struct StopVotes {
   int local_signal = 0;
@@ -117,14 +112,11 @@ class Trainer {
         optimizer_(setup_.param_groups, *setup_.layout, model_.params(), model_.grads(), communicator,
                    static_cast<int64_t>(recipe_.dist.bucket_mb * 1024 * 1024),
                    {model_.compute_copy(), model_.compute_layout().copy_offset}),
+        step_(model_, optimizer_, static_cast<int>(communicator.world_size())),
         tensors_(batch_, seq_, setup_.device),
         token_bytes_(setup_.tokenizer.token_byte_lengths()),
         writer_(options.run_dir, {recipe_.checkpoint.keep_last, recipe_.checkpoint.keep_every, -1}, chief_),
-        scalar_buffer_(setup_.device, kMaxSummedScalars * sizeof(double)),
-        step_sums_(setup_.device, kStepSums * sizeof(double)) {
-    // Each layer of a forward waits only for its own weights' gathers (of the last step).
-    model_.set_weights_needed_callback([this](int64_t from) { optimizer_.weights_needed(from); });
-  }
+        scalar_buffer_(setup_.device, kMaxSummedScalars * sizeof(double)) {}
 
   absl::Status start();
   absl::Status run();
@@ -151,12 +143,12 @@ class Trainer {
   int64_t batch_, seq_;
   GPT model_;
   DataParallelOptimizer optimizer_;
+  TrainingStep step_;  // step/training_step.h: the step this loop, bench step and the performance model run
   std::unique_ptr<Loader> train_loader_, val_loader_;
   TokenBatchTensors tensors_;
   std::vector<int32_t> token_bytes_;
   CheckpointWriter writer_;
   DeviceBuffer scalar_buffer_;      // a few f64 on the run's device, for sum_over_ranks
-  DeviceBuffer step_sums_;          // kStepSums f64 on the run's device
   std::optional<StopVotes> votes_;  // from the step just taken, until agreed_stop uses them
   int64_t start_step_ = 0;
   double training_seconds_ = 0;  // timed steps only (not evaluation), as nanochat's total_training_time
@@ -352,41 +344,28 @@ absl::Status Trainer::save(int64_t step, bool wait) {
 
 absl::Status Trainer::train_step(int64_t step) {
   const Clock::time_point step_start = Clock::now();
-  model_.plan(batch_, seq_);
-  model_.zero_grad();
-  const TensorView sums(step_sums_.data(), {kStepSums}, DType::kF64, setup_.device);
-  ops::fill(sums, 0.0);
+  model_.plan(batch_, seq_);  // evaluation and sampling plan other shapes
   double data_seconds = 0;
-  for (int64_t micro = 0; micro < setup_.grad_accum_steps; ++micro) {
+  StopVotes votes{shutdown_requested(), writer_.failed_write()};
+  StepRequest request;
+  request.grad_accum_steps = setup_.grad_accum_steps;
+  request.schedule = schedule_at(setup_.schedule, step);
+  request.next_micro_batch = [&](int64_t) -> absl::StatusOr<MicroBatch> {
     const Clock::time_point data_start = Clock::now();
     NANOFORGE_ASSIGN_OR_RETURN(const TokenBatch token_batch, train_loader_->next());
     data_seconds += seconds_since(data_start);
     tensors_.fill(token_batch);
-    model_.forward_for_backward_without_readback(tensors_.ids(), tensors_.targets(),
-                                                 1.0 / static_cast<double>(setup_.grad_accum_steps));
-    ops::add_mean_loss(sums.rows(kLossSum, 1), model_.token_losses(), tensors_.targets());
-    // Only the last micro-batch's backward starts the reductions: the gradients are summed locally before.
-    const bool last = micro + 1 == setup_.grad_accum_steps;
-    if (last)
-      model_.set_gradient_ready_callback([this](int64_t ready) { optimizer_.gradients_ready(ready); });
-    model_.backward();
-    if (last) model_.set_gradient_ready_callback({});
-  }
-  const ScheduleValues schedule = schedule_at(setup_.schedule, step);
-  StopVotes votes{shutdown_requested(), writer_.failed_write()};
-  ops::fill(sums.rows(kRanksSignalled, 1), votes.local_signal != 0 ? 1.0 : 0.0);
-  ops::fill(sums.rows(kRanksFailedSave, 1), votes.local_failure.ok() ? 0.0 : 1.0);
-  // The update, then the scalars' all-reduce, then the weight gathers, which the next forward waits for.
-  NANOFORGE_ASSIGN_OR_RETURN(const CommWork summed, optimizer_.start_step(schedule, sums));
-  NANOFORGE_RETURN_IF_ERROR(summed.wait());
-  const std::vector<double> totals = download<double>(sums);  // the step's one read-back
-  votes.ranks_signalled = totals[kRanksSignalled];
-  votes.ranks_failed = totals[kRanksFailedSave];
+    return MicroBatch{tensors_.ids(), tensors_.targets()};
+  };
+  request.signalled = votes.local_signal != 0;
+  request.failed_save = !votes.local_failure.ok();
+  NANOFORGE_ASSIGN_OR_RETURN(const StepResult result, step_.run(request));
+  votes.ranks_signalled = result.ranks_signalled;
+  votes.ranks_failed = result.ranks_failed_save;
   votes_ = std::move(votes);
-  // The loss of the step: the mean over its micro-batches and over the ranks.
-  const double loss = totals[kLossSum] / static_cast<double>(setup_.grad_accum_steps) /
-                      static_cast<double>(communicator_.world_size());
-  const double grad_norm = std::sqrt(totals[kGradSquares]);
+  const ScheduleValues& schedule = request.schedule;
+  const double loss = result.loss;
+  const double grad_norm = result.grad_norm;
   const double step_seconds = seconds_since(step_start);
   if (!std::isfinite(loss)) {
     return absl::InternalError(

@@ -1,7 +1,7 @@
 // `nanoforge bench step --depth D --seq T --batch B [--device cpu|cuda] [--profile] ...`: prints the model,
 // each timed step, the median throughput with MFU and memory, per-op times when asked (on a GPU the
 // performance model's prediction beside them), and last a one-line JSON record for scripts (also written to
-// --json-out). With --model-only --gpu NAME nothing runs: the performance model (train/step_model/) predicts
+// --json-out). With --model-only --gpu NAME nothing runs: the performance model (perf/) predicts
 // one whole training step on that GPU, kernel by kernel.
 #include <absl/flags/flag.h>
 #include <absl/strings/str_join.h>
@@ -18,13 +18,13 @@
 #include "kernels/mlp_gemm.h"
 #include "model/gpt_config.h"
 #include "model/param_layout.h"
+#include "perf/peak_flops.h"
+#include "perf/step_report.h"
 #include "support/status.h"
 #include "support/version.h"
 #include "train/memory_plan.h"
 #include "train/mlp_gemm_choice.h"
-#include "train/peak_flops.h"
 #include "train/run_setup.h"
-#include "train/step_model/step_report.h"
 
 ABSL_FLAG(int64_t, depth, 4, "model depth; dimensions derived as nanochat's base_train does");
 NANOFORGE_FLAG_LIMIT(depth, 1, nanoforge::kMaxLayers);
@@ -81,14 +81,15 @@ std::string bench_json(const BenchStepOptions& options, const BenchStepResult& r
       "\"tokens_per_s\": {:.2f}, \"gflops\": {:.3f}, \"mfu_percent\": {}, \"step_ms_median\": {:.3f}, "
       "\"flops_per_token\": {}, \"n_layer\": {}, \"n_embd\": {}, \"n_head\": {}, \"n_kv_head\": {}, "
       "\"vocab_size\": {}, \"seq\": {}, \"batch\": {}, \"window_pattern\": \"{}\", \"threads\": {}, "
-      "\"steps\": {}, \"warmup\": {}, \"param_bytes\": {}, \"activation_bytes\": {}, "
+      "\"steps\": {}, \"warmup\": {}, \"param_bytes\": {}, \"optimizer_state_bytes\": {}, "
+      "\"activation_bytes\": {}, "
       "\"peak_device_bytes\": {}, \"op_times\": [{}], \"version\": \"{}\", \"commit\": \"{}\"}}",
       gpu ? "cuda" : "cpu", device_name, gpu ? "bf16" : "f32", result.tokens_per_second,
       result.gflops_per_second, mfu ? fmt::format("{:.2f}", *mfu) : "null", 1e3 * result.median_seconds,
       result.flops_per_token, c.n_layer, c.n_embd, c.n_head, c.n_kv_head, c.vocab_size, c.sequence_len,
       options.batch, c.window_pattern, backend.cpu_threads, options.steps, options.warmup_steps,
-      result.param_bytes, result.activation_bytes, result.peak_device_bytes, absl::StrJoin(op_times, ", "),
-      version(), git_commit());
+      result.param_bytes, result.optimizer_state_bytes, result.activation_bytes, result.peak_device_bytes,
+      absl::StrJoin(op_times, ", "), version(), git_commit());
 }
 
 // --model-only: the flags that make sense with it, and those that only do without it.
@@ -98,7 +99,7 @@ absl::Status check_model_flags(bool model_only) {
       if (flag_given(flag)) {
         return absl::InvalidArgumentError(fmt::format(
             "--{} belongs to the performance model: add --model-only (on a GPU, bench step measures one "
-            "GPU's forward and backward and predicts them for the GPU it runs on)",
+            "GPU's training step and predicts it for the GPU it runs on)",
             absl::StrReplaceAll(flag, {{"_", "-"}})));
       }
     }
@@ -137,11 +138,7 @@ absl::Status run_step_model(const GPTConfig& config, int64_t batch) {
   GpuSpec gpu = *gpu_spec(absl::GetFlag(FLAGS_gpu));
   if (absl::GetFlag(FLAGS_peak_tflops) > 0) gpu.tensor_flops = 1e12 * absl::GetFlag(FLAGS_peak_tflops);
   ops::set_mlp_gemm(predicted_mlp_gemm(gpu, config));
-  const StepModelSetup setup{config,
-                             batch,
-                             absl::GetFlag(FLAGS_world),
-                             absl::GetFlag(FLAGS_grad_accum),
-                             true,
+  const StepModelSetup setup{config, batch, absl::GetFlag(FLAGS_world), absl::GetFlag(FLAGS_grad_accum),
                              ops::mlp_gemm_name(ops::mlp_gemm())};
   fmt::print("model: {}\n{}", config.describe(), format_param_counts(ParamLayout(config).counts()));
   fmt::print(
@@ -152,14 +149,14 @@ absl::Status run_step_model(const GPTConfig& config, int64_t batch) {
   fmt::print("mlp gemm: {} (--mlp-gemm={})\n", ops::mlp_gemm_name(ops::mlp_gemm()),
              absl::GetFlag(FLAGS_mlp_gemm));
   const std::vector<StepEvent> events =
-      record_training_step({config, batch, setup.world_size, setup.grad_accum_steps, /*optimizer=*/true});
+      record_training_step({config, batch, setup.world_size, setup.grad_accum_steps});
   const StepPrediction prediction =
       predict_step(events, gpu, config, batch, setup.world_size, setup.grad_accum_steps);
   fmt::print("{}", format_prediction(prediction));
   return print_json_record(prediction_json(setup, prediction));
 }
 
-// On a GPU with --profile: the profiled forward + backward beside the model's prediction of the same calls.
+// On a GPU with --profile: the profiled step beside the model's prediction of the same calls.
 void print_predicted_beside_measured(const BenchStepOptions& options, const BenchStepResult& result,
                                      const std::string& device_name) {
   const std::optional<GpuSpec> gpu = gpu_spec_for_device(device_name);
@@ -168,11 +165,10 @@ void print_predicted_beside_measured(const BenchStepOptions& options, const Benc
                absl::StrJoin(gpu_spec_names(), ", "));
     return;
   }
-  StepRecordingOptions recording{options.config, options.batch};
-  recording.optimizer = false;  // bench step times zero_grad + forward + backward
+  const StepRecordingOptions recording{options.config, options.batch};
   const StepPrediction prediction = predict_step(record_training_step(recording), *gpu, options.config,
                                                  options.batch, /*world_size=*/1, /*grad_accum_steps=*/1);
-  fmt::print("predicted ({}) vs measured, per op of one forward + backward:\n{}", gpu->name,
+  fmt::print("predicted ({}) vs measured, per op of one training step:\n{}", gpu->name,
              format_comparison(compare_with_measured(prediction, result.op_times)));
 }
 
@@ -234,11 +230,14 @@ absl::Status run_bench_step(const std::vector<std::string>& /*arguments*/) {
   const std::optional<double> mfu =
       mfu_percent(result.tokens_per_second, static_cast<double>(result.flops_per_token), device_name, 1);
   fmt::print(
-      "forward+backward: median {:.2f} ms, {:.0f} tokens/s, {:.2f} GFLOP/s ({} FLOPs/token), MFU {}, memory "
-      "{:.1f} MB parameters+gradients, {:.1f} MB activations, {:.1f} MB peak on the device\n",
+      "training step: median {:.2f} ms, {:.0f} tokens/s, {:.2f} GFLOP/s ({} FLOPs/token), MFU {}, loss "
+      "{:.4f}, "
+      "memory {:.1f} MB parameters+gradients, {:.1f} MB optimizer state, {:.1f} MB activations, {:.1f} MB "
+      "peak "
+      "on the device\n",
       1e3 * result.median_seconds, result.tokens_per_second, result.gflops_per_second, result.flops_per_token,
-      mfu ? fmt::format("{:.1f}%", *mfu) : "n/a", result.param_bytes / 1e6, result.activation_bytes / 1e6,
-      result.peak_device_bytes / 1e6);
+      mfu ? fmt::format("{:.1f}%", *mfu) : "n/a", result.last_loss, result.param_bytes / 1e6,
+      result.optimizer_state_bytes / 1e6, result.activation_bytes / 1e6, result.peak_device_bytes / 1e6);
   if (!result.op_times.empty()) {
     double total = 0;
     for (const ops::OpTime& t : result.op_times)
@@ -257,7 +256,7 @@ absl::Status run_bench_step(const std::vector<std::string>& /*arguments*/) {
 
 Command bench_step_command() {
   return {"bench step",
-          "time forward+backward of a random model: tokens/s and GFLOP/s (last line: JSON)",
+          "time the training step of a random model: tokens/s and GFLOP/s (last line: JSON)",
           "--depth D --seq T --batch B [--vocab V] [--steps N] [--window-pattern P] [--threads N] "
           "[--device cpu|cuda] [--mlp-gemm auto|cublaslt|fused] [--profile] [--json-out FILE]\n"
           "       --device cuda --model-only --gpu h200|h100|gb10 --depth D --seq T --batch B [--world N] "

@@ -1,15 +1,21 @@
-// bench_step: builds the model on the chosen backend, feeds random token rows (fixed seed) and times
-// zero_grad + forward + backward per step. On the GPU each step ends with a device synchronisation, so the
-// wall time covers the kernels, not only their launches.
+// bench_step: builds the model and its optimizer on the chosen backend as the trainer does (one rank),
+// feeds random token rows (fixed seed) and times TrainingStep::run, the trainer's step, with the weight
+// gathers finished. On the GPU each step ends with a device synchronisation, so the wall time covers the
+// kernels, not only their launches.
 #include "cli/bench/step_timing.h"
 
 #include <algorithm>
 #include <chrono>
 
+#include "dist/single_communicator.h"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/device_buffer.h"
 #include "model/flops.h"
 #include "model/gpt.h"
+#include "optim/data_parallel_optimizer.h"
+#include "optim/param_groups.h"
+#include "step/training_step.h"
+#include "support/check.h"
 #include "support/philox.h"
 
 namespace nanoforge {
@@ -38,6 +44,9 @@ StepTokens random_tokens(const GPTConfig& config, int64_t batch, uint64_t seed, 
   return step;
 }
 
+// The recipe's dist.bucket_mb default (25 MB, PyTorch DDP's).
+constexpr int64_t kBucketBytes = int64_t{25} << 20;
+
 void wait_for_device(Device device) {
   if (device == Device::kCuda) cuda::synchronize();
 }
@@ -49,23 +58,34 @@ BenchStepResult bench_step(const BenchStepOptions& options) {
   const Device device = options.device;
   GPT model(config, device, device == Device::kCuda ? DType::kBF16 : DType::kF32);
   model.init_weights(options.seed);
-  if (device == Device::kCuda) model.refresh_compute_weights();
+  model.refresh_compute_weights();
   const int64_t tokens = options.batch * config.sequence_len;
   model.plan(options.batch, config.sequence_len);
   const StepTokens step_tokens = random_tokens(config, options.batch, options.seed, device);
-
-  auto run_step = [&] {
-    model.zero_grad();
-    model.forward_for_backward(step_tokens.ids, step_tokens.targets);
-    model.backward();
-    wait_for_device(device);
+  // The trainer's optimizer on one rank: nanochat's parameter groups at the default hyperparameters.
+  SingleCommunicator communicator(device);
+  DataParallelOptimizer optimizer(
+      nanochat_param_groups(config, model.layout(), OptimizerHyperparameters{}, 1.0, 0.0), model.layout(),
+      model.params(), model.grads(), communicator, kBucketBytes,
+      {model.compute_copy(), model.compute_layout().copy_offset});
+  TrainingStep step(model, optimizer, 1);
+  StepRequest request;
+  request.next_micro_batch = [&](int64_t) -> absl::StatusOr<MicroBatch> {
+    return MicroBatch{step_tokens.ids, step_tokens.targets};
   };
+
   BenchStepResult result;
-  for (int step = 0; step < options.warmup_steps + options.steps; ++step) {
+  auto run_step = [&] {
+    const absl::StatusOr<StepResult> stepped = step.run(request);
+    NANOFORGE_CHECK(stepped.ok(), "bench step: {}", stepped.status().ToString());
+    wait_for_device(device);
+    result.last_loss = stepped->loss;
+  };
+  for (int step_index = 0; step_index < options.warmup_steps + options.steps; ++step_index) {
     const auto start = std::chrono::steady_clock::now();
     run_step();
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-    if (step >= options.warmup_steps) result.step_seconds.push_back(elapsed.count());
+    if (step_index >= options.warmup_steps) result.step_seconds.push_back(elapsed.count());
   }
   if (options.profile) {
     ops::reset_op_profile();
@@ -84,6 +104,7 @@ BenchStepResult bench_step(const BenchStepOptions& options) {
   result.flops_per_token = flops_per_token(config);
   result.gflops_per_second = result.tokens_per_second * static_cast<double>(result.flops_per_token) / 1e9;
   result.param_bytes = model.params().bytes() + model.grads().bytes() + model.compute_weight_bytes();
+  result.optimizer_state_bytes = optimizer.state_bytes();
   result.activation_bytes = model.activation_bytes();
   result.peak_device_bytes = device_bytes_peak(device);
   return result;

@@ -1,6 +1,6 @@
 // `nanoforge eval --checkpoint PATH --data SHARDS [--eval-tokens N]`: validation bits per byte of a
 // checkpoint on any shards made with the run's tokenizer.
-// `nanoforge eval --core BUNDLE --checkpoint PATH [--max-per-task N]`: nanochat's CORE metric (train/core/),
+// `nanoforge eval --core BUNDLE --checkpoint PATH [--max-per-task N]`: nanochat's CORE metric (eval/core/),
 // on one process or data-parallel under mpirun.
 #include <absl/flags/flag.h>
 #include <fmt/format.h>
@@ -14,13 +14,13 @@
 #include "cli/progress_line.h"
 #include "data/shards/shard_set.h"
 #include "dist/create_communicator.h"
+#include "eval/bits_per_byte.h"
+#include "eval/core/core_eval.h"
+#include "eval/core/core_report.h"
 #include "kernels/backend_info.h"
 #include "support/output_path.h"
 #include "support/status.h"
 #include "train/checkpoint/model_file.h"
-#include "train/core/core_eval.h"
-#include "train/core/core_report.h"
-#include "train/evaluate.h"
 
 ABSL_FLAG(int64_t, eval_tokens, 1 << 20, "tokens to evaluate (rounded down to whole batches, at least one)");
 NANOFORGE_FLAG_LIMIT(eval_tokens, 1, 0x1p50);

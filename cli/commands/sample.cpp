@@ -8,11 +8,11 @@
 #include "cli/common_flags.h"
 #include "cli/flag_limits.h"
 #include "data/tokenizer/utf8_text.h"
+#include "eval/generate.h"
 #include "kernels/backend_info.h"
 #include "model/gpt_config.h"
 #include "support/status.h"
 #include "train/checkpoint/model_file.h"
-#include "train/generate.h"
 
 ABSL_FLAG(std::string, prompt, "", "text to continue (BOS is put in front)");
 ABSL_FLAG(int64_t, max_tokens, 64, "tokens to generate");

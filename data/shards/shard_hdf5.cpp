@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "support/h5_file.h"
+#include "h5/file.h"
 #include "support/mapped_file.h"
 #include "support/status.h"
 

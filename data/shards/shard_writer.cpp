@@ -12,7 +12,7 @@
 
 #include "data/shards/shard_hdf5.h"
 #include "data/shards/shard_token_scan.h"
-#include "support/h5_file.h"
+#include "h5/file.h"
 #include "support/status.h"
 
 namespace nanoforge {

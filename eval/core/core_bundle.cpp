@@ -1,6 +1,6 @@
 // CoreBundle::read: core.yaml with yaml-cpp, eval_meta_data.csv with libcsv (RFC 4180: quoted fields may hold
 // commas and newlines, as Python's csv module reads them), the task files with simdjson.
-#include "train/core/core_bundle.h"
+#include "eval/core/core_bundle.h"
 
 #include <csv.h>
 #include <fmt/format.h>

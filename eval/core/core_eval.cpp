@@ -1,18 +1,18 @@
 // evaluate_core: the task loop, the shot draws, the split over ranks and the sums.
-#include "train/core/core_eval.h"
+#include "eval/core/core_eval.h"
 
 #include <fmt/format.h>
 
 #include <chrono>
 #include <numeric>
 
+#include "eval/core/core_prompts.h"
+#include "eval/core/core_scoring.h"
+#include "eval/core/core_sequences.h"
+#include "eval/core/python_random.h"
 #include "kernels/device_buffer.h"
 #include "kernels/host_transfer.h"
 #include "support/status.h"
-#include "train/core/core_prompts.h"
-#include "train/core/core_scoring.h"
-#include "train/core/core_sequences.h"
-#include "train/core/python_random.h"
 
 namespace nanoforge {
 namespace {

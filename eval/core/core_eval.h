@@ -19,8 +19,8 @@
 
 #include "data/tokenizer/tokenizer.h"
 #include "dist/communicator.h"
+#include "eval/core/core_bundle.h"
 #include "model/gpt.h"
-#include "train/core/core_bundle.h"
 
 namespace nanoforge {
 

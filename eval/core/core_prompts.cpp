@@ -1,6 +1,6 @@
 // render_core_prompts: core_eval.py's render_prompts_mc / _schema / _lm. Their templates are whitespace-
 // controlled ({%- -%}) so that only "\n\n" after each shot survives; the strings below are what they render.
-#include "train/core/core_prompts.h"
+#include "eval/core/core_prompts.h"
 
 #include <cstdint>
 

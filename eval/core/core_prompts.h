@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "train/core/core_bundle.h"
+#include "eval/core/core_bundle.h"
 
 namespace nanoforge {
 

@@ -1,5 +1,5 @@
 // Progress line, table and JSON of CORE results.
-#include "train/core/core_report.h"
+#include "eval/core/core_report.h"
 
 #include <fmt/format.h>
 

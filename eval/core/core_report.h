@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "train/core/core_eval.h"
+#include "eval/core/core_eval.h"
 
 namespace nanoforge {
 

@@ -1,5 +1,5 @@
 // CoreSchedule::validate.
-#include "train/core/core_schedule.h"
+#include "eval/core/core_schedule.h"
 
 namespace nanoforge {
 

@@ -1,6 +1,6 @@
 // CoreScorer::score: builds the padded (rows, T) ids and span targets, runs the forward pass and reads the
 // per-token losses (multiple choice, schema) or the span's logits (language modelling).
-#include "train/core/core_scoring.h"
+#include "eval/core/core_scoring.h"
 
 #include <algorithm>
 #include <cmath>

@@ -11,10 +11,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "eval/core/core_bundle.h"
+#include "eval/core/core_sequences.h"
 #include "kernels/device_buffer.h"
 #include "model/gpt.h"
-#include "train/core/core_bundle.h"
-#include "train/core/core_sequences.h"
 
 namespace nanoforge {
 

@@ -1,5 +1,5 @@
 // core_sequences: core_eval.py's find_common_length and batch_sequences_mc / _schema / _lm.
-#include "train/core/core_sequences.h"
+#include "eval/core/core_sequences.h"
 
 #include <algorithm>
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "data/tokenizer/tokenizer.h"
-#include "train/core/core_bundle.h"
+#include "eval/core/core_bundle.h"
 
 namespace nanoforge {
 

@@ -1,6 +1,6 @@
 // PythonRandom: MT19937 as CPython's _randommodule.c runs it, and random.py's getrandbits / _randbelow /
 // shuffle / sample on top.
-#include "train/core/python_random.h"
+#include "eval/core/python_random.h"
 
 #include <cmath>
 #include <unordered_set>

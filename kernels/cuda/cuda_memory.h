@@ -11,7 +11,7 @@ namespace nanoforge::cuda {
 bool available(std::string* reason = nullptr);
 // How many GPUs the process sees (0 without the CUDA backend).
 int device_count();
-// Whether the GPUs are the CPU emulator of CUDA (kernels/cuda/emulator/): tests use it to pick shapes and to
+// Whether the GPUs are the CPU emulator of CUDA (emulator/): tests use it to pick shapes and to
 // ask the emulator for what they need (NANOFORGE_EMULATOR=devices=2 for two ranks).
 bool emulated();
 

@@ -1,7 +1,7 @@
 // How kernels/cuda launches a kernel and declares dynamic shared memory, written once for both builds: under
 // nvcc `launch_kernel<kernel>(grid, block, shared_bytes, stream)(arguments...)` is kernel<<<grid, block,
 // shared_bytes, stream>>>(arguments...) and NANOFORGE_DYNAMIC_SHARED is an extern __shared__ array; in the
-// emulation build (the same .cu compiled as C++, kernels/cuda/emulator/) they go to the CPU emulator of CUDA.
+// emulation build (the same .cu compiled as C++, emulator/) they go to the CPU emulator of CUDA.
 // A kernel whose template arguments are deduced from its call arguments must name them here:
 // launch_kernel<kernel<T>>.
 #pragma once
@@ -14,8 +14,8 @@
 #if defined(NANOFORGE_CUDA_EMULATION)
 #include <source_location>
 
-#include "kernels/cuda/emulator/execution.h"
-#include "kernels/cuda/emulator/launch.h"
+#include "emulator/execution.h"
+#include "emulator/launch.h"
 #endif
 
 // NANOFORGE_DYNAMIC_SHARED(unsigned char, shared, 128): the block's dynamic shared memory as `shared`, an

@@ -1,7 +1,7 @@
 // Tensor-core instructions below wmma, for kernels that need to know which lane holds which element: the
 // inline-PTX mma.sync m16n8k16 (bf16 in, f32 accumulators), ldmatrix x4 (plain and .trans) and the
 // asynchronous global-to-shared copies (cp.async) that feed them. Kernels use these functions rather than
-// writing the asm themselves, so that the emulation build (kernels/cuda/emulator/) runs them with the
+// writing the asm themselves, so that the emulation build (emulator/) runs them with the
 // fragment layouts and completion rules of NVIDIA's PTX ISA; with g = lane / 4 and t = lane % 4, a lane holds
 //   A (16x16): a[0] = (g, 2t..2t+1), a[1] = (g+8, 2t..), a[2] = (g, 2t+8..), a[3] = (g+8, 2t+8..)
 //   B (16x8):  b[0] = (2t..2t+1, g), b[1] = (2t+8..2t+9, g)           (two bf16 per register, low half first)
@@ -13,8 +13,8 @@
 #include <cstdint>
 
 #if defined(NANOFORGE_CUDA_EMULATION)
-#include "kernels/cuda/emulator/async_copy.h"
-#include "kernels/cuda/emulator/tensor_cores.h"
+#include "emulator/async_copy.h"
+#include "emulator/tensor_cores.h"
 #endif
 
 namespace nanoforge::cuda::ptx {

@@ -8,7 +8,7 @@
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mma_ptx.cuh"
-#include "tests/kernels/cuda/emulator/emulator_test_kernels.h"
+#include "tests/emulator/emulator_test_kernels.h"
 
 namespace nanoforge::emulator_test {
 namespace {

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/cuda/emulator/emulator.h"
+#include "emulator/emulator.h"
 
 namespace nanoforge::emulator_test {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/kernels/cuda/emulator/emulator_test_support.h"
+#include "tests/emulator/emulator_test_support.h"
 
 namespace nanoforge::emulator_test {
 namespace {

@@ -6,8 +6,8 @@
 
 #include <vector>
 
-#include "tests/kernels/cuda/emulator/emulator_test_kernels.h"
-#include "tests/kernels/cuda/emulator/emulator_test_support.h"
+#include "tests/emulator/emulator_test_kernels.h"
+#include "tests/emulator/emulator_test_support.h"
 
 namespace nanoforge::emulator_test {
 namespace {

@@ -1,4 +1,4 @@
-// Fuzz target: a CORE eval bundle (train/core/core_bundle.h). The input is three files separated by NUL
+// Fuzz target: a CORE eval bundle (eval/core/core_bundle.h). The input is three files separated by NUL
 // bytes: core.yaml, eval_meta_data.csv and eval_data/task.jsonl (the one task file a mutated core.yaml can
 // name and find). Read as `eval --core` reads it, up front; every error must name a file of the bundle.
 #include <cstddef>
@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "eval/core/core_bundle.h"
 #include "tests/fuzz/fuzz_support.h"
-#include "train/core/core_bundle.h"
 
 using namespace nanoforge;
 

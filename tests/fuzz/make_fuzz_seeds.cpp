@@ -195,7 +195,7 @@ void compressed_document_seeds(const Seeds& seeds) {
 // core_bundle: core.yaml, NUL, eval_meta_data.csv, NUL, the task's examples (the first lines of the
 // committed test bundle's task of each type).
 void core_bundle_seeds(const Seeds& seeds, const fs::path& repo) {
-  const fs::path bundle = repo / "tests/train/core/bundle";
+  const fs::path bundle = repo / "tests/eval/core/bundle";
   const std::string csv_header =
       "Eval Task,Task Category,Task Type,#shots,#datapoints,Random baseline,Centered Metric?,Description\n";
   const std::vector<std::tuple<const char*, const char*, const char*, const char*>> tasks = {

@@ -7,7 +7,7 @@
 #include <functional>
 #include <iterator>
 
-#include "support/h5_file.h"
+#include "h5/file.h"
 
 namespace nanoforge {
 namespace {
@@ -228,7 +228,7 @@ TEST(H5File, AGroupWhoseMembersCannotBeNamedIsAnErrorNotAnException) {
   }
   bytes[128] = '\xff';
   std::ofstream(path, std::ios::binary) << bytes;
-  // The walk of the group tree at open (support/h5_group_check.h) now finds the damage before members() runs.
+  // The walk of the group tree at open (h5/group_check.h) now finds the damage before members() runs.
   absl::StatusOr<H5File> file = absl::InternalError("not opened");
   EXPECT_NO_THROW(file = H5File::open_read(path));
   EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss) << file.status();

@@ -9,7 +9,7 @@
 #include <iterator>
 #include <vector>
 
-#include "support/h5_file.h"
+#include "h5/file.h"
 
 namespace nanoforge {
 namespace {
@@ -122,7 +122,7 @@ TEST(H5FileUntrusted, MembersOfAGroupWithADamagedLinkNameAreAnError) {
   std::memcpy(bytes.data() + node + 8 + 40, &outside, 8);
   write_bytes(path, bytes);
 
-  // The walk of the group tree at open (support/h5_group_check.h) finds it before members() could ask.
+  // The walk of the group tree at open (h5/group_check.h) finds it before members() could ask.
   const absl::StatusOr<H5File> file = H5File::open_read(path);
   expect_error(file.status(), absl::StatusCode::kDataLoss,
                "the group / is damaged (a link's name lies outside its local heap)");

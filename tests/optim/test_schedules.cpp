@@ -2,8 +2,8 @@
 // golden), and against base_train's d20 numbers.
 #include <gtest/gtest.h>
 
+#include "h5/file.h"
 #include "optim/schedules.h"
-#include "support/h5_file.h"
 #include "tests/parity/golden_file.h"
 
 namespace nanoforge {

@@ -4,9 +4,9 @@
 
 #include <cmath>
 
+#include "h5/file.h"
 #include "optim/param_groups.h"
 #include "optim/training_horizon.h"
-#include "support/h5_file.h"
 #include "tests/parity/golden_file.h"
 
 namespace nanoforge {

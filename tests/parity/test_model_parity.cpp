@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <functional>
 
+#include "h5/file.h"
 #include "parity/model_parity.h"
 #include "parity/model_parity_compare.h"
-#include "support/h5_file.h"
 #include "tests/parity/golden_file.h"
 
 namespace nanoforge {

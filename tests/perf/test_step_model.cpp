@@ -1,7 +1,8 @@
-// The performance model (train/step_model/): the recorded step against independent counts of the model's
+// The performance model (perf/): the recorded step against independent counts of the model's
 // FLOPs (6 x GEMM weights x tokens, attention tile pairs by diagonals), of ZeRO-1's collectives (the GEMM
 // matrices all-gathered in bf16) and of Muon's GEMMs, the recorded op names and counts against the CPU op
-// profiler's of a real step, the roofline and timeline arithmetic on hand-made GPUs, and the JSON line.
+// profiler's of a real training step (the order too: test_step_drift.cpp), the roofline and timeline
+// arithmetic on hand-made GPUs, and the JSON line.
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
@@ -10,13 +11,17 @@
 #include <string>
 #include <vector>
 
+#include "dist/single_communicator.h"
 #include "kernels/device_buffer.h"
 #include "kernels/host_transfer.h"
 #include "kernels/op_profile.h"
 #include "model/flops.h"
 #include "model/gpt.h"
 #include "model/param_layout.h"
-#include "train/step_model/step_report.h"
+#include "optim/data_parallel_optimizer.h"
+#include "optim/param_groups.h"
+#include "perf/step_report.h"
+#include "step/training_step.h"
 
 namespace nanoforge {
 namespace {
@@ -50,16 +55,10 @@ int64_t gemm_weights(const GPTConfig& c) {
   return c.n_layer * (C * C + 2 * C * kv + C * C + 2 * C * 4 * C) + c.vocab_size * C;
 }
 
-StepRecordingOptions forward_backward(const GPTConfig& config, int64_t batch) {
-  StepRecordingOptions options{config, batch};
-  options.optimizer = false;
-  return options;
-}
-
 TEST(StepModel, GemmFlopsAreSixPerGemmWeightPerToken) {
   for (const GPTConfig& config : {small_config(), GPTConfig::from_depth(20, 32768, 2048)}) {
     const int64_t batch = config.n_layer == 20 ? 32 : 3;  // d20 at its real size: nothing is allocated
-    const std::vector<StepEvent> events = record_training_step(forward_backward(config, batch));
+    const std::vector<StepEvent> events = record_training_step({config, batch});
     const double tokens = static_cast<double>(batch * config.sequence_len);
     const double gemm =
         flops_of(events, "matmul", StepPhase::kForward) + flops_of(events, "matmul", StepPhase::kBackward);
@@ -95,7 +94,7 @@ TEST(StepModel, AttentionFlopsFollowEachLayersWindow) {
         2.0 * (2 * 64 * 64 * config.head_dim()) *
         static_cast<double>(pairs_by_diagonals(tiles, config.window(layer) / 64) * batch * config.n_head);
   }
-  const std::vector<StepEvent> events = record_training_step(forward_backward(config, batch));
+  const std::vector<StepEvent> events = record_training_step({config, batch});
   EXPECT_EQ(flops_of(events, "attention_forward", StepPhase::kForward), expected);
   EXPECT_EQ(flops_of(events, "attention_backward", StepPhase::kBackward), 3.5 * expected);
   EXPECT_EQ(count_of(events, "attention_forward", StepPhase::kForward), config.n_layer);
@@ -107,6 +106,7 @@ TEST(StepModel, RecordedOpsMatchTheProfiledCpuStepRowByRow) {
   const int64_t batch = 2;
   GPT model(config, Device::kCpu, DType::kF32);
   model.init_weights(7);
+  model.refresh_compute_weights();
   model.plan(batch, config.sequence_len);
   std::vector<int32_t> tokens(static_cast<size_t>(batch * config.sequence_len));
   for (size_t i = 0; i < tokens.size(); ++i)
@@ -117,15 +117,22 @@ TEST(StepModel, RecordedOpsMatchTheProfiledCpuStepRowByRow) {
                            DType::kI32, Device::kCpu);
   upload(ids, tokens.data());
   upload(targets, tokens.data());
+  SingleCommunicator single(Device::kCpu);
+  DataParallelOptimizer optimizer(
+      nanochat_param_groups(config, model.layout(), OptimizerHyperparameters{}, 1.0, 0.0), model.layout(),
+      model.params(), model.grads(), single, StepRecordingOptions{}.bucket_bytes,
+      {model.compute_copy(), model.compute_layout().copy_offset});
+  TrainingStep step(model, optimizer, 1);
+  StepRequest request;
+  request.next_micro_batch = [&](int64_t) -> absl::StatusOr<MicroBatch> { return MicroBatch{ids, targets}; };
+  ASSERT_TRUE(step.run(request).ok());  // the recording prices the second of two steps
   ops::reset_op_profile();
   ops::set_op_profiling(true);
-  model.zero_grad();
-  model.forward_for_backward(ids, targets);
-  model.backward();
+  ASSERT_TRUE(step.run(request).ok());
   ops::set_op_profiling(false);
   const std::vector<ops::OpTime> measured = ops::op_profile();
 
-  StepRecordingOptions recording = forward_backward(config, batch);
+  StepRecordingOptions recording{config, batch};
   recording.device = Device::kCpu;
   const StepPrediction prediction =
       predict_step(record_training_step(recording), *gpu_spec("h100"), config, batch, 1, 1);
@@ -258,6 +265,31 @@ TEST(StepModel, OpTimeIsTheSlowestOfItsRoofs) {
   EXPECT_DOUBLE_EQ(collective_seconds(gather, gpu), 1e-5 + 7.0 / 8 * 8e6 / (1e11 * 0.5));
 }
 
+// The loss's exponentials and divisions run on the special-function units, at a rate of their own; every
+// launch adds its tail to the slowest roof.
+TEST(StepModel, SpecialFunctionsAndKernelTailsArePriced) {
+  GpuSpec gpu = round_gpu();
+  gpu.sfu_ops_per_s = 1e12;
+  gpu.kernel_tail_seconds = 2e-6;
+  ops::OpCost loss;
+  loss.bytes = 1e6;         // 2 us at 5e11 B/s
+  loss.vector_flops = 1e9;  // 20 us at 5e13 FLOP/s
+  loss.sfu_ops = 1e9;       // 2 ms at 5e11 a second
+  loss.kernels = 2;
+  EXPECT_DOUBLE_EQ(predict_op(loss, gpu).seconds, 1e9 / (1e12 * 0.5) + 2 * 2e-6);
+  EXPECT_EQ(predict_op(loss, gpu).bound, Bound::kSfu);
+  loss.sfu_ops = 0;
+  EXPECT_DOUBLE_EQ(predict_op(loss, gpu).seconds, 1e9 / (1e14 * 0.5) + 2 * 2e-6);
+  EXPECT_EQ(predict_op(loss, gpu).bound, Bound::kFp32);
+  // The loss op as recorded carries its SFU work: three instructions per logit forward, three more back.
+  const ops::OpCost recorded = ops::cost::softcap_cross_entropy_forward_backward(
+      TensorView(nullptr, {4}, DType::kF32, Device::kCuda),
+      TensorView(nullptr, {4}, DType::kF32, Device::kCuda),
+      TensorView(nullptr, {4, 1000}, DType::kBF16, Device::kCuda),
+      TensorView(nullptr, {4}, DType::kI32, Device::kCuda), 15.0, 1.0);
+  EXPECT_DOUBLE_EQ(recorded.sfu_ops, 6 * 4 * 1000);
+}
+
 StepEvent op_event(double bytes) {
   StepEvent event;
   event.op = "copy";
@@ -317,7 +349,7 @@ TEST(StepModel, JsonLineParsesAndAgreesWithItself) {
   options.world_size = 2;
   options.grad_accum_steps = 3;
   const StepPrediction p = predict_step(record_training_step(options), *gpu_spec("h200"), config, 4, 2, 3);
-  const std::string json = prediction_json({config, 4, 2, 3, true}, p);
+  const std::string json = prediction_json({config, 4, 2, 3}, p);
   simdjson::dom::parser parser;
   simdjson::dom::element record;
   ASSERT_EQ(parser.parse(json).get(record), simdjson::SUCCESS) << json;

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "data/prep/prep.h"
-#include "support/h5_file.h"
+#include "h5/file.h"
 #include "support/philox.h"
 #include "tests/test_paths.h"
 #include "train/checkpoint/checkpoint.h"

@@ -19,11 +19,11 @@
 #include <regex>
 #include <string_view>
 
+#include "h5/file.h"
 #include "kernels/host_transfer.h"
 #include "model/gpt_config_file.h"
 #include "model/param_layout.h"
 #include "support/check.h"
-#include "support/h5_file.h"
 #include "support/status.h"
 #include "support/version.h"
 #include "train/checkpoint/manifest.h"

@@ -11,7 +11,7 @@
 #include "data/loader/loader.h"
 #include "data/shards/open_shard.h"
 #include "data/shards/shard_hdf5.h"
-#include "support/h5_file.h"
+#include "h5/file.h"
 #include "tests/data/shards/shard_test_files.h"
 
 namespace nanoforge {

@@ -16,7 +16,7 @@
 #include "data/shards/shard_hdf5.h"
 #include "data/shards/shard_set.h"
 #include "data/shards/shard_token_scan.h"
-#include "support/h5_file.h"
+#include "h5/file.h"
 #include "tests/data/shards/shard_test_files.h"
 
 namespace nanoforge {

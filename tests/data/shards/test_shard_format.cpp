@@ -12,7 +12,7 @@
 #include "data/shards/shard_set.h"
 #include "data/shards/shard_token_scan.h"
 #include "data/shards/shard_writer.h"
-#include "support/h5_file.h"
+#include "h5/file.h"
 #include "support/mapped_file.h"
 #include "tests/data/shards/shard_test_files.h"
 

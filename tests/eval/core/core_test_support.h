@@ -14,7 +14,7 @@
 
 namespace nanoforge::test {
 
-inline const std::string kCoreDir = source_path("tests/train/core");
+inline const std::string kCoreDir = source_path("tests/eval/core");
 inline const std::string kCoreBundle = kCoreDir + "/bundle";  // the committed small bundle
 inline const std::string kCoreGolden = kCoreDir + "/golden/core_golden.json";
 inline const std::string kCoreCheckpoint = kCoreDir + "/golden/checkpoint";  // the model the golden scored

@@ -3,9 +3,9 @@
 // input stops with a message naming the file, the task and the example.
 #include <gtest/gtest.h>
 
-#include "tests/train/core/core_test_support.h"
-#include "train/core/core_bundle.h"
-#include "train/core/core_prompts.h"
+#include "eval/core/core_bundle.h"
+#include "eval/core/core_prompts.h"
+#include "tests/eval/core/core_test_support.h"
 
 namespace nanoforge {
 namespace {

@@ -8,9 +8,9 @@
 
 #include <cstdlib>
 
+#include "tests/eval/core/core_test_support.h"
 #include "tests/program_run.h"
 #include "tests/test_paths.h"
-#include "tests/train/core/core_test_support.h"
 
 namespace nanoforge {
 namespace {

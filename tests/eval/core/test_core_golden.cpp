@@ -10,13 +10,13 @@
 #include <cmath>
 
 #include "dist/single_communicator.h"
+#include "eval/core/core_eval.h"
+#include "eval/core/core_prompts.h"
+#include "eval/core/core_scoring.h"
+#include "eval/core/core_sequences.h"
 #include "kernels/backend_info.h"
-#include "tests/train/core/core_test_support.h"
+#include "tests/eval/core/core_test_support.h"
 #include "train/checkpoint/model_file.h"
-#include "train/core/core_eval.h"
-#include "train/core/core_prompts.h"
-#include "train/core/core_scoring.h"
-#include "train/core/core_sequences.h"
 
 namespace nanoforge {
 namespace {

@@ -7,12 +7,12 @@
 
 #include <cmath>
 
+#include "eval/core/core_eval.h"
+#include "eval/core/core_prompts.h"
+#include "eval/core/core_scoring.h"
 #include "kernels/cuda/cuda_memory.h"
-#include "tests/train/core/core_test_support.h"
+#include "tests/eval/core/core_test_support.h"
 #include "train/checkpoint/model_file.h"
-#include "train/core/core_eval.h"
-#include "train/core/core_prompts.h"
-#include "train/core/core_scoring.h"
 
 namespace nanoforge {
 namespace {

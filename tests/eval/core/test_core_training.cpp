@@ -3,9 +3,9 @@
 // gives for the run's final checkpoint; bad train.core_* settings stop the run before it starts.
 #include <gtest/gtest.h>
 
+#include "tests/eval/core/core_test_support.h"
 #include "tests/program_run.h"
 #include "tests/test_paths.h"
-#include "tests/train/core/core_test_support.h"
 #include "tests/train/training_fixture.h"
 
 namespace nanoforge {

@@ -4,7 +4,7 @@
 
 #include <numeric>
 
-#include "train/core/python_random.h"
+#include "eval/core/python_random.h"
 
 namespace nanoforge {
 namespace {
