@@ -615,6 +615,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
   // communicator, so it is marked and kept, never freed.
   if (comm == nullptr) return ncclSuccess;
   comm->aborted.store(true);
+  if (comm->connection.load() != 2) return ncclSuccess;  // still connecting: its waits poll `aborted`
   for (const int fd : comm->peers)
     if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
   return ncclSuccess;
