@@ -41,6 +41,7 @@
 #include "train/memory_plan.h"
 #include "train/metrics_log.h"
 #include "train/mlp_gemm_choice.h"
+#include "train/run_dir_lock.h"
 #include "train/run_setup.h"
 #include "train/shutdown_signal.h"
 
@@ -578,15 +579,23 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
   NANOFORGE_ASSIGN_OR_RETURN(const std::string mlp_gemm,
                              choose_mlp_gemm(recipe.model.mlp_gemm, device, setup.model));
   if (communicator->rank() == 0) fmt::print("{}\n", mlp_gemm);
+  std::optional<RunDirLock> run_dir_lock;  // held until the trainer (and its checkpoint writer) is gone
   if (communicator->rank() == 0) {
-    if (!options.resume && options.resume_from.empty())
-      NANOFORGE_RETURN_IF_ERROR(check_new_run_directory(options.run_dir));
     std::error_code error;
     std::filesystem::create_directories(options.run_dir, error);
     if (error) {
       return absl::PermissionDeniedError(
           fmt::format("{}: cannot create the run directory: {}", options.run_dir, error.message()));
     }
+    std::string previous_holder;
+    NANOFORGE_ASSIGN_OR_RETURN(RunDirLock lock, RunDirLock::acquire(options.run_dir, &previous_holder));
+    run_dir_lock.emplace(std::move(lock));
+    if (!previous_holder.empty()) {
+      fmt::print("run directory: took over {} from {}, which no longer holds it (it was stopped or killed)\n",
+                 run_dir_lock->path(), previous_holder);
+    }
+    if (!options.resume && options.resume_from.empty())
+      NANOFORGE_RETURN_IF_ERROR(check_new_run_directory(options.run_dir));
     NANOFORGE_ASSIGN_OR_RETURN(const std::vector<std::string> stale,
                                remove_stale_partial_checkpoints(options.run_dir));
     for (const std::string& name : stale)
