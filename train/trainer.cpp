@@ -41,6 +41,7 @@
 #include "train/memory_plan.h"
 #include "train/metrics_log.h"
 #include "train/mlp_gemm_choice.h"
+#include "train/run_dir_lock.h"
 #include "train/run_setup.h"
 #include "train/shutdown_signal.h"
 
@@ -123,6 +124,8 @@ class Trainer {
 
  private:
   absl::Status resume(const std::string& checkpoint);
+  absl::StatusOr<std::vector<std::string>> check_resume_data(const std::string& checkpoint,
+                                                             const TrainerState& state) const;
   absl::Status evaluate(int64_t step);
   absl::Status evaluate_core_metric(int64_t step);
   void sample();
@@ -221,17 +224,44 @@ absl::Status Trainer::start() {
   return absl::OkStatus();
 }
 
+// The checkpoint's tokenizer and training data against this run's: what changed ("the tokenizer: ..."),
+// refused unless --allow-data-change. A checkpoint without a data manifest hash cannot tell (the loader's
+// fingerprint still refuses other shards when it restores its state).
+absl::StatusOr<std::vector<std::string>> Trainer::check_resume_data(const std::string& checkpoint,
+                                                                    const TrainerState& state) const {
+  std::vector<std::string> changes;
+  if (state.tokenizer_hash != setup_.tokenizer.hash()) {
+    changes.push_back(
+        fmt::format("tokenizer: the checkpoint was trained with tokenizer {}, data.tokenizer ({}) is {}",
+                    state.tokenizer_hash, recipe_.data.tokenizer, setup_.tokenizer.hash()));
+  }
+  if (!state.data_manifest_hash.empty() && state.data_manifest_hash != setup_.train_manifest_hash) {
+    changes.push_back(
+        fmt::format("training data: the checkpoint was trained on the data set whose manifest hash is {}, "
+                    "data.train ({}) "
+                    "{}",
+                    state.data_manifest_hash, recipe_.data.train,
+                    setup_.train_manifest_hash.empty()
+                        ? std::string("has no manifest")
+                        : fmt::format("has manifest hash {}", setup_.train_manifest_hash)));
+  }
+  if (!changes.empty() && !options_.allow_data_change) {
+    return absl::FailedPreconditionError(fmt::format(
+        "{} cannot be resumed on this data: the {}. Resume with the data it was trained on, or add "
+        "--allow-data-change to continue on the new data (the data loader then starts it from its beginning)",
+        checkpoint, fmt::join(changes, "; the ")));
+  }
+  return changes;
+}
+
 // `checkpoint` has passed verify_checkpoint: what is checked here is whether this run may continue it.
 absl::Status Trainer::resume(const std::string& checkpoint) {
   NANOFORGE_ASSIGN_OR_RETURN(const TrainerState state, read_trainer_state(checkpoint));
   NANOFORGE_ASSIGN_OR_RETURN(const Recipe saved,
                              parse_recipe(state.recipe_toml, checkpoint + "/trainer.h5 recipe"));
   NANOFORGE_ASSIGN_OR_RETURN(const std::vector<std::string> changes, resume_changes(saved, recipe_));
-  if (state.tokenizer_hash != setup_.tokenizer.hash()) {
-    return absl::FailedPreconditionError(fmt::format("{} was trained with tokenizer {}, data.tokenizer is {}",
-                                                     checkpoint, state.tokenizer_hash,
-                                                     setup_.tokenizer.hash()));
-  }
+  NANOFORGE_ASSIGN_OR_RETURN(const std::vector<std::string> data_changes,
+                             check_resume_data(checkpoint, state));
   NANOFORGE_ASSIGN_OR_RETURN(const GPTConfig stored, read_checkpoint_config(checkpoint));
   if (stored.describe() != setup_.model.describe()) {
     return absl::FailedPreconditionError(fmt::format("{}/model.h5 holds a model with {}, this run builds {}",
@@ -264,6 +294,15 @@ absl::Status Trainer::resume(const std::string& checkpoint) {
                               static_cast<uint64_t>(recipe_.train.seed)};
   absl::StatusOr<std::unique_ptr<Loader>> loader =
       Loader::create(setup_.train_data, train_options, &loader_state);
+  if (!loader.ok() && options_.allow_data_change) {
+    if (chief_) {
+      fmt::print(
+          "resume: --allow-data-change: the data loader starts the training data from its beginning "
+          "({})\n",
+          std::string(loader.status().message()));
+    }
+    loader = Loader::create(setup_.train_data, train_options);
+  }
   if (!loader.ok()) {
     return absl::Status(loader.status().code(), fmt::format("resuming the data stream of {}: {}", checkpoint,
                                                             std::string(loader.status().message())));
@@ -278,6 +317,14 @@ absl::Status Trainer::resume(const std::string& checkpoint) {
              start_step_ == num_iterations ? " (the run is complete: nothing left to train)" : "");
   for (const std::string& change : changes)
     fmt::print("resume: recipe changed: {}\n", change);
+  for (const std::string& change : data_changes)
+    fmt::print("resume: --allow-data-change: continuing on changed {}\n", change);
+  if (state.data_manifest_hash.empty() && !setup_.train_manifest_hash.empty()) {
+    fmt::print(
+        "resume: {} records no data manifest (written before nanoforge recorded one): the training "
+        "data is checked by the data loader's fingerprint only\n",
+        checkpoint);
+  }
   return absl::OkStatus();
 }
 
@@ -331,6 +378,7 @@ absl::Status Trainer::save(int64_t step, bool wait) {
   state.loader_state = train_loader_->state().to_bytes();
   state.recipe_toml = recipe_to_toml(recipe_);
   state.tokenizer_hash = setup_.tokenizer.hash();
+  state.data_manifest_hash = setup_.train_manifest_hash;
   state.training_seconds = training_seconds_;
   const Clock::time_point start = Clock::now();
   NANOFORGE_RETURN_IF_ERROR(optimizer_.sync_masters());  // collective: whole fp32 weights on every rank
@@ -578,15 +626,23 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
   NANOFORGE_ASSIGN_OR_RETURN(const std::string mlp_gemm,
                              choose_mlp_gemm(recipe.model.mlp_gemm, device, setup.model));
   if (communicator->rank() == 0) fmt::print("{}\n", mlp_gemm);
+  std::optional<RunDirLock> run_dir_lock;  // held until the trainer (and its checkpoint writer) is gone
   if (communicator->rank() == 0) {
-    if (!options.resume && options.resume_from.empty())
-      NANOFORGE_RETURN_IF_ERROR(check_new_run_directory(options.run_dir));
     std::error_code error;
     std::filesystem::create_directories(options.run_dir, error);
     if (error) {
       return absl::PermissionDeniedError(
           fmt::format("{}: cannot create the run directory: {}", options.run_dir, error.message()));
     }
+    std::string previous_holder;
+    NANOFORGE_ASSIGN_OR_RETURN(RunDirLock lock, RunDirLock::acquire(options.run_dir, &previous_holder));
+    run_dir_lock.emplace(std::move(lock));
+    if (!previous_holder.empty()) {
+      fmt::print("run directory: took over {} from {}, which no longer holds it (it was stopped or killed)\n",
+                 run_dir_lock->path(), previous_holder);
+    }
+    if (!options.resume && options.resume_from.empty())
+      NANOFORGE_RETURN_IF_ERROR(check_new_run_directory(options.run_dir));
     NANOFORGE_ASSIGN_OR_RETURN(const std::vector<std::string> stale,
                                remove_stale_partial_checkpoints(options.run_dir));
     for (const std::string& name : stale)
