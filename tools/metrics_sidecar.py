@@ -16,6 +16,7 @@ import fcntl
 import json
 import math
 import os
+import resource
 import secrets
 import signal
 import string
@@ -78,7 +79,7 @@ class ForwardedState:
 
     def __init__(self, run_dir):
         self.path = os.path.join(run_dir, STATE_FILE)
-        self.step, self.kinds, self.finished = -1, [], False
+        self.step, self.kinds = -1, []
         try:
             with open(self.path) as f:
                 saved = json.load(f)
@@ -95,7 +96,9 @@ class ForwardedState:
         self.kinds.append(kind)
 
     def save(self, finished=False):
-        self.finished = finished
+        if (self.step, len(self.kinds), finished) == getattr(self, "saved", None):
+            return
+        self.saved = (self.step, len(self.kinds), finished)
         temporary = self.path + ".partial"
         with open(temporary, "w") as f:
             json.dump({"step": self.step, "kinds": self.kinds, "finished": finished, "pid": os.getpid()}, f)
@@ -324,7 +327,8 @@ def main():
     for sink in sinks:
         sink.close()
     state.save(finished=True)
-    log(f"done: forwarded through step {state.step}")
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    log(f"done: forwarded through step {state.step}; {usage.ru_utime + usage.ru_stime:.1f} s of CPU")
     return 0
 
 

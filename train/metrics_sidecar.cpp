@@ -47,15 +47,17 @@ std::string describe_exit(int status) {
 
 std::unique_ptr<MetricsSidecar> MetricsSidecar::start_if_asked(const Recipe::Log& log,
                                                                const std::string& run_dir) {
-  if (log.wandb_project.empty() && !log.tensorboard) return nullptr;
+  // WANDB_MODE wins over log.wandb_mode, as with wandb itself.
+  const bool wandb =
+      !log.wandb_project.empty() && setting("WANDB_MODE", log.wandb_mode.c_str()) != "disabled";
+  if (!wandb && !log.tensorboard) return nullptr;
   std::unique_ptr<MetricsSidecar> sidecar(
       new MetricsSidecar(run_dir, setting("NANOFORGE_PYTHON", configured_python()),
                          setting("NANOFORGE_METRICS_SIDECAR", configured_sidecar_script())));
   if (!sidecar->spawn()) return nullptr;
   fmt::print("metrics sidecar: pid {} forwards metrics.jsonl ({}{}{}); its output goes to {}/sidecar.log\n",
-             sidecar->pid_, log.wandb_project.empty() ? "" : "W&B project " + log.wandb_project,
-             !log.wandb_project.empty() && log.tensorboard ? ", " : "", log.tensorboard ? "TensorBoard" : "",
-             run_dir);
+             sidecar->pid_, wandb ? "W&B project " + log.wandb_project : "",
+             wandb && log.tensorboard ? ", " : "", log.tensorboard ? "TensorBoard" : "", run_dir);
   return sidecar;
 }
 
