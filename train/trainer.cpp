@@ -40,6 +40,7 @@
 #include "train/checkpoint/writer.h"
 #include "train/memory_plan.h"
 #include "train/metrics_log.h"
+#include "train/metrics_sidecar.h"
 #include "train/mlp_gemm_choice.h"
 #include "train/run_dir_lock.h"
 #include "train/run_setup.h"
@@ -128,7 +129,7 @@ class Trainer {
                                                              const TrainerState& state) const;
   absl::Status evaluate(int64_t step);
   absl::Status evaluate_core_metric(int64_t step);
-  void sample();
+  absl::Status sample(int64_t step);
   absl::Status save(int64_t step, bool wait);
   absl::Status train_step(int64_t step);
   void print_setup() const;
@@ -141,8 +142,9 @@ class Trainer {
   const Recipe& recipe_;                   // setup_.recipe
   const TrainRunOptions& options_;
   Communicator& communicator_;
-  bool chief_;                         // rank 0: prints, writes metrics and checkpoints, samples
-  std::optional<MetricsLog> metrics_;  // opened once a resume has trimmed what it will write again
+  bool chief_;                               // rank 0: prints, writes metrics and checkpoints, samples
+  std::optional<MetricsLog> metrics_;        // opened once a resume has trimmed what it will write again
+  std::unique_ptr<MetricsSidecar> sidecar_;  // forwards metrics.jsonl to W&B / TensorBoard (log.*)
   int64_t batch_, seq_;
   GPT model_;
   DataParallelOptimizer optimizer_;
@@ -220,6 +222,7 @@ absl::Status Trainer::start() {
   if (chief_) {
     NANOFORGE_ASSIGN_OR_RETURN(MetricsLog metrics, MetricsLog::open(options_.run_dir + "/metrics.jsonl"));
     metrics_.emplace(std::move(metrics));
+    sidecar_ = MetricsSidecar::start_if_asked(recipe_.log, options_.run_dir);
   }
   return absl::OkStatus();
 }
@@ -361,15 +364,18 @@ absl::Status Trainer::evaluate_core_metric(int64_t step) {
   return metrics_->write(record);
 }
 
-void Trainer::sample() {
-  if (!chief_) return;  // generation is one process's work; the others go on to the next step's collectives
+absl::Status Trainer::sample(int64_t step) {
+  if (!chief_) return absl::OkStatus();  // one process generates; the others go on to the next collectives
   for (const char* prompt : sample_prompts()) {
     std::vector<int32_t> ids = {setup_.tokenizer.bos_id()};
     setup_.tokenizer.encode(prompt, ids);
     const std::vector<int32_t> out = generate(model_, ids, {recipe_.train.sample_tokens, 0.0, 0, 0, {}});
-    fmt::print("sample: {}{}\n", prompt, replace_invalid_utf8(setup_.tokenizer.decode(out)));
+    const std::string text = prompt + replace_invalid_utf8(setup_.tokenizer.decode(out));
+    fmt::print("sample: {}\n", text);
+    NANOFORGE_RETURN_IF_ERROR(metrics_->write({{"step", step}, {"sample", text}}));
   }
   model_.plan(batch_, seq_);
+  return absl::OkStatus();
 }
 
 absl::Status Trainer::save(int64_t step, bool wait) {
@@ -384,8 +390,10 @@ absl::Status Trainer::save(int64_t step, bool wait) {
   NANOFORGE_RETURN_IF_ERROR(optimizer_.sync_masters());  // collective: whole fp32 weights on every rank
   NANOFORGE_RETURN_IF_ERROR(writer_.save_async(model_, optimizer_, std::move(state)));
   if (chief_) {
+    const double host_copy_seconds = seconds_since(start);
     fmt::print("step {:05d} | checkpoint {}: {:.2f}s host copy, written in the background\n", step,
-               checkpoint_name(step), seconds_since(start));
+               checkpoint_name(step), host_copy_seconds);
+    NANOFORGE_RETURN_IF_ERROR(metrics_->write({{"step", step}, {"checkpoint_ms", 1e3 * host_copy_seconds}}));
   }
   return wait ? writer_.wait() : absl::OkStatus();
 }
@@ -456,7 +464,9 @@ absl::Status Trainer::train_step(int64_t step) {
                          {"data_wait_ms", 1e3 * data_seconds},
                          {"elapsed_s", seconds_since(run_start_)}};
   if (mfu) record.push_back({"mfu", *mfu});
-  return metrics_->write(record);
+  NANOFORGE_RETURN_IF_ERROR(metrics_->write(record));
+  if (sidecar_) sidecar_->check();
+  return absl::OkStatus();
 }
 
 // A signal may reach some ranks and not others (a scheduler signals one node first), and only rank 0 learns
@@ -508,7 +518,7 @@ absl::Status Trainer::run() {
       NANOFORGE_RETURN_IF_ERROR(evaluate_core_metric(step));
     const bool sample_due =
         recipe_.train.sample_every > 0 && (step % recipe_.train.sample_every == 0 || final_step);
-    if (sample_due && step > 0 && step != start_step_) sample();
+    if (sample_due && step > 0 && step != start_step_) NANOFORGE_RETURN_IF_ERROR(sample(step));
     const bool stop_here = step >= last_step;
     absl::Status save_failure;
     const int signal = agreed_stop(save_failure);
