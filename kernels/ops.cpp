@@ -4,7 +4,6 @@
 // kernels/op_list.inc are dispatched by one generated body; those that route by hand follow it.
 #include "kernels/ops.h"
 
-#include <atomic>
 #include <initializer_list>
 
 #include "kernels/cpu/cpu_ops.h"
@@ -14,8 +13,6 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cudnn_attention.h"
 #endif
-#include "kernels/attention_implementation.h"
-#include "kernels/mlp_gemm.h"
 
 namespace nanoforge::ops {
 namespace {
@@ -123,18 +120,6 @@ Return call(const char* op, Device device, Record&& record, Run&& run) {
 #define NANOFORGE_ROUTED_OP(name, Return, params, args)
 #include "kernels/op_list.inc"
 
-namespace {
-std::atomic<bool> deterministic_mode{false};
-}  // namespace
-
-void set_deterministic(bool on) {
-  deterministic_mode.store(on);
-}
-
-bool deterministic() {
-  return deterministic_mode.load();
-}
-
 // ---- routed by hand ----
 
 // i32 tensors (token ids) are filled and copied on the CPU by the int32_t templates.
@@ -192,46 +177,48 @@ int64_t attention_workspace_bytes(Device device, DType dtype, [[maybe_unused]] i
   return cpu::attention_workspace_bytes(dtype, seq, window);
 }
 
-// cuDNN's attention on the GPU when it is the chosen implementation, recorded under its own name.
+// cuDNN's attention on the GPU where settings.attention chooses it, recorded under its own name.
 void attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSlice k, HeadSlice v, int64_t window,
-                       double scale, TensorView workspace) {
+                       double scale, TensorView workspace, const KernelSettings& settings) {
   const Placement where = placement("attention_forward", out, lse, q, k, v, workspace);
-  if (where.device == Device::kCuda && attention_implementation() == AttentionImplementation::kCudnn) {
-    return NANOFORGE_CUDA_ONLY_CALL(cudnn_attention_forward, (out, lse, q, k, v, window, scale, workspace));
+  if (where.device == Device::kCuda && settings.attention == AttentionImplementation::kCudnn) {
+    return NANOFORGE_CUDA_ONLY_CALL(cudnn_attention_forward,
+                                    (out, lse, q, k, v, window, scale, workspace, settings));
   }
-  NANOFORGE_CALL(attention_forward, void, (out, lse, q, k, v, window, scale, workspace), where.device,
-                 where.dtype);
+  NANOFORGE_CALL(attention_forward, void, (out, lse, q, k, v, window, scale, workspace, settings),
+                 where.device, where.dtype);
 }
 
 void attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorView d_out, HeadSlice q,
                         HeadSlice k, HeadSlice v, TensorView out, TensorView lse, int64_t window,
-                        double scale, TensorView workspace) {
+                        double scale, TensorView workspace, const KernelSettings& settings) {
   const Placement where = placement("attention_backward", d_q, d_k, d_v, d_out, q, k, v, out, lse, workspace);
-  if (where.device == Device::kCuda && attention_implementation() == AttentionImplementation::kCudnn) {
-    return NANOFORGE_CUDA_ONLY_CALL(cudnn_attention_backward,
-                                    (d_q, d_k, d_v, d_out, q, k, v, out, lse, window, scale, workspace));
+  if (where.device == Device::kCuda && settings.attention == AttentionImplementation::kCudnn) {
+    return NANOFORGE_CUDA_ONLY_CALL(cudnn_attention_backward, (d_q, d_k, d_v, d_out, q, k, v, out, lse,
+                                                               window, scale, workspace, settings));
   }
   NANOFORGE_CALL(attention_backward, void,
-                 (d_q, d_k, d_v, d_out, q, k, v, out, lse, window, scale, workspace), where.device,
+                 (d_q, d_k, d_v, d_out, q, k, v, out, lse, window, scale, workspace, settings), where.device,
                  where.dtype);
 }
 
-// Our fused GEMM when chosen on the GPU; otherwise the GEMM and the pass as two ops (each profiled and
-// recorded under its own name).
-void linear_relu_squared_forward(TensorView act, TensorView x, TensorView w) {
+// Our fused GEMM where settings.mlp_gemm chooses it on the GPU; otherwise the GEMM and the pass as two ops
+// (each profiled and recorded under its own name).
+void linear_relu_squared_forward(TensorView act, TensorView x, TensorView w, const KernelSettings& settings) {
   const Device device = placement("linear_relu_squared_forward", act, x, w).device;
-  if (device == Device::kCuda && mlp_gemm() == MlpGemm::kFused) {
-    return NANOFORGE_CUDA_ONLY_CALL(linear_relu_squared_forward, (act, x, w));
+  if (device == Device::kCuda && settings.mlp_gemm == MlpGemm::kFused) {
+    return NANOFORGE_CUDA_ONLY_CALL(linear_relu_squared_forward, (act, x, w, settings));
   }
   NANOFORGE_CHECK(act.data != x.data, "linear_relu_squared_forward: act must not alias x");
   matmul(act, x, Transpose::kNo, w, Transpose::kYes, 1.0, 0.0);
   relu_squared_forward(act, act);
 }
 
-void relu_squared_linear_backward(TensorView d_pre, TensorView d_y, TensorView w, TensorView act) {
+void relu_squared_linear_backward(TensorView d_pre, TensorView d_y, TensorView w, TensorView act,
+                                  const KernelSettings& settings) {
   const Device device = placement("relu_squared_linear_backward", d_pre, d_y, w, act).device;
-  if (device == Device::kCuda && mlp_gemm() == MlpGemm::kFused) {
-    return NANOFORGE_CUDA_ONLY_CALL(relu_squared_linear_backward, (d_pre, d_y, w, act));
+  if (device == Device::kCuda && settings.mlp_gemm == MlpGemm::kFused) {
+    return NANOFORGE_CUDA_ONLY_CALL(relu_squared_linear_backward, (d_pre, d_y, w, act, settings));
   }
   NANOFORGE_CHECK(d_pre.data != d_y.data && d_pre.data != act.data,
                   "relu_squared_linear_backward: d_pre must alias neither d_y nor act");

@@ -9,18 +9,13 @@
 #include <cstdint>
 
 #include "kernels/head_slice.h"
+#include "kernels/kernel_settings.h"
 #include "kernels/tensor.h"
 
 namespace nanoforge::ops {
 
 // nanochat's F.rms_norm(x, (C,)) with eps=None: torch uses fp32 machine epsilon 2^-23 for fp32 math.
 inline constexpr double kRmsNormEps = 1.1920928955078125e-07;
-
-// Deterministic mode (the recipe key train.deterministic): CUDA kernels that would otherwise add into one
-// place with atomics, in an order that changes from run to run, use a fixed order instead (slower). The
-// CPU backend is deterministic either way. Process-wide; set it before the first step.
-void set_deterministic(bool on);
-bool deterministic();
 
 enum class Transpose : bool { kNo, kYes };
 enum class Accumulate : bool { kNo, kYes };  // write the gradient, or add it to what is there

@@ -114,8 +114,9 @@ OpCost embedding_forward(TensorView out, TensorView table, TensorView ids) {
   return streaming(b(ids) + n(out) * static_cast<double>(dtype_bytes(table.dtype)) + b(out), n(out));
 }
 
-OpCost embedding_backward(TensorView d_table, TensorView d_out, TensorView ids) {
-  if (ops::deterministic()) {
+OpCost embedding_backward(TensorView d_table, TensorView d_out, TensorView ids,
+                          const ops::KernelSettings& settings) {
+  if (settings.deterministic) {
     // The ordered kernel: every table element read and written once, every d_out row read once.
     return streaming(b(ids) + b(d_out) + 2 * b(d_table), n(d_out));
   }
@@ -151,7 +152,8 @@ OpCost rotary_rmsnorm_backward(HeadSlice d_x, HeadSlice out, TensorView rstd, Te
 }
 
 OpCost attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSlice k, HeadSlice v,
-                         int64_t window, double /*scale*/, TensorView /*workspace*/) {
+                         int64_t window, double /*scale*/, TensorView /*workspace*/,
+                         const ops::KernelSettings& /*settings*/) {
   const double batch = static_cast<double>(q.batch()), heads = static_cast<double>(q.heads());
   const double head_dim = static_cast<double>(q.head_dim());
   const double tile = static_cast<double>(kAttentionTileRows);
@@ -167,7 +169,8 @@ OpCost attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSlice 
 
 OpCost attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorView d_out, HeadSlice q,
                           HeadSlice k, HeadSlice v, TensorView out, TensorView lse, int64_t window,
-                          double /*scale*/, TensorView /*workspace*/) {
+                          double /*scale*/, TensorView /*workspace*/,
+                          const ops::KernelSettings& /*settings*/) {
   const double batch = static_cast<double>(q.batch()), heads = static_cast<double>(q.heads());
   const double head_dim = static_cast<double>(q.head_dim());
   const double tile = static_cast<double>(kAttentionTileRows);
@@ -187,18 +190,23 @@ OpCost attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorVie
   return cost;
 }
 
-// cuDNN's fused attention (model.attention=cudnn): the same tile-pair work as the forward; a backward with
-// FlashAttention-2's five tile GEMMs. Its efficiency is assumed to be the flash kernels' (not modelled
-// apart).
+// cuDNN's fused attention (model.attention=cudnn or auto where cuDNN runs): its kernels are not ours to read,
+// so it is priced as the work any flash-style kernel does — the same tile pairs as our forward, and a
+// backward with FlashAttention-2's five tile GEMMs — at cuDNN's own assumed efficiency (perf/gpu_specs.cpp).
 OpCost cudnn_attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSlice k, HeadSlice v,
-                               int64_t window, double scale, TensorView workspace) {
-  return attention_forward(out, lse, q, k, v, window, scale, workspace);
+                               int64_t window, double scale, TensorView workspace,
+                               const ops::KernelSettings& settings) {
+  OpCost cost = cost::attention_forward(out, lse, q, k, v, window, scale, workspace, settings);
+  cost.kind = CostClass::kCudnnAttentionForward;
+  return cost;
 }
 
 OpCost cudnn_attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorView d_out, HeadSlice q,
                                 HeadSlice k, HeadSlice v, TensorView out, TensorView lse, int64_t window,
-                                double scale, TensorView workspace) {
-  OpCost cost = attention_backward(d_q, d_k, d_v, d_out, q, k, v, out, lse, window, scale, workspace);
+                                double scale, TensorView workspace, const ops::KernelSettings& settings) {
+  OpCost cost =
+      cost::attention_backward(d_q, d_k, d_v, d_out, q, k, v, out, lse, window, scale, workspace, settings);
+  cost.kind = CostClass::kCudnnAttentionBackward;
   cost.tensor_flops *= 5.0 / 7.0;  // five tile GEMMs a pair where ours has seven
   return cost;
 }
@@ -213,14 +221,16 @@ OpCost relu_squared_backward(TensorView d_x, TensorView d_out, TensorView out) {
 
 // Our MLP GEMM (kernels/cuda/mlp_gemm.cu): the GEMM's FLOPs at our GEMM's efficiency, its operands and
 // output, and the backward's read of act.
-OpCost linear_relu_squared_forward(TensorView act, TensorView x, TensorView w) {
+OpCost linear_relu_squared_forward(TensorView act, TensorView x, TensorView w,
+                                   const ops::KernelSettings& /*settings*/) {
   OpCost cost = cost::matmul(act, x, Transpose::kNo, w, Transpose::kYes, 1.0, 0.0);
   cost.kind = CostClass::kOwnGemm;
   cost.vector_flops = 2 * n(act);  // relu and the square in the epilogue
   return cost;
 }
 
-OpCost relu_squared_linear_backward(TensorView d_pre, TensorView d_y, TensorView w, TensorView act) {
+OpCost relu_squared_linear_backward(TensorView d_pre, TensorView d_y, TensorView w, TensorView act,
+                                    const ops::KernelSettings& /*settings*/) {
   OpCost cost = cost::matmul(d_pre, d_y, Transpose::kNo, w, Transpose::kNo, 1.0, 0.0);
   cost.kind = CostClass::kOwnGemm;
   cost.bytes += b(act);
@@ -250,7 +260,7 @@ OpCost value_embed_gate_forward(HeadSlice v, TensorView gate_sigmoid, TensorView
 
 OpCost value_embed_gate_backward(TensorView /*d_u*/, TensorView /*d_gate_weight*/, TensorView d_table,
                                  HeadSlice d_v, TensorView u, TensorView gate_sigmoid, TensorView gate_weight,
-                                 TensorView table, TensorView ids) {
+                                 TensorView table, TensorView ids, const ops::KernelSettings& settings) {
   const double rows = static_cast<double>(u.shape[0]);
   const double gate_bytes = rows * static_cast<double>(gate_weight.shape[1] * dtype_bytes(u.dtype));
   const double table_row_bytes = n(d_v) * static_cast<double>(dtype_bytes(table.dtype));
@@ -259,7 +269,7 @@ OpCost value_embed_gate_backward(TensorView /*d_u*/, TensorView /*d_gate_weight*
   // token (atomics in the pass, or the ordered scatter kernel in deterministic mode).
   return streaming(b(ids) + b(d_v) + 3 * gate_bytes + b(gate_sigmoid) + table_row_bytes +
                        2 * n(d_v) * static_cast<double>(dtype_bytes(d_table.dtype)),
-                   n(d_v), ops::deterministic() ? 3 : 2);
+                   n(d_v), settings.deterministic ? 3 : 2);
 }
 
 OpCost residual_mix_rmsnorm_forward(TensorView residual, TensorView out, TensorView rstd, TensorView x,

@@ -13,8 +13,16 @@
 namespace nanoforge {
 
 // Which peak an op's arithmetic runs against, at which efficiency: the tensor cores (cuBLASLt's GEMMs, our
-// MLP GEMM, attention) or the CUDA cores.
-enum class CostClass : uint8_t { kGemm, kOwnGemm, kAttentionForward, kAttentionBackward, kVector };
+// MLP GEMM, our flash attention, cuDNN's attention) or the CUDA cores.
+enum class CostClass : uint8_t {
+  kGemm,
+  kOwnGemm,
+  kAttentionForward,
+  kAttentionBackward,
+  kCudnnAttentionForward,
+  kCudnnAttentionBackward,
+  kVector
+};
 
 struct OpCost {
   CostClass kind = CostClass::kVector;

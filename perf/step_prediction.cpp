@@ -42,6 +42,10 @@ double tensor_efficiency(CostClass kind, const GpuSpec& gpu) {
       return gpu.attention_forward_efficiency;
     case CostClass::kAttentionBackward:
       return gpu.attention_backward_efficiency;
+    case CostClass::kCudnnAttentionForward:
+      return gpu.cudnn_attention_forward_efficiency;
+    case CostClass::kCudnnAttentionBackward:
+      return gpu.cudnn_attention_backward_efficiency;
     case CostClass::kVector:
       return gpu.gemm_efficiency;  // no tensor-core work
   }

@@ -1,5 +1,5 @@
 // cuDNN's fused attention behind ops::attention_forward / attention_backward (the same contract:
-// kernels/op_list.inc), chosen by ops::set_attention_implementation. Defined by cudnn_attention.cpp in real
+// kernels/op_list.inc), chosen by KernelSettings::attention. Defined by cudnn_attention.cpp in real
 // GPU builds with cuDNN, and by cudnn_attention_unavailable.cpp elsewhere (the emulator has no cuDNN), which
 // says why.
 #pragma once

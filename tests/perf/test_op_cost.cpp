@@ -52,12 +52,12 @@ TEST(OpCost, MatmulCountsTwoMnkAndReadsOutOnlyWithBeta) {
 TEST(OpCost, FusedMlpGemmsAreTheirGemmsPlusTheBackwardsReadOfAct) {
   const TensorView x = shaped({4, 8}, DType::kBF16), w_fc = shaped({16, 8}, DType::kBF16),
                    act = shaped({4, 16}, DType::kBF16), w_proj = shaped({8, 16}, DType::kBF16);
-  const OpCost forward = cost::linear_relu_squared_forward(act, x, w_fc);
+  const OpCost forward = cost::linear_relu_squared_forward(act, x, w_fc, {});
   EXPECT_EQ(forward.kind, CostClass::kOwnGemm);
   EXPECT_EQ(forward.tensor_flops, 2 * 4 * 16 * 8);
   EXPECT_EQ(forward.bytes, (4 * 8 + 16 * 8 + 4 * 16) * 2);
   EXPECT_EQ(forward.kernels, 1);
-  const OpCost backward = cost::relu_squared_linear_backward(act, x, w_proj, act);
+  const OpCost backward = cost::relu_squared_linear_backward(act, x, w_proj, act, {});
   EXPECT_EQ(backward.kind, CostClass::kOwnGemm);
   EXPECT_EQ(backward.tensor_flops, 2 * 4 * 16 * 8);
   EXPECT_EQ(backward.bytes, (4 * 8 + 8 * 16 + 2 * 4 * 16) * 2);
@@ -124,10 +124,10 @@ TEST(OpCost, AttentionFlopsAreTwoTileGemmsForwardSevenBackward) {
   const TensorView lse = shaped({batch, heads, seq}, DType::kF32);
   const double pair_gemm = 2.0 * 64 * 64 * head_dim;
   const double pairs = static_cast<double>(pairs_by_diagonals(4, 2) * batch * heads);
-  const OpCost forward = cost::attention_forward(q, lse, q, kv, kv, 128, 0.125, lse);
+  const OpCost forward = cost::attention_forward(q, lse, q, kv, kv, 128, 0.125, lse, {});
   EXPECT_EQ(forward.tensor_flops, 2 * pair_gemm * pairs);
   EXPECT_EQ(forward.bytes, 2 * q.bytes() + 2 * kv.bytes() + lse.bytes());
-  const OpCost backward = cost::attention_backward(q, kv, kv, q, q, kv, kv, q, lse, 128, 0.125, lse);
+  const OpCost backward = cost::attention_backward(q, kv, kv, q, q, kv, kv, q, lse, 128, 0.125, lse, {});
   EXPECT_EQ(backward.tensor_flops, 7 * pair_gemm * pairs);
   EXPECT_EQ(backward.kernels, 3);
 }
