@@ -1,28 +1,14 @@
-// The attention implementation setting (kernels/attention_implementation.h) and the cuDNN queries, which
+// The attention implementations' names (kernels/attention_implementation.h) and the cuDNN queries, which
 // reach kernels/cuda/cudnn_attention.* when the CUDA backend is built.
 #include "kernels/attention_implementation.h"
-
-#include <atomic>
 
 #ifdef NANOFORGE_HAVE_CUDA
 #include "kernels/cuda/cudnn_attention.h"
 #endif
 
 namespace nanoforge::ops {
-namespace {
-std::atomic<AttentionImplementation> chosen{AttentionImplementation::kFlash};
-}  // namespace
-
 const char* attention_implementation_name(AttentionImplementation implementation) {
   return implementation == AttentionImplementation::kCudnn ? "cudnn" : "flash";
-}
-
-void set_attention_implementation(AttentionImplementation implementation) {
-  chosen.store(implementation);
-}
-
-AttentionImplementation attention_implementation() {
-  return chosen.load();
 }
 
 bool cudnn_attention_built(std::string* reason) {

@@ -1,8 +1,8 @@
 // Which CUDA kernels ops::attention_forward / attention_backward run: our flash attention
 // (kernels/cuda/flash_attention_*.cu, on every GPU build and the emulator) or cuDNN's fused attention through
-// its graph API (kernels/cuda/cudnn_attention.cpp, real GPU builds with cuDNN only). A process-wide backend
-// setting like deterministic mode, so the op list stays one list and model/ calls the same ops either way;
-// the trainer sets it from the recipe key model.attention before the first step. The CPU backend ignores it.
+// its graph API (kernels/cuda/cudnn_attention.cpp, real GPU builds with cuDNN only), a field of the ops'
+// KernelSettings (kernels/kernel_settings.h) chosen from the recipe key model.attention; and whether cuDNN's
+// can run a run's attention calls. The CPU backend has one attention.
 #pragma once
 
 #include <absl/status/status.h>
@@ -16,8 +16,6 @@ namespace nanoforge::ops {
 enum class AttentionImplementation { kFlash, kCudnn };
 
 const char* attention_implementation_name(AttentionImplementation implementation);  // "flash", "cudnn"
-void set_attention_implementation(AttentionImplementation implementation);
-AttentionImplementation attention_implementation();  // kFlash until set
 
 // Whether this build has cuDNN attention at all (NANOFORGE_HAVE_CUDNN); `reason` says why not (emulation
 // build, cuDNN or its frontend not found at configure time) or, when it does, which cuDNN and frontend.
@@ -31,6 +29,7 @@ struct AttentionCalls {
   // How many heads apart consecutive positions of q, k, v and their gradients lie: 2 kv_heads + heads when
   // they are head slices of the fused projection's output (the model's), 0 when they are dense tensors.
   int64_t row_heads = 0;
+  bool deterministic = false;  // the backward as KernelSettings::deterministic asks
 };
 
 // Whether cuDNN attention can run these calls on this GPU: builds the forward and backward graphs of each

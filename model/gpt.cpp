@@ -230,11 +230,11 @@ void GPT::block_forward(int64_t layer) {
   ops::rotary_rmsnorm_forward(x.q, l.q_rstd, rotary_cos_, rotary_sin_, kQKNormScale);
   ops::rotary_rmsnorm_forward(x.k, l.k_rstd, rotary_cos_, rotary_sin_, kQKNormScale);
   ops::attention_forward(l.attention, l.lse, x.q, x.k, x.v, config_.window(layer), attention_scale(),
-                         a.attention_workspace);
+                         a.attention_workspace, kernel_settings_);
   linear_forward(l.residual, as_rows(l.attention), w.c_proj, Accumulate::kYes);
   // MLP.
   ops::rmsnorm_forward(l.norm2, l.rstd2, l.residual, 1.0);
-  ops::linear_relu_squared_forward(l.fc_act, l.norm2, w.fc);
+  ops::linear_relu_squared_forward(l.fc_act, l.norm2, w.fc, kernel_settings_);
   linear_forward(l.residual, l.fc_act, w.mlp_proj, Accumulate::kYes);
 }
 
@@ -266,7 +266,7 @@ void GPT::backward() {
                       a.d_x0.reshaped({a.batch, a.seq, C}), a.embedding.reshaped({a.batch, a.seq, C}),
                       a.smear_gate, w.smear_gate, w.smear_lambda);
   ops::rmsnorm_backward(a.d_norm, a.d_norm, a.embedding, a.embedding_rstd, 1.0, Accumulate::kNo);
-  ops::embedding_backward(g.wte, a.d_norm, a.ids);
+  ops::embedding_backward(g.wte, a.d_norm, a.ids, kernel_settings_);
   if (gradient_ready_) gradient_ready_(layout_.total_numel());
 }
 
@@ -277,7 +277,7 @@ void GPT::block_backward(int64_t layer) {
   const BlockWeights& g = weight_grads_.blocks[layer];
   // MLP: residual += mlp_proj(relu(fc(norm2))^2).
   add_weight_gradient(g.mlp_proj, a.d_residual, l.fc_act);
-  ops::relu_squared_linear_backward(a.d_fc, a.d_residual, w.mlp_proj, l.fc_act);
+  ops::relu_squared_linear_backward(a.d_fc, a.d_residual, w.mlp_proj, l.fc_act, kernel_settings_);
   linear_backward(a.d_norm, Accumulate::kNo, g.fc, a.d_fc, l.norm2, w.fc);
   ops::rmsnorm_backward(a.d_residual, a.d_norm, l.norm2, l.rstd2, 1.0, Accumulate::kYes);
   // Attention: residual += c_proj(attention(q, k, v)).
@@ -286,13 +286,13 @@ void GPT::block_backward(int64_t layer) {
   // d_v, d_k, d_q land in d_vkq's head slices, the fused projection's output gradient.
   const VkqSlices x = vkq_slices(l.vkq, config_.n_kv_head), d = vkq_slices(a.d_vkq, config_.n_kv_head);
   ops::attention_backward(d.q, d.k, d.v, a.d_attention, x.q, x.k, x.v, l.attention, l.lse,
-                          config_.window(layer), attention_scale(), a.attention_workspace);
+                          config_.window(layer), attention_scale(), a.attention_workspace, kernel_settings_);
   ops::rotary_rmsnorm_backward(d.q, x.q, l.q_rstd, rotary_cos_, rotary_sin_, kQKNormScale);
   ops::rotary_rmsnorm_backward(d.k, x.k, l.k_rstd, rotary_cos_, rotary_sin_, kQKNormScale);
   linear_backward(a.d_norm, Accumulate::kNo, g.c_vkq, as_rows(a.d_vkq), l.norm1, w.c_vkq);
   if (config_.has_value_embed(layer)) {
     ops::value_embed_gate_backward(a.d_norm, g.ve_gate, g.value_embed, d.v, l.norm1, l.value_gate, w.ve_gate,
-                                   w.value_embed, a.ids);
+                                   w.value_embed, a.ids, kernel_settings_);
   }
   // norm1 = norm(residual), residual = resid_lambda * x_in + x0_lambda * x0: d_residual becomes d_x_in.
   const TensorView x_in = layer == 0 ? a.x0 : a.layers[layer - 1].residual;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/device_buffer.h"
+#include "kernels/kernel_settings.h"
 #include "model/activations.h"
 #include "model/compute_weights.h"
 #include "model/gpt_config.h"
@@ -40,6 +41,11 @@ class GPT {
   Device device() const { return device_; }
   DType dtype() const { return dtype_; }              // activations
   DType param_dtype() const { return param_dtype_; }  // params(), grads()
+
+  // The kernels this model's ops run on the GPU (attention, MLP GEMM, deterministic reductions), passed to
+  // every op that reads them; the defaults until set. Two models in one process may differ.
+  void set_kernel_settings(const ops::KernelSettings& settings) { kernel_settings_ = settings; }
+  const ops::KernelSettings& kernel_settings() const { return kernel_settings_; }
 
   // Writes params() (and counts as weights_changed()).
   void init_weights(uint64_t seed);
@@ -130,6 +136,7 @@ class GPT {
   ParamLayout layout_;
   Device device_;
   DType dtype_, param_dtype_;
+  ops::KernelSettings kernel_settings_;
   DeviceBuffer params_, grads_;
   ModelWeights weights_, weight_grads_;  // views into params_ and grads_
   // What forward and backward read: weights_, with the GEMM matrices from compute_buffer_ on the GPU.

@@ -18,17 +18,21 @@ struct GpuSpec {
   double sfu_ops_per_s = 0;       // special-function-unit instructions (ex2, rcp) a second, all SMs
   double memory_bytes_per_s = 0;  // DRAM bandwidth
   double link_bytes_per_s = 0;    // GPU-to-GPU bandwidth per direction, what NCCL's bus bandwidth approaches
-  double link_latency_seconds = 0;   // a collective's fixed cost
-  int sms = 0;                       // streaming multiprocessors: a GEMM's output tiles run in waves of this
-  int compute_capability_major = 0;  // what model.mlp_gemm=auto decides by (kernels/mlp_gemm.h)
+  double link_latency_seconds = 0;  // a collective's fixed cost
+  int sms = 0;                      // streaming multiprocessors: a GEMM's output tiles run in waves of this
+  // What model.mlp_gemm=auto decides by (kernels/mlp_gemm.h), and bench step's --attention auto (cuDNN 9
+  // from sm_90 on).
+  int compute_capability_major = 0;
   // Assumed efficiencies of nanoforge's kernels (fractions of the peaks above).
   double gemm_efficiency = 0;                // cuBLASLt on large bf16 GEMMs, before wave quantisation
   double own_gemm_efficiency = 0;            // our mma.sync MLP GEMM (kernels/cuda/mlp_gemm.cu), likewise
   double attention_forward_efficiency = 0;   // the flash-attention forward's tensor-core FLOPs
   double attention_backward_efficiency = 0;  // its backward
-  double fp32_efficiency = 0;                // CUDA-core-bound kernels (the loss's tanh/exp)
-  double memory_efficiency = 0;              // streaming element-wise kernels
-  double link_efficiency = 0;                // NCCL reduce-scatter / all-gather bus bandwidth
+  double cudnn_attention_forward_efficiency = 0;   // cuDNN's fused attention (flash FLOPs), forward
+  double cudnn_attention_backward_efficiency = 0;  // its backward (FlashAttention-2's five tile GEMMs)
+  double fp32_efficiency = 0;                      // CUDA-core-bound kernels (the loss's tanh/exp)
+  double memory_efficiency = 0;                    // streaming element-wise kernels
+  double link_efficiency = 0;                      // NCCL reduce-scatter / all-gather bus bandwidth
   double kernel_floor_seconds = 0;  // the least time a kernel takes in a busy stream (launch, ramp, tail)
   double kernel_tail_seconds = 0;   // what each launch adds to its roofline time: the last wave's drain
                                     // and the next kernel's ramp, when its SMs idle

@@ -13,12 +13,14 @@ std::string format_assumptions(const GpuSpec& gpu) {
       "way, "
       "{} SMs\n"
       "assumed efficiencies: GEMM {:.0f}% (x wave fill of 128x128 tiles; our fused MLP GEMM {:.0f}%), "
-      "attention forward {:.0f}% / backward {:.0f}%, fp32 {:.0f}%, memory {:.0f}%, link {:.0f}% + {:.0f} us "
+      "attention forward {:.0f}% / backward {:.0f}% (cuDNN's {:.0f}% / {:.0f}%), fp32 {:.0f}%, memory {:.0f}%, "
+      "link {:.0f}% + {:.0f} us "
       "a collective; at least {:.0f} us a "
       "kernel, {:.0f} us a host read-back\n",
       gpu.description, gpu.tensor_flops / 1e12, gpu.fp32_flops / 1e12, gpu.memory_bytes_per_s / 1e9,
       gpu.link_bytes_per_s / 1e9, gpu.sms, 100 * gpu.gemm_efficiency, 100 * gpu.own_gemm_efficiency,
       100 * gpu.attention_forward_efficiency, 100 * gpu.attention_backward_efficiency,
+      100 * gpu.cudnn_attention_forward_efficiency, 100 * gpu.cudnn_attention_backward_efficiency,
       100 * gpu.fp32_efficiency, 100 * gpu.memory_efficiency, 100 * gpu.link_efficiency,
       1e6 * gpu.link_latency_seconds, 1e6 * gpu.kernel_floor_seconds, 1e6 * gpu.host_sync_seconds);
 }
@@ -68,16 +70,16 @@ std::string prediction_json(const StepModelSetup& setup, const StepPrediction& p
       "{{\"bench\": \"step\", \"model_only\": true, \"gpu\": {}, \"n_layer\": {}, \"n_embd\": {}, "
       "\"n_head\": "
       "{}, \"vocab_size\": {}, \"seq\": {}, \"batch\": {}, \"world_size\": {}, \"grad_accum_steps\": {}, "
-      "\"mlp_gemm\": {}, \"step_ms\": {:.3f}, \"compute_ms\": {:.3f}, "
+      "\"mlp_gemm\": {}, \"attention\": {}, \"step_ms\": {:.3f}, \"compute_ms\": {:.3f}, "
       "\"exposed_comm_ms\": {:.3f}, "
       "\"comm_ms\": {:.3f}, \"launches\": {}, \"tokens_per_step\": {}, \"tokens_per_s\": {:.1f}, "
       "\"tokens_per_s_per_gpu\": {:.1f}, \"mfu_percent\": {:.2f}, \"flops_per_token\": {}, \"kernels\": "
       "[{}]}}",
       json_string(p.gpu.name), c.n_layer, c.n_embd, c.n_head, c.vocab_size, c.sequence_len, setup.batch,
-      setup.world_size, setup.grad_accum_steps, json_string(setup.mlp_gemm), 1e3 * p.step_seconds,
-      1e3 * p.compute_seconds, 1e3 * p.exposed_comm_seconds, 1e3 * p.comm_seconds, p.launches,
-      p.tokens_per_step, p.tokens_per_second, p.tokens_per_second / setup.world_size, p.mfu_percent,
-      p.flops_per_token, kernels);
+      setup.world_size, setup.grad_accum_steps, json_string(setup.mlp_gemm), json_string(setup.attention),
+      1e3 * p.step_seconds, 1e3 * p.compute_seconds, 1e3 * p.exposed_comm_seconds, 1e3 * p.comm_seconds,
+      p.launches, p.tokens_per_step, p.tokens_per_second, p.tokens_per_second / setup.world_size,
+      p.mfu_percent, p.flops_per_token, kernels);
 }
 
 std::string format_comparison(const std::vector<ComparedRow>& rows) {

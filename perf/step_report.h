@@ -16,6 +16,7 @@ struct StepModelSetup {
   int world_size = 1;
   int64_t grad_accum_steps = 1;
   std::string mlp_gemm = "cublaslt";  // the MLP GEMM the recorded step used (kernels/mlp_gemm.h)
+  std::string attention = "flash";    // its attention (kernels/attention_implementation.h)
 };
 
 std::string format_assumptions(const GpuSpec& gpu);

@@ -13,8 +13,9 @@ namespace {
 
 // Every attention call a training step makes: one shape, one window per layer, scale 1/sqrt(head dim) as
 // GPT::attention_scale.
-ops::AttentionCalls run_attention_calls(const GPTConfig& model, int64_t batch) {
+ops::AttentionCalls run_attention_calls(const GPTConfig& model, int64_t batch, bool deterministic) {
   ops::AttentionCalls calls;
+  calls.deterministic = deterministic;
   calls.batch = batch;
   calls.seq = model.sequence_len;
   calls.heads = model.n_head;
@@ -53,34 +54,39 @@ absl::Status validate_attention_setting(const std::string& setting, const std::s
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> choose_attention(const std::string& setting, Device device,
-                                             const GPTConfig& model, int64_t batch) {
-  ops::set_attention_implementation(ops::AttentionImplementation::kFlash);
+absl::StatusOr<ChosenAttention> choose_attention(const std::string& setting, Device device,
+                                                 const GPTConfig& model, int64_t batch, bool deterministic) {
+  using ops::AttentionImplementation;
   if (device == Device::kCpu) {
     if (setting == "cudnn") {
       return absl::InvalidArgumentError(
           "model.attention=cudnn runs on the GPU, but this run is on the CPU: use model.attention=auto");
     }
-    return fmt::format("attention: CPU reference (model.attention={} applies to GPU runs)", setting);
+    return ChosenAttention{
+        AttentionImplementation::kFlash,
+        fmt::format("attention: CPU reference (model.attention={} applies to GPU runs)", setting)};
   }
-  if (setting == "flash") return std::string("attention: flash (model.attention=flash)");
+  if (setting == "flash")
+    return ChosenAttention{AttentionImplementation::kFlash, "attention: flash (model.attention=flash)"};
   std::string built;
   const bool has_cudnn = ops::cudnn_attention_built(&built);
   int64_t workspace = 0;
   const absl::Status supported =
-      has_cudnn ? ops::check_cudnn_attention(run_attention_calls(model, batch), &workspace)
+      has_cudnn ? ops::check_cudnn_attention(run_attention_calls(model, batch, deterministic), &workspace)
                 : absl::FailedPreconditionError(built);
   if (!supported.ok()) {
     if (setting == "cudnn") {
       return absl::FailedPreconditionError(fmt::format(
           "model.attention=cudnn: {}; use model.attention=auto or flash", std::string(supported.message())));
     }
-    return fmt::format("attention: flash (model.attention=auto; no cuDNN: {})",
-                       std::string(supported.message()));
+    return ChosenAttention{AttentionImplementation::kFlash,
+                           fmt::format("attention: flash (model.attention=auto; no cuDNN: {})",
+                                       std::string(supported.message()))};
   }
-  ops::set_attention_implementation(ops::AttentionImplementation::kCudnn);
-  return fmt::format("attention: cudnn (model.attention={}; {}; workspace {} from the shared scratch)",
-                     setting, built, mib(workspace));
+  return ChosenAttention{
+      AttentionImplementation::kCudnn,
+      fmt::format("attention: cudnn (model.attention={}; {}; workspace {} from the shared scratch)", setting,
+                  built, mib(workspace))};
 }
 
 }  // namespace nanoforge

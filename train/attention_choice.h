@@ -1,7 +1,7 @@
-// The recipe key model.attention (auto | cudnn | flash) turned into the ops' attention implementation for a
-// run: auto takes cuDNN's fused attention where this build has it and the installed cuDNN supports every
-// attention call of the run on this GPU (the frontend's own support check), else our flash attention; cudnn
-// insists and fails, before the run starts, with cuDNN's reason. The trainer prints the line it returns.
+// The recipe key model.attention (auto | cudnn | flash) turned into the attention implementation of a run's
+// KernelSettings: auto takes cuDNN's fused attention where this build has it and the installed cuDNN supports
+// every attention call of the run on this GPU (the frontend's own support check), else our flash attention;
+// cudnn insists and fails, before the run starts, with cuDNN's reason. The trainer prints the line.
 #pragma once
 
 #include <absl/status/statusor.h>
@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/attention_implementation.h"
 #include "kernels/tensor.h"
 #include "model/gpt_config.h"
 
@@ -20,9 +21,14 @@ inline constexpr const char* kAttentionSettings[] = {"auto", "cudnn", "flash"};
 // (a build with cuDNN attention, and not train.device=cpu). Errors name the key.
 absl::Status validate_attention_setting(const std::string& setting, const std::string& train_device);
 
-// Resolves `setting` for a run of `model` on `device` with micro-batches of `batch` rows, sets
-// ops::set_attention_implementation, and returns one line saying what was chosen and why.
-absl::StatusOr<std::string> choose_attention(const std::string& setting, Device device,
-                                             const GPTConfig& model, int64_t batch);
+struct ChosenAttention {
+  ops::AttentionImplementation implementation = ops::AttentionImplementation::kFlash;
+  std::string line;  // what was chosen and why: "attention: flash (model.attention=flash)"
+};
+
+// Resolves `setting` for a run of `model` on `device` with micro-batches of `batch` rows (`deterministic`:
+// the backward cuDNN's support is checked for).
+absl::StatusOr<ChosenAttention> choose_attention(const std::string& setting, Device device,
+                                                 const GPTConfig& model, int64_t batch, bool deterministic);
 
 }  // namespace nanoforge

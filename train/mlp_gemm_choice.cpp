@@ -31,14 +31,16 @@ absl::Status validate_mlp_gemm_setting(const std::string& setting) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> choose_mlp_gemm(const std::string& setting, Device device,
-                                            const GPTConfig& model) {
-  ops::set_mlp_gemm(ops::MlpGemm::kCublasLt);
+absl::StatusOr<ChosenMlpGemm> choose_mlp_gemm(const std::string& setting, Device device,
+                                              const GPTConfig& model) {
+  using ops::MlpGemm;
   if (device == Device::kCpu) {
-    return fmt::format("mlp gemm: CPU reference (model.mlp_gemm={} applies to GPU runs)", setting);
+    return ChosenMlpGemm{
+        MlpGemm::kCublasLt,
+        fmt::format("mlp gemm: CPU reference (model.mlp_gemm={} applies to GPU runs)", setting)};
   }
   if (setting == "cublaslt")
-    return std::string("mlp gemm: cublaslt and a ReLU² pass (model.mlp_gemm=cublaslt)");
+    return ChosenMlpGemm{MlpGemm::kCublasLt, "mlp gemm: cublaslt and a ReLU² pass (model.mlp_gemm=cublaslt)"};
   const bool fits = fused_gemm_fits(model);
   if (!fits && setting == "fused") {
     return absl::InvalidArgumentError(fmt::format(
@@ -54,15 +56,17 @@ absl::StatusOr<std::string> choose_mlp_gemm(const std::string& setting, Device d
       return absl::FailedPreconditionError(fmt::format("model.mlp_gemm: no usable GPU: {}", reason));
     }
     const ops::MlpGemm automatic = automatic_mlp_gemm_for(model, major);
-    if (automatic == ops::MlpGemm::kCublasLt) {
-      return fmt::format(
-          "mlp gemm: cublaslt and a ReLU² pass (model.mlp_gemm=auto; compute capability {}.{}{})", major,
-          minor, fits ? "" : fmt::format(", n_embd {} not a multiple of 8", model.n_embd));
+    if (automatic == MlpGemm::kCublasLt) {
+      return ChosenMlpGemm{
+          MlpGemm::kCublasLt,
+          fmt::format("mlp gemm: cublaslt and a ReLU² pass (model.mlp_gemm=auto; compute capability {}.{}{})",
+                      major, minor,
+                      fits ? "" : fmt::format(", n_embd {} not a multiple of 8", model.n_embd))};
     }
     why = fmt::format("model.mlp_gemm=auto; compute capability {}.{}", major, minor);
   }
-  ops::set_mlp_gemm(ops::MlpGemm::kFused);
-  return fmt::format("mlp gemm: fused, ReLU² in our GEMM's epilogue ({})", why);
+  return ChosenMlpGemm{MlpGemm::kFused,
+                       fmt::format("mlp gemm: fused, ReLU² in our GEMM's epilogue ({})", why)};
 }
 
 }  // namespace nanoforge

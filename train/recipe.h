@@ -47,7 +47,8 @@ struct Recipe {
     CoreSchedule core;            // train.core_every, core_bundle, core_max_per_task
     std::string device = "auto";  // auto, cpu, cuda
     int64_t threads = 0;          // CPU threads (0: all)
-    bool deterministic = false;   // GPU kernels reduce in a fixed order (kernels/ops.h set_deterministic)
+    bool deterministic = false;   // GPU kernels reduce in a fixed order (KernelSettings::deterministic,
+                                  // kernels/kernel_settings.h)
   } train;
   OptimizerHyperparameters optim;
   struct Checkpoint {

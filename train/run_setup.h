@@ -11,6 +11,7 @@
 
 #include "data/shards/shard_set.h"
 #include "data/tokenizer/tokenizer.h"
+#include "kernels/kernel_settings.h"
 #include "kernels/tensor.h"
 #include "model/gpt_config.h"
 #include "model/param_layout.h"
@@ -37,10 +38,11 @@ struct RunSetup {
   TrainingHorizon horizon;
   ScheduleConfig schedule;
   int64_t world_size = 1;
-  int64_t grad_accum_steps = 1;  // micro-batches per optimizer step and rank
-  int64_t eval_steps = 0;        // validation batches per evaluation
-  Device device = Device::kCpu;  // where the model, its gradients and the optimizer state live
-  std::string device_name;       // what MFU is computed against ("cpu", "NVIDIA H200")
+  int64_t grad_accum_steps = 1;         // micro-batches per optimizer step and rank
+  int64_t eval_steps = 0;               // validation batches per evaluation
+  Device device = Device::kCpu;         // where the model, its gradients and the optimizer state live
+  std::string device_name;              // what MFU is computed against ("cpu", "NVIDIA H200")
+  ops::KernelSettings kernel_settings;  // the kernels the model runs, chosen once from the recipe and device
 };
 
 // train.device resolved: auto means cuda when this build has the CUDA backend and a GPU is visible, else

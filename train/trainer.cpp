@@ -118,7 +118,9 @@ class Trainer {
         tensors_(batch_, seq_, setup_.device),
         token_bytes_(setup_.tokenizer.token_byte_lengths()),
         writer_(options.run_dir, {recipe_.checkpoint.keep_last, recipe_.checkpoint.keep_every, -1}, chief_),
-        scalar_buffer_(setup_.device, kMaxSummedScalars * sizeof(double)) {}
+        scalar_buffer_(setup_.device, kMaxSummedScalars * sizeof(double)) {
+    model_.set_kernel_settings(setup_.kernel_settings);
+  }
 
   absl::Status start();
   absl::Status run();
@@ -620,7 +622,6 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
     core_bundle = std::move(*read);
   }
   NANOFORGE_ASSIGN_OR_RETURN(const Device device, resolve_train_device(recipe));
-  ops::set_deterministic(recipe.train.deterministic);
   // NCCL reads its environment when the communicator is created: doctor's settings for this machine first.
   if (device == Device::kCuda) apply_advised_nccl_environment_for_run();
   // The NCCL engine binds this rank's GPU (local rank) before anything else touches CUDA.
@@ -628,14 +629,17 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
                              create_communicator(device, {recipe.dist.timeout_seconds}));
   install_shutdown_handlers();  // again: an MPI runtime may have installed its own
   NANOFORGE_ASSIGN_OR_RETURN(RunSetup setup, set_up_run(recipe, communicator->world_size(), device));
-  // Before the run directory is touched: a cuDNN that refuses the run's attention stops it, nothing written.
-  NANOFORGE_ASSIGN_OR_RETURN(
-      const std::string attention,
-      choose_attention(recipe.model.attention, device, setup.model, recipe.train.device_batch_size));
-  if (communicator->rank() == 0) fmt::print("{}\n", attention);
-  NANOFORGE_ASSIGN_OR_RETURN(const std::string mlp_gemm,
+  // The run's kernels, chosen once, before the run directory is touched: a cuDNN that refuses the run's
+  // attention stops it, nothing written.
+  NANOFORGE_ASSIGN_OR_RETURN(const ChosenAttention attention,
+                             choose_attention(recipe.model.attention, device, setup.model,
+                                              recipe.train.device_batch_size, recipe.train.deterministic));
+  NANOFORGE_ASSIGN_OR_RETURN(const ChosenMlpGemm mlp_gemm,
                              choose_mlp_gemm(recipe.model.mlp_gemm, device, setup.model));
-  if (communicator->rank() == 0) fmt::print("{}\n", mlp_gemm);
+  setup.kernel_settings = {attention.implementation, mlp_gemm.gemm, recipe.train.deterministic};
+  if (communicator->rank() == 0) {
+    fmt::print("kernels: {} ({}; {})\n", setup.kernel_settings.describe(), attention.line, mlp_gemm.line);
+  }
   std::optional<RunDirLock> run_dir_lock;  // held until the trainer (and its checkpoint writer) is gone
   if (communicator->rank() == 0) {
     std::error_code error;

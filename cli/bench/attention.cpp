@@ -36,7 +36,7 @@ ABSL_DECLARE_FLAG(int64_t, head_dim);
 ABSL_DECLARE_FLAG(std::string, window_pattern);
 ABSL_DECLARE_FLAG(int32_t, steps);
 ABSL_DECLARE_FLAG(int32_t, warmup);
-ABSL_FLAG(std::string, attention, "both", "which attention to time: both, cudnn or flash");
+ABSL_DECLARE_FLAG(std::string, attention);  // unset: both
 
 namespace nanoforge {
 namespace {
@@ -100,7 +100,7 @@ absl::Status run_bench_attention(const std::vector<std::string>& /*arguments*/) 
   NANOFORGE_ASSIGN_OR_RETURN(const Device device, device_from_flag());
   if (device != Device::kCuda)
     return absl::InvalidArgumentError("bench attention times GPU kernels: --device cuda");
-  const std::string which = absl::GetFlag(FLAGS_attention);
+  const std::string which = absl::GetFlag(FLAGS_attention).empty() ? "both" : absl::GetFlag(FLAGS_attention);
   if (which != "both" && which != "cudnn" && which != "flash") {
     return absl::InvalidArgumentError(
         fmt::format("--attention must be both, cudnn or flash, got '{}'", which));
@@ -154,13 +154,14 @@ absl::Status run_bench_attention(const std::vector<std::string>& /*arguments*/) 
                                DType::kBF16, Device::kCuda);
     const double flops = forward_flops(c, batch, window);
     for (const ops::AttentionImplementation implementation : implementations) {
-      ops::set_attention_implementation(implementation);
+      ops::KernelSettings settings;
+      settings.attention = implementation;
       const double forward = mean_seconds(warmup, steps, [&] {
-        ops::attention_forward(t.out, t.lse, x.q, x.k, x.v, window, scale, workspace);
+        ops::attention_forward(t.out, t.lse, x.q, x.k, x.v, window, scale, workspace, settings);
       });
       const double backward = mean_seconds(warmup, steps, [&] {
-        ops::attention_backward(d.q, d.k, d.v, t.d_out, x.q, x.k, x.v, t.out, t.lse, window, scale,
-                                workspace);
+        ops::attention_backward(d.q, d.k, d.v, t.d_out, x.q, x.k, x.v, t.out, t.lse, window, scale, workspace,
+                                settings);
       });
       timings.push_back({ops::attention_implementation_name(implementation), window, 1e3 * forward,
                          1e3 * backward, flops / forward / 1e12, 2.5 * flops / backward / 1e12});
@@ -171,7 +172,6 @@ absl::Status run_bench_attention(const std::vector<std::string>& /*arguments*/) 
           r.implementation, r.window, r.forward_ms, r.forward_tflops, r.backward_ms, r.backward_tflops);
     }
   }
-  ops::set_attention_implementation(ops::AttentionImplementation::kFlash);
   std::vector<std::string> records;
   for (const Timing& r : timings) {
     records.push_back(fmt::format(

@@ -8,6 +8,8 @@
 #include <absl/strings/str_replace.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <iterator>
 #include <optional>
 
 #include "cli/bench/step_timing.h"
@@ -15,13 +17,14 @@
 #include "cli/common_flags.h"
 #include "cli/flag_limits.h"
 #include "kernels/backend_info.h"
-#include "kernels/mlp_gemm.h"
+#include "kernels/kernel_settings.h"
 #include "model/gpt_config.h"
 #include "model/param_layout.h"
 #include "perf/peak_flops.h"
 #include "perf/step_report.h"
 #include "support/status.h"
 #include "support/version.h"
+#include "train/attention_choice.h"
 #include "train/memory_plan.h"
 #include "train/mlp_gemm_choice.h"
 #include "train/run_setup.h"
@@ -61,6 +64,10 @@ NANOFORGE_FLAG_LIMIT(peak_tflops, 1, 1e5, "", 0.0);
 ABSL_FLAG(std::string, mlp_gemm, "auto",
           "on the GPU (or --gpu with --model-only): the MLP GEMMs, auto (the trainer's choice for that GPU), "
           "cublaslt or fused");
+ABSL_FLAG(std::string, attention, "",
+          "bench step, on the GPU (or --gpu with --model-only): auto (unset: the trainer's choice; with "
+          "--model-only cudnn on every sm_90+ GPU of the table, where a real build has cuDNN 9), flash or "
+          "cudnn; bench attention: both (unset), flash or cudnn");
 
 namespace nanoforge {
 namespace {
@@ -124,32 +131,45 @@ absl::Status check_model_flags(bool model_only) {
   return absl::OkStatus();
 }
 
-// --model-only: the MLP GEMM the step is recorded with, --mlp-gemm's (auto: what the trainer's auto picks on
-// that GPU).
-ops::MlpGemm predicted_mlp_gemm(const GpuSpec& gpu, const GPTConfig& config) {
-  const std::string setting = absl::GetFlag(FLAGS_mlp_gemm);
-  if (setting == "fused") return ops::MlpGemm::kFused;
-  if (setting == "cublaslt") return ops::MlpGemm::kCublasLt;
-  return automatic_mlp_gemm_for(config, gpu.compute_capability_major);
+// --model-only: the kernels the step is recorded with, --mlp-gemm's and --attention's; auto is what the
+// trainer's auto picks on that GPU: for the MLP GEMM its rule, for attention cuDNN from sm_90 on (every such
+// GPU of the table has a real build with cuDNN 9, whose support check passes nanochat's shapes).
+ops::KernelSettings predicted_kernel_settings(const GpuSpec& gpu, const GPTConfig& config) {
+  ops::KernelSettings settings;
+  const std::string gemm = absl::GetFlag(FLAGS_mlp_gemm);
+  settings.mlp_gemm = gemm == "fused"      ? ops::MlpGemm::kFused
+                      : gemm == "cublaslt" ? ops::MlpGemm::kCublasLt
+                                           : automatic_mlp_gemm_for(config, gpu.compute_capability_major);
+  const std::string attention = absl::GetFlag(FLAGS_attention);
+  const bool automatic = attention.empty() || attention == "auto";
+  const bool cudnn = attention == "cudnn" || (automatic && gpu.compute_capability_major >= 9);
+  settings.attention = cudnn ? ops::AttentionImplementation::kCudnn : ops::AttentionImplementation::kFlash;
+  return settings;
 }
 
 // --model-only: the whole training step of one GPU among --world, predicted and printed.
 absl::Status run_step_model(const GPTConfig& config, int64_t batch) {
   GpuSpec gpu = *gpu_spec(absl::GetFlag(FLAGS_gpu));
   if (absl::GetFlag(FLAGS_peak_tflops) > 0) gpu.tensor_flops = 1e12 * absl::GetFlag(FLAGS_peak_tflops);
-  ops::set_mlp_gemm(predicted_mlp_gemm(gpu, config));
-  const StepModelSetup setup{config, batch, absl::GetFlag(FLAGS_world), absl::GetFlag(FLAGS_grad_accum),
-                             ops::mlp_gemm_name(ops::mlp_gemm())};
+  const ops::KernelSettings settings = predicted_kernel_settings(gpu, config);
+  const StepModelSetup setup{config,
+                             batch,
+                             absl::GetFlag(FLAGS_world),
+                             absl::GetFlag(FLAGS_grad_accum),
+                             ops::mlp_gemm_name(settings.mlp_gemm),
+                             ops::attention_implementation_name(settings.attention)};
   fmt::print("model: {}\n{}", config.describe(), format_param_counts(ParamLayout(config).counts()));
   fmt::print(
       "step (predicted, nothing runs): batch {} x seq {} x {} micro-batches on each of {} GPUs, bf16 "
       "activations, fp32 weights, MuonAdamW with ZeRO-1; rank 0's kernels\n",
       batch, config.sequence_len, setup.grad_accum_steps, setup.world_size);
   fmt::print("{}", format_assumptions(gpu));
-  fmt::print("mlp gemm: {} (--mlp-gemm={})\n", ops::mlp_gemm_name(ops::mlp_gemm()),
-             absl::GetFlag(FLAGS_mlp_gemm));
-  const std::vector<StepEvent> events =
-      record_training_step({config, batch, setup.world_size, setup.grad_accum_steps});
+  fmt::print("kernels: {} (--mlp-gemm={}, --attention={})\n", settings.describe(),
+             absl::GetFlag(FLAGS_mlp_gemm),
+             absl::GetFlag(FLAGS_attention).empty() ? "auto" : absl::GetFlag(FLAGS_attention));
+  StepRecordingOptions recording{config, batch, setup.world_size, setup.grad_accum_steps};
+  recording.kernel_settings = settings;
+  const std::vector<StepEvent> events = record_training_step(recording);
   const StepPrediction prediction =
       predict_step(events, gpu, config, batch, setup.world_size, setup.grad_accum_steps);
   fmt::print("{}", format_prediction(prediction));
@@ -165,7 +185,8 @@ void print_predicted_beside_measured(const BenchStepOptions& options, const Benc
                absl::StrJoin(gpu_spec_names(), ", "));
     return;
   }
-  const StepRecordingOptions recording{options.config, options.batch};
+  StepRecordingOptions recording{options.config, options.batch};
+  recording.kernel_settings = options.kernel_settings;
   const StepPrediction prediction = predict_step(record_training_step(recording), *gpu, options.config,
                                                  options.batch, /*world_size=*/1, /*grad_accum_steps=*/1);
   fmt::print("predicted ({}) vs measured, per op of one training step:\n{}", gpu->name,
@@ -178,6 +199,13 @@ absl::Status run_bench_step(const std::vector<std::string>& /*arguments*/) {
   if (!validate_mlp_gemm_setting(absl::GetFlag(FLAGS_mlp_gemm)).ok()) {
     return absl::InvalidArgumentError(
         fmt::format("--mlp-gemm must be auto, cublaslt or fused, got '{}'", absl::GetFlag(FLAGS_mlp_gemm)));
+  }
+  const std::string attention =
+      absl::GetFlag(FLAGS_attention).empty() ? "auto" : absl::GetFlag(FLAGS_attention);
+  if (std::find(std::begin(kAttentionSettings), std::end(kAttentionSettings), attention) ==
+      std::end(kAttentionSettings)) {
+    return absl::InvalidArgumentError(
+        fmt::format("--attention must be auto, flash or cudnn, got '{}'", attention));
   }
   BenchStepOptions options;
   if (!model_only) {
@@ -212,12 +240,18 @@ absl::Status run_bench_step(const std::vector<std::string>& /*arguments*/) {
   fmt::print("model: {}\n{}", options.config.describe(),
              format_param_counts(ParamLayout(options.config).counts()));
   if (options.device == Device::kCuda) {
-    NANOFORGE_ASSIGN_OR_RETURN(const std::string mlp_gemm, choose_mlp_gemm(absl::GetFlag(FLAGS_mlp_gemm),
-                                                                           options.device, options.config));
+    NANOFORGE_ASSIGN_OR_RETURN(const ChosenMlpGemm mlp_gemm, choose_mlp_gemm(absl::GetFlag(FLAGS_mlp_gemm),
+                                                                             options.device, options.config));
+    NANOFORGE_ASSIGN_OR_RETURN(
+        const ChosenAttention chosen_attention,
+        choose_attention(attention, options.device, options.config, options.batch, /*deterministic=*/false));
+    options.kernel_settings.mlp_gemm = mlp_gemm.gemm;
+    options.kernel_settings.attention = chosen_attention.implementation;
     fmt::print(
-        "step: batch {} x seq {} = {} tokens on {} (bf16 activations, fp32 weights and gradients)\n{}\n",
+        "step: batch {} x seq {} = {} tokens on {} (bf16 activations, fp32 weights and gradients)\n"
+        "kernels: {} ({}; {})\n",
         options.batch, options.config.sequence_len, options.batch * options.config.sequence_len, device_name,
-        mlp_gemm);
+        options.kernel_settings.describe(), chosen_attention.line, mlp_gemm.line);
   } else {
     fmt::print("step: batch {} x seq {} = {} tokens, {} threads, BLAS {}\n", options.batch,
                options.config.sequence_len, options.batch * options.config.sequence_len, backend.cpu_threads,
@@ -255,16 +289,18 @@ absl::Status run_bench_step(const std::vector<std::string>& /*arguments*/) {
 }  // namespace
 
 Command bench_step_command() {
-  return {"bench step",
-          "time the training step of a random model: tokens/s and GFLOP/s (last line: JSON)",
-          "--depth D --seq T --batch B [--vocab V] [--steps N] [--window-pattern P] [--threads N] "
-          "[--device cpu|cuda] [--mlp-gemm auto|cublaslt|fused] [--profile] [--json-out FILE]\n"
-          "       --device cuda --model-only --gpu h200|h100|gb10 --depth D --seq T --batch B [--world N] "
-          "[--grad-accum N] [--peak-tflops T] [--mlp-gemm auto|cublaslt|fused]",
-          {"depth", "seq", "batch", "vocab", "steps", "warmup", "window_pattern", "aspect_ratio", "head_dim",
-           "device", "threads", "profile", "model_only", "gpu", "world", "grad_accum", "peak_tflops",
-           "mlp_gemm", "json_out"},
-          run_bench_step};
+  return {
+      "bench step",
+      "time the training step of a random model: tokens/s and GFLOP/s (last line: JSON)",
+      "--depth D --seq T --batch B [--vocab V] [--steps N] [--window-pattern P] [--threads N] "
+      "[--device cpu|cuda] [--mlp-gemm auto|cublaslt|fused] [--attention auto|flash|cudnn] [--profile] "
+      "[--json-out FILE]\n"
+      "       --device cuda --model-only --gpu h200|h100|gb10 --depth D --seq T --batch B [--world N] "
+      "[--grad-accum N] [--peak-tflops T] [--mlp-gemm auto|cublaslt|fused] [--attention auto|flash|cudnn]",
+      {"depth",        "seq",        "batch",       "vocab",    "steps",     "warmup",     "window_pattern",
+       "aspect_ratio", "head_dim",   "device",      "threads",  "profile",   "model_only", "gpu",
+       "world",        "grad_accum", "peak_tflops", "mlp_gemm", "attention", "json_out"},
+      run_bench_step};
 }
 
 }  // namespace nanoforge

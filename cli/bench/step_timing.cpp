@@ -57,6 +57,7 @@ BenchStepResult bench_step(const BenchStepOptions& options) {
   const GPTConfig& config = options.config;
   const Device device = options.device;
   GPT model(config, device, device == Device::kCuda ? DType::kBF16 : DType::kF32);
+  model.set_kernel_settings(options.kernel_settings);
   model.init_weights(options.seed);
   model.refresh_compute_weights();
   const int64_t tokens = options.batch * config.sequence_len;

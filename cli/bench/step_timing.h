@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kernel_settings.h"
 #include "kernels/op_profile.h"
 #include "kernels/tensor.h"
 #include "model/gpt_config.h"
@@ -23,6 +24,7 @@ struct BenchStepOptions {
   int warmup_steps = 2;
   bool profile = false;  // one extra, untimed step with per-op timing
   uint64_t seed = 42;
+  ops::KernelSettings kernel_settings;  // the kernels the model runs on the GPU
 };
 
 struct BenchStepResult {

@@ -81,7 +81,7 @@ int64_t attention_workspace_bytes(DType dtype, int64_t seq, int64_t window) {
 
 template <class T>
 void attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSlice k, HeadSlice v, int64_t window,
-                       double scale, TensorView workspace) {
+                       double scale, TensorView workspace, const ops::KernelSettings& /*settings*/) {
   const Shape s = attention_shape(q, k, v, out, "attention_forward");
   NANOFORGE_CHECK(lse.numel() == s.batch * s.heads * s.seq, "attention_forward: lse {} must be ({}, {}, {})",
                   lse.describe(), s.batch, s.heads, s.seq);
@@ -143,7 +143,7 @@ void attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSlice k,
 template <class T>
 void attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorView d_out, HeadSlice q,
                         HeadSlice k, HeadSlice v, TensorView out, TensorView lse, int64_t window,
-                        double scale, TensorView workspace) {
+                        double scale, TensorView workspace, const ops::KernelSettings& /*settings*/) {
   const Shape s = attention_shape(q, k, v, out, "attention_backward");
   check_same_shape(d_q, q, "attention_backward");
   check_same_shape(d_out, q, "attention_backward");
@@ -235,13 +235,7 @@ void attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorView 
   }
 }
 
-template void attention_forward<float>(TensorView, TensorView, HeadSlice, HeadSlice, HeadSlice, int64_t,
-                                       double, TensorView);
-template void attention_forward<double>(TensorView, TensorView, HeadSlice, HeadSlice, HeadSlice, int64_t,
-                                        double, TensorView);
-template void attention_backward<float>(HeadSlice, HeadSlice, HeadSlice, TensorView, HeadSlice, HeadSlice,
-                                        HeadSlice, TensorView, TensorView, int64_t, double, TensorView);
-template void attention_backward<double>(HeadSlice, HeadSlice, HeadSlice, TensorView, HeadSlice, HeadSlice,
-                                         HeadSlice, TensorView, TensorView, int64_t, double, TensorView);
+NANOFORGE_CPU_INSTANTIATE(attention_forward);
+NANOFORGE_CPU_INSTANTIATE(attention_backward);
 
 }  // namespace nanoforge::cpu

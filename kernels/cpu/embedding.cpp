@@ -31,7 +31,8 @@ void embedding_forward(TensorView out, TensorView table, TensorView ids) {
 }
 
 template <class T>
-void embedding_backward(TensorView d_table, TensorView d_out, TensorView ids) {
+void embedding_backward(TensorView d_table, TensorView d_out, TensorView ids,
+                        const ops::KernelSettings& /*settings: always token order here*/) {
   check_rank(d_table, 2, "embedding_backward", "d_table");
   const int64_t rows = ids.numel();
   const int64_t vocab = d_table.shape[0];
@@ -58,9 +59,7 @@ void embedding_backward(TensorView d_table, TensorView d_out, TensorView ids) {
   }
 }
 
-template void embedding_forward<float>(TensorView, TensorView, TensorView);
-template void embedding_forward<double>(TensorView, TensorView, TensorView);
-template void embedding_backward<float>(TensorView, TensorView, TensorView);
-template void embedding_backward<double>(TensorView, TensorView, TensorView);
+NANOFORGE_CPU_INSTANTIATE(embedding_forward);
+NANOFORGE_CPU_INSTANTIATE(embedding_backward);
 
 }  // namespace nanoforge::cpu

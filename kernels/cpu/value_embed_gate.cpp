@@ -73,7 +73,8 @@ void value_embed_gate_forward(HeadSlice v, TensorView gate_sigmoid, TensorView u
 template <class T>
 void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorView d_table, HeadSlice d_v,
                                TensorView u, TensorView gate_sigmoid, TensorView gate_weight,
-                               TensorView table, TensorView ids) {
+                               TensorView table, TensorView ids,
+                               const ops::KernelSettings& /*settings: always token order here*/) {
   const GateShape s = gate_shape(d_v, gate_sigmoid, u, gate_weight, table, ids, "value_embed_gate_backward");
   check_same_shape(d_u, u, "value_embed_gate_backward");
   check_same_shape(d_table, table, "value_embed_gate_backward");
@@ -129,13 +130,7 @@ void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorV
   }
 }
 
-template void value_embed_gate_forward<float>(HeadSlice, TensorView, TensorView, TensorView, TensorView,
-                                              TensorView);
-template void value_embed_gate_forward<double>(HeadSlice, TensorView, TensorView, TensorView, TensorView,
-                                               TensorView);
-template void value_embed_gate_backward<float>(TensorView, TensorView, TensorView, HeadSlice, TensorView,
-                                               TensorView, TensorView, TensorView, TensorView);
-template void value_embed_gate_backward<double>(TensorView, TensorView, TensorView, HeadSlice, TensorView,
-                                                TensorView, TensorView, TensorView, TensorView);
+NANOFORGE_CPU_INSTANTIATE(value_embed_gate_forward);
+NANOFORGE_CPU_INSTANTIATE(value_embed_gate_backward);
 
 }  // namespace nanoforge::cpu

@@ -251,8 +251,8 @@ CachedGraph& graph_for(const GraphKey& key) {
 
 // The forward's key (gradient rows as dense: the forward has none), or with the backward's gradients.
 GraphKey key_for(Pass pass, const HeadSlice& q, const HeadSlice& k, const HeadSlice& v, int64_t window,
-                 double scale, const HeadSlice* d_q = nullptr, const HeadSlice* d_k = nullptr,
-                 const HeadSlice* d_v = nullptr) {
+                 double scale, bool deterministic, const HeadSlice* d_q = nullptr,
+                 const HeadSlice* d_k = nullptr, const HeadSlice* d_v = nullptr) {
   return {pass,
           current_device(),
           q.batch(),
@@ -262,7 +262,7 @@ GraphKey key_for(Pass pass, const HeadSlice& q, const HeadSlice& k, const HeadSl
           q.head_dim(),
           left_bound(q.seq(), window),
           static_cast<float>(scale),
-          pass == Pass::kBackward && ops::deterministic(),
+          pass == Pass::kBackward && deterministic,
           q.row_heads(),
           k.row_heads(),
           v.row_heads(),
@@ -351,7 +351,7 @@ absl::Status check_cudnn_attention(const ops::AttentionCalls& calls, int64_t* wo
                          calls.head_dim,
                          left_bound(calls.seq, window),
                          static_cast<float>(calls.scale),
-                         backward && ops::deterministic(),
+                         backward && calls.deterministic,
                          q_row,
                          kv_row,
                          kv_row,
@@ -369,11 +369,13 @@ absl::Status check_cudnn_attention(const ops::AttentionCalls& calls, int64_t* wo
 }
 
 void cudnn_attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSlice k, HeadSlice v,
-                             int64_t window, double scale, TensorView flash_workspace) {
+                             int64_t window, double scale, TensorView flash_workspace,
+                             const ops::KernelSettings& settings) {
   check_call("attention_forward (cuDNN)", q, k, v, out, lse, window);
-  const GraphKey key = key_for(Pass::kForward, q, k, v, window, scale);
+  const GraphKey key = key_for(Pass::kForward, q, k, v, window, scale, settings.deterministic);
   CachedGraph& graph = graph_for(key);
-  if (use_fallback(graph)) return attention_forward(out, lse, q, k, v, window, scale, flash_workspace);
+  if (use_fallback(graph))
+    return cuda::attention_forward(out, lse, q, k, v, window, scale, flash_workspace, settings);
   std::unordered_map<int64_t, void*> pack = {
       {kQ, q.data()}, {kK, k.data()}, {kV, v.data()}, {kO, out.data}, {kStats, lse.data}};
   execute(graph, key, pack);
@@ -381,7 +383,7 @@ void cudnn_attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSl
 
 void cudnn_attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorView d_out, HeadSlice q,
                               HeadSlice k, HeadSlice v, TensorView out, TensorView lse, int64_t window,
-                              double scale, TensorView flash_workspace) {
+                              double scale, TensorView flash_workspace, const ops::KernelSettings& settings) {
   const char* op = "attention_backward (cuDNN)";
   check_call(op, q, k, v, out, lse, window);
   check_tensor(d_out, DType::kBF16, op, "d_out");
@@ -398,10 +400,12 @@ void cudnn_attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, Tenso
   }
   NANOFORGE_CHECK(reinterpret_cast<uintptr_t>(d_out.data) % 16 == 0,
                   "{} on CUDA: {} must start on a 16-byte boundary", op, d_out.describe());
-  const GraphKey key = key_for(Pass::kBackward, q, k, v, window, scale, &d_q, &d_k, &d_v);
+  const GraphKey key =
+      key_for(Pass::kBackward, q, k, v, window, scale, settings.deterministic, &d_q, &d_k, &d_v);
   CachedGraph& graph = graph_for(key);
   if (use_fallback(graph)) {
-    return attention_backward(d_q, d_k, d_v, d_out, q, k, v, out, lse, window, scale, flash_workspace);
+    return cuda::attention_backward(d_q, d_k, d_v, d_out, q, k, v, out, lse, window, scale, flash_workspace,
+                                    settings);
   }
   std::unordered_map<int64_t, void*> pack = {{kQ, q.data()},    {kK, k.data()},    {kV, v.data()},
                                              {kO, out.data},    {kDO, d_out.data}, {kStats, lse.data},

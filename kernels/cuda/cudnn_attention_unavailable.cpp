@@ -22,12 +22,13 @@ absl::Status check_cudnn_attention(const ops::AttentionCalls&, int64_t*) {
 }
 
 void cudnn_attention_forward(TensorView, TensorView, HeadSlice, HeadSlice, HeadSlice, int64_t, double,
-                             TensorView) {
+                             TensorView, const ops::KernelSettings&) {
   NANOFORGE_CHECK(false, "attention_forward: {}", kNotBuilt);
 }
 
 void cudnn_attention_backward(HeadSlice, HeadSlice, HeadSlice, TensorView, HeadSlice, HeadSlice, HeadSlice,
-                              TensorView, TensorView, int64_t, double, TensorView) {
+                              TensorView, TensorView, int64_t, double, TensorView,
+                              const ops::KernelSettings&) {
   NANOFORGE_CHECK(false, "attention_backward: {}", kNotBuilt);
 }
 

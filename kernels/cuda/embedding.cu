@@ -5,7 +5,7 @@
 // - forward: one warp per token row, 8 columns per lane and step (two 16-byte loads, one 16-byte store).
 // - backward, default: one warp per token row adding into the table with fp32 atomics (fast; the order of the
 //   additions into a row that several tokens share changes from run to run).
-// - backward, ops::deterministic(): every table element is summed in token order, exactly as the CPU does
+// - backward, settings.deterministic: every table element is summed in token order, exactly as the CPU does
 //   (same fp32 additions, so the same bits). A warp owns a slab of 128 columns (32 without packs) and one
 //   bucket of ids (those with id % buckets == bucket); it walks all tokens in order, 256 at a time: it loads
 //   their ids, lists the ones in its bucket in shared memory (ballots keep token order), then adds their
@@ -231,14 +231,15 @@ void embedding_forward(TensorView out, TensorView table, TensorView ids) {
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
 }
 
-void embedding_backward(TensorView d_table, TensorView d_out, TensorView ids) {
+void embedding_backward(TensorView d_table, TensorView d_out, TensorView ids,
+                        const ops::KernelSettings& settings) {
   constexpr const char* kOp = "embedding_backward";
   check_tensor(d_table, DType::kF32, kOp, "d_table");
   check_tensor(d_out, DType::kBF16, kOp, "d_out");
   check_tensor(ids, DType::kI32, kOp, "ids");
   const EmbeddingShape shape = embedding_shape(d_table, d_out, ids, kOp, "d_table", "d_out");
   if (shape.rows == 0) return;
-  if (ops::deterministic()) {
+  if (settings.deterministic) {
     launch_ordered_backward(d_table, d_out, ids, shape);
   } else {
     const bool packable = rows_packable<__nv_bfloat16>(shape.channels, {d_out.data});

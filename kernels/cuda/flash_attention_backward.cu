@@ -302,7 +302,7 @@ __global__ void __launch_bounds__(kBackwardThreads)
 
 void attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorView d_out, HeadSlice q,
                         HeadSlice k, HeadSlice v, TensorView out, TensorView lse, int64_t window,
-                        double scale, TensorView workspace) {
+                        double scale, TensorView workspace, const ops::KernelSettings& /*settings*/) {
   constexpr const char* kOp = "attention_backward";
   const AttentionShape shape = check_attention(q, k, v, out, lse, window, kOp);
   check_tensor(d_q.whole, DType::kBF16, kOp, "d_q");

@@ -187,7 +187,7 @@ int64_t attention_workspace_bytes(int64_t batch, int64_t seq, int64_t heads, int
 }
 
 void attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSlice k, HeadSlice v, int64_t window,
-                       double scale, TensorView /*workspace*/) {
+                       double scale, TensorView /*workspace*/, const ops::KernelSettings& /*settings*/) {
   constexpr const char* kOp = "attention_forward";
   const AttentionShape shape = check_attention(q, k, v, out, lse, window, kOp);
   if (static_cast<int64_t>(shape.batch) * shape.seq * shape.heads == 0) return;

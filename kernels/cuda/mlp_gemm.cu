@@ -205,7 +205,8 @@ void launch_mlp_gemm(TensorView out, TensorView a, TensorView b, const BF16* act
 
 }  // namespace
 
-void linear_relu_squared_forward(TensorView act, TensorView x, TensorView w) {
+void linear_relu_squared_forward(TensorView act, TensorView x, TensorView w,
+                                 const ops::KernelSettings& /*settings*/) {
   constexpr const char* kOp = "linear_relu_squared_forward";
   check_gemm(act, x, w, WeightLayout::kOutputRows, kOp, "act", "x");
   NANOFORGE_CHECK(act.data != x.data, "{} on CUDA: act must not alias x", kOp);
@@ -213,7 +214,8 @@ void linear_relu_squared_forward(TensorView act, TensorView x, TensorView w) {
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
 }
 
-void relu_squared_linear_backward(TensorView d_pre, TensorView d_y, TensorView w, TensorView act) {
+void relu_squared_linear_backward(TensorView d_pre, TensorView d_y, TensorView w, TensorView act,
+                                  const ops::KernelSettings& /*settings*/) {
   constexpr const char* kOp = "relu_squared_linear_backward";
   check_gemm(d_pre, d_y, w, WeightLayout::kDepthRows, kOp, "d_pre", "d_y");
   check_tensor(act, DType::kBF16, kOp, "act");

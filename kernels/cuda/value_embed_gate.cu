@@ -3,7 +3,7 @@
 // One warp per token walks its kv heads (a 128-wide head is one 4-element pack per lane: 8-byte bf16 and
 // 16-byte fp32 loads). The backward's gate-weight gradient reduces over every token without atomics (per-warp
 // sums in shared memory, per-block partials in device scratch, then an in-order fp64 sum per weight). The
-// table gradient is scattered with fp32 atomics fused into the same pass, or, in ops::deterministic() mode,
+// table gradient is scattered with fp32 atomics fused into the same pass, or, with settings.deterministic,
 // by a second kernel in which each warp owns 32 table columns of the ids in one residue class mod 128 and
 // adds their tokens in token order, the order of the CPU op.
 #include <limits>
@@ -262,7 +262,7 @@ void value_embed_gate_forward(HeadSlice v, TensorView gate_sigmoid, TensorView u
 
 void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorView d_table, HeadSlice d_v,
                                TensorView u, TensorView gate_sigmoid, TensorView gate_weight,
-                               TensorView table, TensorView ids) {
+                               TensorView table, TensorView ids, const ops::KernelSettings& settings) {
   constexpr const char* kOp = "value_embed_gate_backward";
   check_tensor(d_u, DType::kBF16, kOp, "d_u");
   check_tensor(d_gate_weight, DType::kF32, kOp, "d_gate_weight");
@@ -282,7 +282,7 @@ void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorV
   const int blocks = blocks_for(dims.rows, kTokensPerBlock, kMaxBackwardBlocks);
   const int values = dims.kv_heads * dims.gate_channels;
   float* partials = static_cast<float*>(device_scratch(int64_t{blocks} * values * sizeof(float)));
-  const bool in_token_order = ops::deterministic();
+  const bool in_token_order = settings.deterministic;
   const size_t shared_bytes = sizeof(float) * kTokensPerBlock * static_cast<size_t>(values);
   with_pack_of<kHeadPack>(heads_packable(dims, {d_v.data(), table.data}), [&](auto count) {
     launch_kernel<value_embed_gate_backward_kernel<decltype(count)::value>>(

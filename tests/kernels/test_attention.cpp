@@ -91,7 +91,7 @@ struct AttentionTensors {
 
   void forward(const AttentionCase& c) {
     ops::attention_forward(out.view(), lse.view(), q.view(), k.view(), v.view(), c.window, softmax_scale(c),
-                           workspace.view());
+                           workspace.view(), {});
   }
 };
 
@@ -138,7 +138,7 @@ void check_attention_backward(const AttentionCase& c) {
   objective();
   HostTensor<double> d_q(t.q.shape, kNaN), d_k(t.k.shape, kNaN), d_v(t.v.shape, kNaN);
   ops::attention_backward(d_q.view(), d_k.view(), d_v.view(), w.view(), t.q.view(), t.k.view(), t.v.view(),
-                          t.out.view(), t.lse.view(), c.window, softmax_scale(c), t.workspace.view());
+                          t.out.view(), t.lse.view(), c.window, softmax_scale(c), t.workspace.view(), {});
   EXPECT_TRUE(gradient_matches(t.q, d_q.as_double(), objective, 73, 96)) << "d_q";
   EXPECT_TRUE(gradient_matches(t.k, d_k.as_double(), objective, 74, 96)) << "d_k";
   EXPECT_TRUE(gradient_matches(t.v, d_v.as_double(), objective, 75, 96)) << "d_v";
@@ -174,10 +174,10 @@ TEST(Attention, BackwardF32MatchesF64) {
   HostTensor<double> d_q64(t32.q.shape), d_k64(t32.k.shape), d_v64(t32.v.shape);
   ops::attention_backward(d_q.view(), d_k.view(), d_v.view(), w.view(), t32.q.view(), t32.k.view(),
                           t32.v.view(), t32.out.view(), t32.lse.view(), c.window, softmax_scale(c),
-                          t32.workspace.view());
+                          t32.workspace.view(), {});
   ops::attention_backward(d_q64.view(), d_k64.view(), d_v64.view(), w64.view(), t64.q.view(), t64.k.view(),
                           t64.v.view(), t64.out.view(), t64.lse.view(), c.window, softmax_scale(c),
-                          t64.workspace.view());
+                          t64.workspace.view(), {});
   EXPECT_TRUE(all_close(d_q, d_q64.as_double(), 1e-4)) << "d_q";
   EXPECT_TRUE(all_close(d_k, d_k64.as_double(), 1e-4)) << "d_k";
   EXPECT_TRUE(all_close(d_v, d_v64.as_double(), 1e-4)) << "d_v";
@@ -193,14 +193,14 @@ TEST(AttentionContracts, RejectsBadShapesAndWorkspace) {
   AttentionTensors<double> u(ok, 79);
   HostTensor<double> tiny({4});
   EXPECT_DEATH(ops::attention_forward(u.out.view(), u.lse.view(), u.q.view(), u.k.view(), u.v.view(),
-                                      ok.window, 1.0, tiny.view()),
+                                      ok.window, 1.0, tiny.view(), {}),
                "workspace .* is smaller than one thread");
   HostTensor<double> short_lse({1, 2, 7});
   EXPECT_DEATH(ops::attention_forward(u.out.view(), short_lse.view(), u.q.view(), u.k.view(), u.v.view(),
-                                      ok.window, 1.0, u.workspace.view()),
+                                      ok.window, 1.0, u.workspace.view(), {}),
                "lse .* must be");
   EXPECT_DEATH(ops::attention_forward(u.out.view(), u.lse.view(), u.q.view(), u.k.view(), u.v.view(), -1, 1.0,
-                                      u.workspace.view()),
+                                      u.workspace.view(), {}),
                "negative window");
 }
 

@@ -47,7 +47,7 @@ TEST(Embedding, BackwardMatchesTokenOrderReferenceF64) {
   HostTensor<int32_t> ids = random_ids({50}, kVocab, 34);
   const std::vector<double> expected =
       reference_embedding_backward(d_table.as_double(), d_out.as_double(), ids, 80);
-  ops::embedding_backward(d_table.view(), d_out.view(), ids.view());
+  ops::embedding_backward(d_table.view(), d_out.view(), ids.view(), {});
   EXPECT_TRUE(all_close(d_table, expected, 0));  // the op promises token order, as the reference: exact
 }
 
@@ -58,7 +58,7 @@ TEST(Embedding, BackwardMatchesTokenOrderReferenceF32) {
   HostTensor<int32_t> ids = random_ids({50}, kVocab, 34);
   const std::vector<double> expected =
       reference_embedding_backward(d_table.as_double(), d_out.as_double(), ids, 80);
-  ops::embedding_backward(d_table.view(), d_out.view(), ids.view());
+  ops::embedding_backward(d_table.view(), d_out.view(), ids.view(), {});
   EXPECT_TRUE(all_close(d_table, expected, 1e-6));
 }
 
@@ -76,7 +76,7 @@ TEST(Embedding, BackwardMatchesFiniteDifferences) {
   };
   HostTensor<double> d_table = random_tensor<double>({kVocab, 16}, 38);
   const HostTensor<double> before = d_table;
-  ops::embedding_backward(d_table.view(), w.view(), ids.view());
+  ops::embedding_backward(d_table.view(), w.view(), ids.view(), {});
   EXPECT_TRUE(gradient_matches(table, added(d_table, before), objective, 39, /*max_elements=*/kVocab * 16));
 }
 
@@ -88,7 +88,7 @@ void check_embedding_backward_thread_independence() {
   EXPECT_TRUE(same_bits_for_every_thread_count<T>([&] {
     HostTensor<T> d_table = random_tensor<T>({7, 200}, 42), grad = d_out;
     HostTensor<int32_t> token_ids = ids;
-    ops::embedding_backward(d_table.view(), grad.view(), token_ids.view());
+    ops::embedding_backward(d_table.view(), grad.view(), token_ids.view(), {});
     return std::vector<HostTensor<T>>{d_table};
   }));
 }
@@ -108,7 +108,8 @@ TEST(EmbeddingContracts, RejectsIdsOutsideTheVocabulary) {
   negative[2] = -1;
   EXPECT_DEATH(ops::embedding_forward(out.view(), table.view(), too_large.view()), "outside \\[0, 11\\)");
   EXPECT_DEATH(ops::embedding_forward(out.view(), table.view(), negative.view()), "outside \\[0, 11\\)");
-  EXPECT_DEATH(ops::embedding_backward(table.view(), out.view(), too_large.view()), "outside \\[0, 11\\)");
+  EXPECT_DEATH(ops::embedding_backward(table.view(), out.view(), too_large.view(), {}),
+               "outside \\[0, 11\\)");
   HostTensor<double> short_out({2, 4});
   HostTensor<int32_t> ids({3}, 0);
   EXPECT_DEATH(ops::embedding_forward(short_out.view(), table.view(), ids.view()), "does not hold");

@@ -71,19 +71,19 @@ TEST(HeadSlices, AttentionOnSlicesIsAttentionOnDenseCopies) {
                                     8});
       HostTensor<double> out(l.q()), lse({l.batch * l.heads * l.seq}), out_s(l.q()), lse_s(lse.shape);
       ops::attention_forward(out.view(), lse.view(), q.view(), k.view(), v.view(), window, scale,
-                             workspace.view());
+                             workspace.view(), {});
       const Slices x = slices(l, packed);
-      ops::attention_forward(out_s.view(), lse_s.view(), x.q, x.k, x.v, window, scale, workspace.view());
+      ops::attention_forward(out_s.view(), lse_s.view(), x.q, x.k, x.v, window, scale, workspace.view(), {});
       EXPECT_EQ(out_s.data, out.data);
       EXPECT_EQ(lse_s.data, lse.data);
 
       HostTensor<double> d_q(l.q()), d_k(l.kv()), d_v(l.kv());
       ops::attention_backward(d_q.view(), d_k.view(), d_v.view(), d_out.view(), q.view(), k.view(), v.view(),
-                              out.view(), lse.view(), window, scale, workspace.view());
+                              out.view(), lse.view(), window, scale, workspace.view(), {});
       HostTensor<double> d_packed(l.packed(), kGuard);
       const Slices d = slices(l, d_packed);
       ops::attention_backward(d.q, d.k, d.v, d_out.view(), x.q, x.k, x.v, out.view(), lse.view(), window,
-                              scale, workspace.view());
+                              scale, workspace.view(), {});
       expect_packed(l, d_packed, d_v, d_k, d_q, "attention gradients");
       expect_packed(l, packed, v, k, q, "attention inputs");
     }
@@ -149,9 +149,10 @@ TEST(HeadSlices, ValueEmbedGateOnASliceIsTheGateOnADenseCopy) {
     HostTensor<double> d_u({N, C}), d_gate({Hkv, G}), d_table({V, Hkv * D});
     HostTensor<double> d_u_s({N, C}), d_gate_s({Hkv, G}), d_table_s({V, Hkv * D});
     ops::value_embed_gate_backward(d_u.view(), d_gate.view(), d_table.view(), d_v.view(), u.view(),
-                                   sigmoid.view(), gate_weight.view(), table.view(), ids.view());
+                                   sigmoid.view(), gate_weight.view(), table.view(), ids.view(), {});
     ops::value_embed_gate_backward(d_u_s.view(), d_gate_s.view(), d_table_s.view(), slices(l, d_packed).v,
-                                   u.view(), sigmoid.view(), gate_weight.view(), table.view(), ids.view());
+                                   u.view(), sigmoid.view(), gate_weight.view(), table.view(), ids.view(),
+                                   {});
     EXPECT_EQ(d_u_s.data, d_u.data);
     EXPECT_EQ(d_gate_s.data, d_gate.data);
     EXPECT_EQ(d_table_s.data, d_table.data);

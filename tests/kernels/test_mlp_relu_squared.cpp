@@ -14,7 +14,7 @@ TEST(MlpReluSquared, ForwardIsReluOfTheLinearLayerSquared) {
   const int64_t N = 7, K = 24, M = 40;
   HostTensor<double> x = random_tensor<double>({N, K}, 90), w = random_tensor<double>({M, K}, 91);
   HostTensor<double> act({N, M}, std::numeric_limits<double>::quiet_NaN());
-  ops::linear_relu_squared_forward(act.view(), x.view(), w.view());
+  ops::linear_relu_squared_forward(act.view(), x.view(), w.view(), {});
   std::vector<double> expected;
   int positive = 0;
   for (int64_t n = 0; n < N; ++n) {
@@ -45,18 +45,18 @@ TEST(MlpReluSquared, BackwardMatchesFiniteDifferencesThroughBothLayers) {
   };
   objective();
   HostTensor<double> d_pre({N, M}, std::numeric_limits<double>::quiet_NaN());
-  ops::relu_squared_linear_backward(d_pre.view(), weights.view(), w.view(), act.view());
+  ops::relu_squared_linear_backward(d_pre.view(), weights.view(), w.view(), act.view(), {});
   EXPECT_TRUE(gradient_matches(pre, d_pre.as_double(), objective, 95, pre.numel()));
 }
 
 TEST(MlpReluSquaredContracts, RefusesAliasesThatWouldReadOverwrittenValues) {
   use_threadsafe_death_tests();
   HostTensor<double> square({8, 8}), w({8, 8}), other({8, 8});
-  EXPECT_DEATH(ops::linear_relu_squared_forward(square.view(), square.view(), w.view()),
+  EXPECT_DEATH(ops::linear_relu_squared_forward(square.view(), square.view(), w.view(), {}),
                "act must not alias x");
-  EXPECT_DEATH(ops::relu_squared_linear_backward(square.view(), square.view(), w.view(), other.view()),
+  EXPECT_DEATH(ops::relu_squared_linear_backward(square.view(), square.view(), w.view(), other.view(), {}),
                "d_pre must alias neither d_y nor act");
-  EXPECT_DEATH(ops::relu_squared_linear_backward(square.view(), other.view(), w.view(), square.view()),
+  EXPECT_DEATH(ops::relu_squared_linear_backward(square.view(), other.view(), w.view(), square.view(), {}),
                "d_pre must alias neither d_y nor act");
 }
 

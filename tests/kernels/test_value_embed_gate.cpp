@@ -117,7 +117,8 @@ TEST(ValueEmbedGate, BackwardMatchesFiniteDifferences) {
     HostTensor<double> d_table = random_tensor<double>(t.table.shape, 115);
     const HostTensor<double> d_u_before = d_u, d_gate_before = d_gate, d_table_before = d_table;
     ops::value_embed_gate_backward(d_u.view(), d_gate.view(), d_table.view(), w.view(), t.u.view(),
-                                   t.gate_sigmoid.view(), t.gate_weight.view(), t.table.view(), t.ids.view());
+                                   t.gate_sigmoid.view(), t.gate_weight.view(), t.table.view(), t.ids.view(),
+                                   {});
     EXPECT_TRUE(gradient_matches(t.u, added(d_u, d_u_before), objective, 116, t.u.numel())) << "d_u";
     EXPECT_TRUE(gradient_matches(t.gate_weight, added(d_gate, d_gate_before), objective, 117))
         << "d_gate_weight";
@@ -142,10 +143,11 @@ TEST(ValueEmbedGate, BackwardF32MatchesF64) {
   HostTensor<float> d_u(t.u.shape), d_gate(t.gate_weight.shape), d_table(t.table.shape);
   HostTensor<double> d_u64(t.u.shape), d_gate64(t.gate_weight.shape), d_table64(t.table.shape);
   ops::value_embed_gate_backward(d_u.view(), d_gate.view(), d_table.view(), w.view(), t.u.view(),
-                                 t.gate_sigmoid.view(), t.gate_weight.view(), t.table.view(), t.ids.view());
+                                 t.gate_sigmoid.view(), t.gate_weight.view(), t.table.view(), t.ids.view(),
+                                 {});
   ops::value_embed_gate_backward(d_u64.view(), d_gate64.view(), d_table64.view(), w64.view(), t64.u.view(),
                                  t64.gate_sigmoid.view(), t64.gate_weight.view(), t64.table.view(),
-                                 t64.ids.view());
+                                 t64.ids.view(), {});
   // 64-term dots for the gate gradient, ~22 rows scattered into each table row in f32: 1e-5 of the rms.
   EXPECT_TRUE(all_close(d_u, d_u64.as_double(), 1e-5)) << "d_u";
   EXPECT_TRUE(all_close(d_gate, d_gate64.as_double(), 1e-5)) << "d_gate_weight";
@@ -165,7 +167,8 @@ void check_gate_backward_thread_independence() {
         d_table(t.table.shape, T(0.25));
     HostTensor<T> grad = w;
     ops::value_embed_gate_backward(d_u.view(), d_gate.view(), d_table.view(), grad.view(), t.u.view(),
-                                   t.gate_sigmoid.view(), t.gate_weight.view(), t.table.view(), t.ids.view());
+                                   t.gate_sigmoid.view(), t.gate_weight.view(), t.table.view(), t.ids.view(),
+                                   {});
     return std::vector<HostTensor<T>>{d_u, d_gate, d_table};
   }));
 }

@@ -4,17 +4,20 @@
 // head, head dim 128 as in nanochat), a short window that really cuts (128 keys, seq 192), value embeddings
 // on two of three layers, backout, an ignored target and a padded vocabulary (500 -> 512), with the MLP on
 // cuBLASLt and the ReLU² pass and on our fused MLP GEMM (kernels/mlp_gemm.h). Also: the bf16
-// copies are the master rounded to nearest even, and forward refuses copies older than the weights.
+// copies are the master rounded to nearest even, forward refuses copies older than the weights, and two
+// models with different kernel settings run side by side in one process.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/host_transfer.h"
-#include "kernels/mlp_gemm.h"
+#include "kernels/kernel_settings.h"
 #include "model/gpt.h"
 #include "support/philox.h"
 #include "tests/kernels/cuda/gpu_test_support.h"
@@ -91,8 +94,9 @@ Pass run_cpu(const GPTConfig& config, const std::vector<float>& weights, std::ve
 }
 
 Pass run_gpu(const GPTConfig& config, const std::vector<float>& weights, const std::vector<int32_t>& ids,
-             const std::vector<int32_t>& targets) {
+             const std::vector<int32_t>& targets, const ops::KernelSettings& settings = {}) {
   GPT model(config, Device::kCuda, DType::kBF16);
+  model.set_kernel_settings(settings);
   upload(model.params(), weights.data());
   model.weights_changed();
   model.refresh_compute_weights();
@@ -129,13 +133,12 @@ class GptCudaMlpGemm : public testing::TestWithParam<ops::MlpGemm> {};
 
 TEST_P(GptCudaMlpGemm, LossLogitsAndEveryGradientMatchTheCpuInFp32) {
   NANOFORGE_SKIP_WITHOUT_GPU();
-  const gpu_test::MlpGemmSetting setting(GetParam());
   const GPTConfig config = gpu_config();
   const std::vector<float> weights = perturbed_weights(config);
   std::vector<int32_t> ids = random_tokens(3), targets = random_tokens(4);
   targets[5] = -1;
   const Pass cpu = run_cpu(config, weights, ids, targets);
-  const Pass gpu = run_gpu(config, weights, ids, targets);
+  const Pass gpu = run_gpu(config, weights, ids, targets, {.mlp_gemm = GetParam()});
 
   EXPECT_NEAR(gpu.loss, cpu.loss, kLossRelative * cpu.loss);
   const int64_t N = kBatch * kSeq;
@@ -218,6 +221,72 @@ TEST(GptCuda, ForwardRefusesCopiesOlderThanTheWeights) {
         model.forward(ids, ids);
       },
       "older than the fp32 weights");
+}
+
+// A GPU model with `settings` at `weights`, planned for the test's batch, its gradients zero.
+std::unique_ptr<GPT> gpu_model(const GPTConfig& config, const std::vector<float>& weights,
+                               const ops::KernelSettings& settings) {
+  auto model = std::make_unique<GPT>(config, Device::kCuda, DType::kBF16);
+  model->set_kernel_settings(settings);
+  upload(model->params(), weights.data());
+  model->weights_changed();
+  model->refresh_compute_weights();
+  model->plan(kBatch, kSeq);
+  model->zero_grad();
+  return model;
+}
+
+// Two models in one process with different kernel settings (cuBLASLt's MLP GEMM in deterministic mode; our
+// fused GEMM with atomic table scatters), their training passes interleaved, each give what the same model
+// gives run alone (value embeddings on one of the two layers, GQA off at this width). With the process-wide
+// settings this replaced, one value served both models, so one of them ran the other's MLP GEMM and its loss
+// and gradients left its own (the two differ: checked first).
+TEST(GptCuda, ModelsWithDifferentKernelSettingsRunSideBySide) {
+  NANOFORGE_SKIP_WITHOUT_GPU();
+  GPTConfig config = gpu_config();  // narrower and shallower: four passes on the emulator, kept short
+  config.n_layer = 2;
+  config.n_embd = 128;
+  config.n_head = 1;
+  const std::vector<float> weights = perturbed_weights(config);
+  const DeviceBuffer ids = gpu_test::upload(random_tokens(3)), targets = gpu_test::upload(random_tokens(4));
+  const TensorView ids_view(ids.data(), {kBatch, kSeq}, DType::kI32, Device::kCuda);
+  const TensorView targets_view(targets.data(), {kBatch, kSeq}, DType::kI32, Device::kCuda);
+  const ops::KernelSettings settings_a{.mlp_gemm = ops::MlpGemm::kCublasLt, .deterministic = true};
+  const ops::KernelSettings settings_b{.mlp_gemm = ops::MlpGemm::kFused, .deterministic = false};
+  struct Result {
+    double loss = 0;
+    std::vector<float> grads;
+  };
+  const auto alone = [&](const ops::KernelSettings& settings) {
+    const std::unique_ptr<GPT> model = gpu_model(config, weights, settings);
+    const double loss = model->forward_for_backward(ids_view, targets_view);
+    model->backward();
+    return Result{loss, download<float>(model->grads())};
+  };
+  const Result a_alone = alone(settings_a), b_alone = alone(settings_b);
+  ASSERT_NE(a_alone.loss, b_alone.loss) << "the settings must change the bits, or this test shows nothing";
+
+  const std::unique_ptr<GPT> a = gpu_model(config, weights, settings_a),
+                             b = gpu_model(config, weights, settings_b);
+  const double a_loss = a->forward_for_backward(ids_view, targets_view);
+  const double b_loss = b->forward_for_backward(ids_view, targets_view);
+  a->backward();
+  b->backward();
+  EXPECT_EQ(a_loss, a_alone.loss);
+  EXPECT_EQ(b_loss, b_alone.loss);
+  EXPECT_EQ(download<float>(a->grads()), a_alone.grads);
+  // b scatters the embedding tables' gradients with atomics, whose order may change between runs: those
+  // within fp32 reordering, every other gradient bit for bit.
+  const std::vector<float> b_grads = download<float>(b->grads());
+  for (const ParamInfo& param : b->layout().params()) {
+    SCOPED_TRACE(param.name);
+    const int64_t begin = param.offset, end = param.offset + param.numel;
+    if (param.name == "transformer.wte.weight" || param.name.rfind("value_embeds.", 0) == 0) {
+      EXPECT_LE(relative_frobenius_error(b_grads, b_alone.grads, begin, end), 1e-6);
+    } else {
+      EXPECT_TRUE(std::equal(b_grads.begin() + begin, b_grads.begin() + end, b_alone.grads.begin() + begin));
+    }
+  }
 }
 
 TEST(GptCudaContract, GpuModelsTrainInBf16) {

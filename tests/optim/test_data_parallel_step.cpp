@@ -191,7 +191,6 @@ TEST_P(DataParallelStep, MatchesOneRankOnTheAveragedGradient) {
 #endif
   Communicator* engine = engine_for(c.device);
   ASSERT_NE(engine, nullptr);
-  ops::set_deterministic(true);  // the same gradient bits in both models (no atomics' order)
   const int rank = engine->rank();
   const DType dtype = c.device == Device::kCuda ? DType::kBF16 : DType::kF32;
   const GPTConfig config = small_model();
@@ -203,6 +202,8 @@ TEST_P(DataParallelStep, MatchesOneRankOnTheAveragedGradient) {
 
   GPT sharded(config, c.device, dtype), reference(config, c.device, dtype);
   for (GPT* model : {&sharded, &reference}) {
+    model->set_kernel_settings(
+        {.deterministic = true});  // the same gradient bits in both (no atomics' order)
     model->init_weights(7);
     model->refresh_compute_weights();
     model->plan(kBatch, kSeq);

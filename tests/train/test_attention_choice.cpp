@@ -21,10 +21,7 @@ GPTConfig small_model() {
   return GPTConfig::from_depth(2, 512, 128);
 }
 
-class AttentionChoice : public testing::Test {
- protected:
-  void TearDown() override { ops::set_attention_implementation(ops::AttentionImplementation::kFlash); }
-};
+class AttentionChoice : public testing::Test {};
 
 TEST_F(AttentionChoice, TheRecipeKeyIsValidatedByName) {
   Recipe recipe;
@@ -56,16 +53,16 @@ TEST_F(AttentionChoice, CudnnIsRefusedBeforeTheRunWhereItIsNotBuilt) {
 }
 
 TEST_F(AttentionChoice, FlashAndTheCpuNeedNoCudnn) {
-  ops::set_attention_implementation(ops::AttentionImplementation::kCudnn);
-  const absl::StatusOr<std::string> flash = choose_attention("flash", Device::kCuda, small_model(), 2);
+  const absl::StatusOr<ChosenAttention> flash =
+      choose_attention("flash", Device::kCuda, small_model(), 2, false);
   ASSERT_TRUE(flash.ok()) << flash.status();
-  EXPECT_EQ(*flash, "attention: flash (model.attention=flash)");
-  EXPECT_EQ(ops::attention_implementation(), ops::AttentionImplementation::kFlash);
+  EXPECT_EQ(flash->line, "attention: flash (model.attention=flash)");
+  EXPECT_EQ(flash->implementation, ops::AttentionImplementation::kFlash);
 
-  const absl::StatusOr<std::string> cpu = choose_attention("auto", Device::kCpu, small_model(), 2);
+  const absl::StatusOr<ChosenAttention> cpu = choose_attention("auto", Device::kCpu, small_model(), 2, false);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
-  EXPECT_EQ(*cpu, "attention: CPU reference (model.attention=auto applies to GPU runs)");
-  expect_error(choose_attention("cudnn", Device::kCpu, small_model(), 2).status(),
+  EXPECT_EQ(cpu->line, "attention: CPU reference (model.attention=auto applies to GPU runs)");
+  expect_error(choose_attention("cudnn", Device::kCpu, small_model(), 2, false).status(),
                "model.attention=cudnn runs on the GPU");
 }
 
@@ -73,18 +70,20 @@ TEST_F(AttentionChoice, FlashAndTheCpuNeedNoCudnn) {
 // with it, auto is whatever the support check on this GPU allows (flash where no GPU is usable), and its
 // line names the choice.
 TEST_F(AttentionChoice, AutoPicksCudnnOnlyWhereItIsBuiltAndSupported) {
-  const absl::StatusOr<std::string> line = choose_attention("auto", Device::kCuda, small_model(), 2);
-  ASSERT_TRUE(line.ok()) << line.status();
+  const absl::StatusOr<ChosenAttention> chosen =
+      choose_attention("auto", Device::kCuda, small_model(), 2, false);
+  ASSERT_TRUE(chosen.ok()) << chosen.status();
   std::string why;
   if (!ops::cudnn_attention_built(&why)) {
-    EXPECT_EQ(*line, "attention: flash (model.attention=auto; no cuDNN: " + why + ")");
-    EXPECT_EQ(ops::attention_implementation(), ops::AttentionImplementation::kFlash);
-    expect_error(choose_attention("cudnn", Device::kCuda, small_model(), 2).status(),
+    EXPECT_EQ(chosen->line, "attention: flash (model.attention=auto; no cuDNN: " + why + ")");
+    EXPECT_EQ(chosen->implementation, ops::AttentionImplementation::kFlash);
+    expect_error(choose_attention("cudnn", Device::kCuda, small_model(), 2, false).status(),
                  "model.attention=cudnn: this nanoforge was built without cuDNN attention");
     return;
   }
-  const bool chose_cudnn = ops::attention_implementation() == ops::AttentionImplementation::kCudnn;
-  EXPECT_EQ(line->rfind(chose_cudnn ? "attention: cudnn (" : "attention: flash (", 0), 0u) << *line;
+  const bool chose_cudnn = chosen->implementation == ops::AttentionImplementation::kCudnn;
+  EXPECT_EQ(chosen->line.rfind(chose_cudnn ? "attention: cudnn (" : "attention: flash (", 0), 0u)
+      << chosen->line;
 }
 
 }  // namespace

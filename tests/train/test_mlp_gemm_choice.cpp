@@ -13,10 +13,7 @@
 namespace nanoforge {
 namespace {
 
-class MlpGemmChoice : public testing::Test {
- protected:
-  void TearDown() override { ops::set_mlp_gemm(ops::MlpGemm::kCublasLt); }
-};
+class MlpGemmChoice : public testing::Test {};
 
 TEST_F(MlpGemmChoice, TheRecipeKeyIsValidatedByName) {
   Recipe recipe;
@@ -36,25 +33,24 @@ TEST_F(MlpGemmChoice, TheRecipeKeyIsValidatedByName) {
 
 TEST_F(MlpGemmChoice, ExplicitSettingsAndTheCpu) {
   const GPTConfig model = GPTConfig::from_depth(2, 512, 128);
-  const absl::StatusOr<std::string> fused = choose_mlp_gemm("fused", Device::kCuda, model);
+  const absl::StatusOr<ChosenMlpGemm> fused = choose_mlp_gemm("fused", Device::kCuda, model);
   ASSERT_TRUE(fused.ok()) << fused.status();
-  EXPECT_EQ(ops::mlp_gemm(), ops::MlpGemm::kFused);
-  EXPECT_EQ(*fused, "mlp gemm: fused, ReLU² in our GEMM's epilogue (model.mlp_gemm=fused)");
-  const absl::StatusOr<std::string> cublaslt = choose_mlp_gemm("cublaslt", Device::kCuda, model);
+  EXPECT_EQ(fused->gemm, ops::MlpGemm::kFused);
+  EXPECT_EQ(fused->line, "mlp gemm: fused, ReLU² in our GEMM's epilogue (model.mlp_gemm=fused)");
+  const absl::StatusOr<ChosenMlpGemm> cublaslt = choose_mlp_gemm("cublaslt", Device::kCuda, model);
   ASSERT_TRUE(cublaslt.ok());
-  EXPECT_EQ(ops::mlp_gemm(), ops::MlpGemm::kCublasLt);
-  ops::set_mlp_gemm(ops::MlpGemm::kFused);
-  const absl::StatusOr<std::string> cpu = choose_mlp_gemm("fused", Device::kCpu, model);
+  EXPECT_EQ(cublaslt->gemm, ops::MlpGemm::kCublasLt);
+  const absl::StatusOr<ChosenMlpGemm> cpu = choose_mlp_gemm("fused", Device::kCpu, model);
   ASSERT_TRUE(cpu.ok());
-  EXPECT_EQ(ops::mlp_gemm(), ops::MlpGemm::kCublasLt);
-  EXPECT_NE(cpu->find("CPU reference"), std::string::npos) << *cpu;
+  EXPECT_EQ(cpu->gemm, ops::MlpGemm::kCublasLt);
+  EXPECT_NE(cpu->line.find("CPU reference"), std::string::npos) << cpu->line;
 }
 
 TEST_F(MlpGemmChoice, FusedRefusesWidthsItCannotLoad) {
   GPTConfig model = GPTConfig::from_depth(2, 512, 128);
   model.n_embd = 132;
   model.n_head = 1;
-  const absl::StatusOr<std::string> fused = choose_mlp_gemm("fused", Device::kCuda, model);
+  const absl::StatusOr<ChosenMlpGemm> fused = choose_mlp_gemm("fused", Device::kCuda, model);
   EXPECT_FALSE(fused.ok());
   EXPECT_NE(fused.status().message().find("model.mlp_gemm=fused needs a model width that is a multiple of 8"),
             std::string::npos)
@@ -72,13 +68,13 @@ TEST_F(MlpGemmChoice, AutoFollowsTheComputeCapability) {
   int major = 0, minor = 0;
   std::string reason;
   if (!cuda::device_compute_capability(&major, &minor, &reason)) GTEST_SKIP() << "no usable GPU: " << reason;
-  const absl::StatusOr<std::string> line =
+  const absl::StatusOr<ChosenMlpGemm> chosen =
       choose_mlp_gemm("auto", Device::kCuda, GPTConfig::from_depth(2, 512, 128));
-  ASSERT_TRUE(line.ok()) << line.status();
-  EXPECT_EQ(ops::mlp_gemm(), major == 12 ? ops::MlpGemm::kFused : ops::MlpGemm::kCublasLt) << *line;
-  EXPECT_NE(line->find("compute capability " + std::to_string(major) + "." + std::to_string(minor)),
+  ASSERT_TRUE(chosen.ok()) << chosen.status();
+  EXPECT_EQ(chosen->gemm, major == 12 ? ops::MlpGemm::kFused : ops::MlpGemm::kCublasLt) << chosen->line;
+  EXPECT_NE(chosen->line.find("compute capability " + std::to_string(major) + "." + std::to_string(minor)),
             std::string::npos)
-      << *line;
+      << chosen->line;
 }
 
 }  // namespace

@@ -22,7 +22,7 @@
 
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/device_buffer.h"
-#include "kernels/mlp_gemm.h"
+#include "kernels/kernel_settings.h"
 #include "kernels/ops.h"
 
 // In a test body or a fixture's SetUp(): skips the test, saying why, where there is no usable GPU.
@@ -244,30 +244,6 @@ inline std::vector<float> absolute(std::vector<float> values) {
     v = std::abs(v);
   return values;
 }
-
-// Sets ops::deterministic() for one scope and restores it after.
-class DeterministicMode {
- public:
-  explicit DeterministicMode(bool on) : previous_(ops::deterministic()) { ops::set_deterministic(on); }
-  ~DeterministicMode() { ops::set_deterministic(previous_); }
-  DeterministicMode(const DeterministicMode&) = delete;
-  DeterministicMode& operator=(const DeterministicMode&) = delete;
-
- private:
-  bool previous_;
-};
-
-// Sets the MLP GEMM for one scope and restores the previous setting after.
-class MlpGemmSetting {
- public:
-  explicit MlpGemmSetting(ops::MlpGemm gemm) : previous_(ops::mlp_gemm()) { ops::set_mlp_gemm(gemm); }
-  ~MlpGemmSetting() { ops::set_mlp_gemm(previous_); }
-  MlpGemmSetting(const MlpGemmSetting&) = delete;
-  MlpGemmSetting& operator=(const MlpGemmSetting&) = delete;
-
- private:
-  ops::MlpGemm previous_;
-};
 
 // Expects |gpu[i] - cpu[i]| <= allowed(i) everywhere (NaN fails), reporting the first few misses and their
 // count.

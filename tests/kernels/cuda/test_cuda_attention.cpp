@@ -100,7 +100,8 @@ ForwardResult cuda_forward(const AttentionCase& c, const Inputs& in) {
   const CudaWorkspace workspace(c);
   ops::attention_forward(cuda_view(out, {B, T, H, D}, DType::kBF16), cuda_view(lse, {B, H, T}, DType::kF32),
                          cuda_view(q, {B, T, H, D}, DType::kBF16), cuda_view(k, {B, T, Hkv, D}, DType::kBF16),
-                         cuda_view(v, {B, T, Hkv, D}, DType::kBF16), c.window, c.scale(), workspace.view());
+                         cuda_view(v, {B, T, Hkv, D}, DType::kBF16), c.window, c.scale(), workspace.view(),
+                         {});
   return {from_bf16_bits(download<uint16_t>(out)), download<float>(lse)};
 }
 
@@ -121,7 +122,7 @@ Gradients cuda_backward(const AttentionCase& c, const Inputs& in, const ForwardR
       cuda_view(d_v, {B, T, Hkv, D}, DType::kBF16), cuda_view(d_out, {B, T, H, D}, DType::kBF16),
       cuda_view(q, {B, T, H, D}, DType::kBF16), cuda_view(k, {B, T, Hkv, D}, DType::kBF16),
       cuda_view(v, {B, T, Hkv, D}, DType::kBF16), cuda_view(out, {B, T, H, D}, DType::kBF16),
-      cuda_view(lse, {B, H, T}, DType::kF32), c.window, c.scale(), workspace.view());
+      cuda_view(lse, {B, H, T}, DType::kF32), c.window, c.scale(), workspace.view(), {});
   return {from_bf16_bits(download<uint16_t>(d_q)), from_bf16_bits(download<uint16_t>(d_k)),
           from_bf16_bits(download<uint16_t>(d_v))};
 }
@@ -139,7 +140,7 @@ ForwardResult cpu_forward(const AttentionCase& c, Inputs in) {
   ops::attention_forward(cpu_view(r.out, {B, T, H, D}), cpu_view(r.lse, {B, H, T}),
                          cpu_view(in.q, {B, T, H, D}), cpu_view(in.k, {B, T, Hkv, D}),
                          cpu_view(in.v, {B, T, Hkv, D}), c.window, c.scale(),
-                         cpu_view(workspace, {static_cast<int64_t>(workspace.size())}));
+                         cpu_view(workspace, {static_cast<int64_t>(workspace.size())}), {});
   return r;
 }
 
@@ -154,7 +155,7 @@ Gradients cpu_backward(const AttentionCase& c, Inputs in, ForwardResult forward)
       cpu_view(g.d_q, {B, T, H, D}), cpu_view(g.d_k, {B, T, Hkv, D}), cpu_view(g.d_v, {B, T, Hkv, D}),
       cpu_view(in.d_out, {B, T, H, D}), cpu_view(in.q, {B, T, H, D}), cpu_view(in.k, {B, T, Hkv, D}),
       cpu_view(in.v, {B, T, Hkv, D}), cpu_view(forward.out, {B, T, H, D}), cpu_view(forward.lse, {B, H, T}),
-      c.window, c.scale(), cpu_view(workspace, {static_cast<int64_t>(workspace.size())}));
+      c.window, c.scale(), cpu_view(workspace, {static_cast<int64_t>(workspace.size())}), {});
   return g;
 }
 
@@ -373,22 +374,22 @@ TEST(CudaAttentionContract, RejectsWhatTheKernelsCannotRun) {
   const TensorView workspace = bf16({0});
   const TensorView q = bf16({2, 10, 4, 64}), kv = bf16({2, 10, 2, 64});
   EXPECT_DEATH(ops::attention_forward(bf16({2, 10, 4, 96}), lse, bf16({2, 10, 4, 96}), bf16({2, 10, 2, 96}),
-                                      bf16({2, 10, 2, 96}), 5, 0.1, workspace),
+                                      bf16({2, 10, 2, 96}), 5, 0.1, workspace, {}),
                "attention_forward on CUDA: head dim 96 is not supported");
   const TensorView q_f32(nullptr, {2, 10, 4, 64}, DType::kF32, Device::kCuda);
-  EXPECT_DEATH(ops::attention_forward(q, lse, q_f32, kv, kv, 5, 0.1, workspace),
+  EXPECT_DEATH(ops::attention_forward(q, lse, q_f32, kv, kv, 5, 0.1, workspace, {}),
                "attention_forward on CUDA: q must be bf16");
-  EXPECT_DEATH(ops::attention_forward(q, bf16({2, 4, 10}), q, kv, kv, 5, 0.1, workspace),
+  EXPECT_DEATH(ops::attention_forward(q, bf16({2, 4, 10}), q, kv, kv, 5, 0.1, workspace, {}),
                "attention_forward on CUDA: lse must be f32");
   EXPECT_DEATH(
-      ops::attention_forward(q, lse, q, bf16({2, 10, 3, 64}), bf16({2, 10, 3, 64}), 5, 0.1, workspace),
+      ops::attention_forward(q, lse, q, bf16({2, 10, 3, 64}), bf16({2, 10, 3, 64}), 5, 0.1, workspace, {}),
       "heads must be a multiple of kv heads");
   const TensorView misaligned(reinterpret_cast<void*>(uintptr_t{2}), {2, 10, 4, 64}, DType::kBF16,
                               Device::kCuda);
-  EXPECT_DEATH(ops::attention_forward(q, lse, misaligned, kv, kv, 5, 0.1, workspace),
+  EXPECT_DEATH(ops::attention_forward(q, lse, misaligned, kv, kv, 5, 0.1, workspace, {}),
                "q must start on a 16-byte boundary");
   // The backward keeps delta (B, H, T) f32 in the workspace: 320 bytes here, given 2 * 159.
-  EXPECT_DEATH(ops::attention_backward(q, kv, kv, q, q, kv, kv, q, lse, 5, 0.1, bf16({159})),
+  EXPECT_DEATH(ops::attention_backward(q, kv, kv, q, q, kv, kv, q, lse, 5, 0.1, bf16({159}), {}),
                "attention_backward on CUDA: workspace .* needs 320");
 }
 

@@ -63,19 +63,20 @@ class CudaEmbedding : public testing::TestWithParam<Shape> {
     c.ids = skewed_ids(s.tokens, s.vocab, rng);
     c.d_table_cpu = c.initial;
     ops::embedding_backward(cpu_view(c.d_table_cpu, {s.vocab, s.channels}),
-                            cpu_view(c.d_out, {s.tokens, s.channels}), cpu_view(c.ids, {s.tokens}));
+                            cpu_view(c.d_out, {s.tokens, s.channels}), cpu_view(c.ids, {s.tokens}), {});
     return c;
   }
 
-  // d_table after the GPU backward from `initial`, in the current deterministic mode.
+  // d_table after the GPU backward from `initial`, deterministic or not as `settings` say.
   std::vector<float> cuda_backward(const std::vector<float>& initial, const std::vector<float>& d_out,
-                                   const std::vector<int32_t>& ids) const {
+                                   const std::vector<int32_t>& ids,
+                                   const ops::KernelSettings& settings) const {
     const Shape& s = shape();
     const PaddedOnGpu<float> d_table(initial, s.offset, DType::kF32);
     const PaddedOnGpu<uint16_t> grad(to_bf16_bits(d_out), s.offset, DType::kBF16);
     const PaddedOnGpu<int32_t> id_gpu(ids, s.offset, DType::kI32);
     ops::embedding_backward(d_table.view({s.vocab, s.channels}), grad.view({s.tokens, s.channels}),
-                            id_gpu.view({s.tokens}));
+                            id_gpu.view({s.tokens}), settings);
     return d_table.contents();
   }
 };
@@ -110,15 +111,15 @@ TEST_P(CudaEmbedding, DeterministicBackwardHasTheCpuBitsOnEveryRun) {
   const Shape& s = shape();
   const BackwardCase in = backward_case(22);
 
-  const DeterministicMode deterministic(true);
-  const std::vector<float> first_run = cuda_backward(in.initial, in.d_out, in.ids);
+  const ops::KernelSettings deterministic{.deterministic = true};
+  const std::vector<float> first_run = cuda_backward(in.initial, in.d_out, in.ids, deterministic);
   for (size_t i = 0; i < first_run.size(); ++i) {
     ASSERT_EQ(std::memcmp(&first_run[i], &in.d_table_cpu[i], sizeof(float)), 0)
         << "row " << i / s.channels << ", column " << i % s.channels << ": " << first_run[i] << " vs CPU "
         << in.d_table_cpu[i];
   }
   for (int run = 1; run < 3; ++run) {
-    const std::vector<float> again = cuda_backward(in.initial, in.d_out, in.ids);
+    const std::vector<float> again = cuda_backward(in.initial, in.d_out, in.ids, deterministic);
     ASSERT_EQ(std::memcmp(again.data(), first_run.data(), again.size() * sizeof(float)), 0) << "run " << run;
   }
 }
@@ -132,8 +133,8 @@ TEST_P(CudaEmbedding, AtomicBackwardMatchesCpu) {
   const Shape& s = shape();
   const BackwardCase in = backward_case(23);
 
-  const DeterministicMode atomic(false);
-  const std::vector<float> d_table_gpu = cuda_backward(in.initial, in.d_out, in.ids);
+  const std::vector<float> d_table_gpu =
+      cuda_backward(in.initial, in.d_out, in.ids, ops::KernelSettings{.deterministic = false});
   const std::vector<float>& d_table_cpu = in.d_table_cpu;
   std::vector<int64_t> count(static_cast<size_t>(s.vocab), 0);
   std::vector<double> magnitude(in.initial.size());
@@ -179,9 +180,9 @@ TEST(CudaEmbeddingContract, RejectsWrongDtypes) {
                "embedding_forward on CUDA: table must be f32");
   EXPECT_DEATH(ops::embedding_forward(rows_bf16, table_f32, ids_f32),
                "embedding_forward on CUDA: ids must be i32");
-  EXPECT_DEATH(ops::embedding_backward(table_bf16, rows_bf16, ids),
+  EXPECT_DEATH(ops::embedding_backward(table_bf16, rows_bf16, ids, {}),
                "embedding_backward on CUDA: d_table must be f32");
-  EXPECT_DEATH(ops::embedding_backward(table_f32, rows_f32, ids),
+  EXPECT_DEATH(ops::embedding_backward(table_f32, rows_f32, ids, {}),
                "embedding_backward on CUDA: d_out must be bf16");
   const TensorView short_rows(nullptr, {3, 8}, DType::kBF16, Device::kCuda);
   EXPECT_DEATH(ops::embedding_forward(short_rows, table_f32, ids), "does not hold 4 rows of 8");

@@ -103,9 +103,9 @@ TEST_P(CudaHeadSlices, AttentionOnSlicesIsAttentionOnDenseCopies) {
     const std::initializer_list<int64_t> lse_shape{l.batch, l.heads, l.seq};
     ops::attention_forward(dense(out, l, l.heads), cuda_view(lse, lse_shape, DType::kF32),
                            dense(q, l, l.heads), dense(k, l, l.kv_heads), dense(v, l, l.kv_heads), window,
-                           scale, workspace);
+                           scale, workspace, {});
     ops::attention_forward(dense(out_s, l, l.heads), cuda_view(lse_s, lse_shape, DType::kF32), packed.q(l),
-                           packed.k(l), packed.v(l), window, scale, workspace);
+                           packed.k(l), packed.v(l), window, scale, workspace, {});
     ASSERT_EQ(download<uint16_t>(out_s), download<uint16_t>(out));
     ASSERT_EQ(download<float>(lse_s), download<float>(lse));
 
@@ -115,13 +115,13 @@ TEST_P(CudaHeadSlices, AttentionOnSlicesIsAttentionOnDenseCopies) {
     ops::attention_backward(dense(d_q, l, l.heads), dense(d_k, l, l.kv_heads), dense(d_v, l, l.kv_heads),
                             dense(d_out, l, l.heads), dense(q, l, l.heads), dense(k, l, l.kv_heads),
                             dense(v, l, l.kv_heads), dense(out, l, l.heads),
-                            cuda_view(lse, lse_shape, DType::kF32), window, scale, workspace);
+                            cuda_view(lse, lse_shape, DType::kF32), window, scale, workspace, {});
     const Heads zeros{std::vector<uint16_t>(in.v.size()), std::vector<uint16_t>(in.k.size()),
                       std::vector<uint16_t>(in.q.size())};
     const PackedOnGpu d_packed(l, pack(l, zeros));
     ops::attention_backward(d_packed.q(l), d_packed.k(l), d_packed.v(l), dense(d_out, l, l.heads),
                             packed.q(l), packed.k(l), packed.v(l), dense(out, l, l.heads),
-                            cuda_view(lse, lse_shape, DType::kF32), window, scale, workspace);
+                            cuda_view(lse, lse_shape, DType::kF32), window, scale, workspace, {});
     const Heads expected{download<uint16_t>(d_v), download<uint16_t>(d_k), download<uint16_t>(d_q)};
     ASSERT_EQ(d_packed.bits(), pack(l, expected)) << "gradients (or a guard head)";
     ASSERT_EQ(packed.bits(), pack(l, in)) << "the inputs changed";
@@ -169,7 +169,8 @@ TEST_P(CudaHeadSlices, RotaryRmsNormOnSlicesIsRotaryRmsNormOnDenseCopies) {
 
 TEST_P(CudaHeadSlices, ValueEmbedGateOnASliceIsTheGateOnADenseCopy) {
   NANOFORGE_SKIP_WITHOUT_GPU();
-  const DeterministicMode deterministic(true);  // the table scatter in token order: bitwise repeatable
+  const ops::KernelSettings deterministic{.deterministic =
+                                              true};  // the table scatter in token order: bitwise
   const Layout& l = GetParam();
   const int64_t N = l.tokens(), C = 24, G = 12, V = 11, Hkv = l.kv_heads, D = l.head_dim;
   std::mt19937 rng(47);
@@ -204,7 +205,7 @@ TEST_P(CudaHeadSlices, ValueEmbedGateOnASliceIsTheGateOnADenseCopy) {
     ops::value_embed_gate_backward(
         cuda_view(d_u_buffer, {N, C}, DType::kBF16), cuda_view(d_gate_buffer, {Hkv, G}, DType::kF32),
         cuda_view(d_table_buffer, {V, Hkv * D}, DType::kF32), d_v, u_view,
-        cuda_view(sigmoid, {N, Hkv}, DType::kF32), gate_view, table_view, ids_view);
+        cuda_view(sigmoid, {N, Hkv}, DType::kF32), gate_view, table_view, ids_view, deterministic);
     d_u = download<uint16_t>(d_u_buffer);
     d_gate = download<float>(d_gate_buffer);
     d_table = download<float>(d_table_buffer);

@@ -64,16 +64,17 @@ class CudaMlpGemm : public testing::TestWithParam<std::tuple<MlpShape, ops::MlpG
 // act = relu(pre)^2: a pre off by at most d gives relu off by at most d, its square by (2 relu + d) d. The
 // unfused path also rounds pre to bf16 before squaring: d grows by a bf16 rounding of relu.
 TEST_P(CudaMlpGemm, ForwardIsTheCpuResultWithinAccumulationAndRounding) {
-  const MlpGemmSetting setting(gemm());
+  const ops::KernelSettings settings{.mlp_gemm = gemm()};
   const auto [N, K, M] = shape();
   std::mt19937 rng(51);
   std::vector<float> x = random_bf16(N * K, 1.0f, rng), w = random_bf16(M * K, 0.5f, rng);
   std::vector<float> act_cpu(static_cast<size_t>(N * M));
-  ops::linear_relu_squared_forward(cpu_view(act_cpu, {N, M}), cpu_view(x, {N, K}), cpu_view(w, {M, K}));
+  ops::linear_relu_squared_forward(cpu_view(act_cpu, {N, M}), cpu_view(x, {N, K}), cpu_view(w, {M, K}),
+                                   settings);
 
   const GpuTensor x_gpu(x, {N, K}, DType::kBF16, 0), w_gpu(w, {M, K}, DType::kBF16, 0);
   const GpuTensor act_gpu(nan_values(N * M), {N, M}, DType::kBF16, 0);
-  ops::linear_relu_squared_forward(act_gpu.view, x_gpu.view, w_gpu.view);
+  ops::linear_relu_squared_forward(act_gpu.view, x_gpu.view, w_gpu.view, settings);
 
   const std::vector<float> sums = magnitudes(x, w, {N, K}, {M, K}, ops::Transpose::kYes, N, M);
   int clipped = 0;
@@ -94,7 +95,7 @@ TEST_P(CudaMlpGemm, ForwardIsTheCpuResultWithinAccumulationAndRounding) {
 // d_pre = (d_y w) * 2 sqrt(act), act the same bf16 values on both sides: the product's accumulation error
 // times 2 sqrt(act), then one bf16 rounding.
 TEST_P(CudaMlpGemm, BackwardIsTheCpuResultWithinAccumulationAndRounding) {
-  const MlpGemmSetting setting(gemm());
+  const ops::KernelSettings settings{.mlp_gemm = gemm()};
   const auto [N, K, M] = shape();
   std::mt19937 rng(52);
   std::vector<float> d_y = random_bf16(N * K, 1.0f, rng), w = random_bf16(K * M, 0.5f, rng);
@@ -104,12 +105,12 @@ TEST_P(CudaMlpGemm, BackwardIsTheCpuResultWithinAccumulationAndRounding) {
     act[i] = i % 4 == 1 ? 0.0f : round_to_bf16(act[i] * act[i]);
   std::vector<float> d_pre_cpu(static_cast<size_t>(N * M));
   ops::relu_squared_linear_backward(cpu_view(d_pre_cpu, {N, M}), cpu_view(d_y, {N, K}), cpu_view(w, {K, M}),
-                                    cpu_view(act, {N, M}));
+                                    cpu_view(act, {N, M}), settings);
 
   const GpuTensor d_y_gpu(d_y, {N, K}, DType::kBF16, 0), w_gpu(w, {K, M}, DType::kBF16, 0);
   const GpuTensor act_gpu(act, {N, M}, DType::kBF16, 0);
   const GpuTensor d_pre_gpu(nan_values(N * M), {N, M}, DType::kBF16, 0);
-  ops::relu_squared_linear_backward(d_pre_gpu.view, d_y_gpu.view, w_gpu.view, act_gpu.view);
+  ops::relu_squared_linear_backward(d_pre_gpu.view, d_y_gpu.view, w_gpu.view, act_gpu.view, settings);
 
   const std::vector<float> sums = magnitudes(d_y, w, {N, K}, {K, M}, ops::Transpose::kNo, N, M);
   // The unfused path rounds d_y w to bf16 before the pass multiplies: one more bf16 rounding of the product.
@@ -135,27 +136,28 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaMlpGemm,
 // are never dereferenced.
 TEST(CudaMlpGemmContracts, SizesAndAliasesAreNamed) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  const MlpGemmSetting setting(ops::MlpGemm::kFused);
+  const ops::KernelSettings fused{.mlp_gemm = ops::MlpGemm::kFused};
   uintptr_t next_address = 1 << 20;
   const auto bf16 = [&](std::initializer_list<int64_t> shape) {
     next_address += 1 << 20;
     return TensorView(reinterpret_cast<void*>(next_address), shape, DType::kBF16, Device::kCuda);
   };
   EXPECT_DEATH(
-      ops::linear_relu_squared_forward(bf16({4, 16}), bf16({4, 12}), bf16({16, 12})),
+      ops::linear_relu_squared_forward(bf16({4, 16}), bf16({4, 12}), bf16({16, 12}), fused),
       "linear_relu_squared_forward on CUDA: the MLP GEMM loads 16-byte chunks; K = 12 and M = 16 must "
       "be multiples of 8");
-  EXPECT_DEATH(ops::linear_relu_squared_forward(bf16({4, 16}), bf16({3, 8}), bf16({16, 8})),
+  EXPECT_DEATH(ops::linear_relu_squared_forward(bf16({4, 16}), bf16({3, 8}), bf16({16, 8}), fused),
                "shapes do not chain");
-  EXPECT_DEATH(ops::relu_squared_linear_backward(bf16({4, 16}), bf16({4, 8}), bf16({16, 8}), bf16({4, 16})),
-               "shapes do not chain");
+  EXPECT_DEATH(
+      ops::relu_squared_linear_backward(bf16({4, 16}), bf16({4, 8}), bf16({16, 8}), bf16({4, 16}), fused),
+      "shapes do not chain");
   const TensorView square = bf16({16, 16}), weights = bf16({16, 16});
-  EXPECT_DEATH(ops::linear_relu_squared_forward(square, square, weights), "act must not alias x");
-  EXPECT_DEATH(ops::relu_squared_linear_backward(square, weights, weights, square),
+  EXPECT_DEATH(ops::linear_relu_squared_forward(square, square, weights, fused), "act must not alias x");
+  EXPECT_DEATH(ops::relu_squared_linear_backward(square, weights, weights, square, fused),
                "d_pre must alias neither d_y nor act");
   const TensorView x_f32(reinterpret_cast<void*>(next_address + (1 << 20)), {16, 16}, DType::kF32,
                          Device::kCuda);
-  EXPECT_DEATH(ops::linear_relu_squared_forward(square, x_f32, weights), "x must be bf16");
+  EXPECT_DEATH(ops::linear_relu_squared_forward(square, x_f32, weights, fused), "x must be bf16");
 }
 
 }  // namespace

@@ -78,7 +78,7 @@ struct Gradients {
 };
 
 Gradients cuda_backward(const GateInputs& in, const std::vector<float>& gate_sigmoid,
-                        const Gradients& initial) {
+                        const Gradients& initial, const ops::KernelSettings& settings) {
   const auto [N, H, D, C, V] = in.shape;
   const DeviceBuffer d_u = upload(to_bf16_bits(initial.d_u));
   const DeviceBuffer d_gate_weight = upload(initial.d_gate_weight);
@@ -94,7 +94,7 @@ Gradients cuda_backward(const GateInputs& in, const std::vector<float>& gate_sig
       cuda_view(d_table, {V, H * D}, DType::kF32), cuda_view(d_v, {N, H, D}, DType::kBF16),
       cuda_view(u, {N, C}, DType::kBF16), cuda_view(sigmoid, {N, H}, DType::kF32),
       cuda_view(gate_weight, {H, kGateChannels}, DType::kF32), cuda_view(table, {V, H * D}, DType::kF32),
-      cuda_view(ids, {N}, DType::kI32));
+      cuda_view(ids, {N}, DType::kI32), settings);
   return {from_bf16_bits(download<uint16_t>(d_u)), download<float>(d_gate_weight), download<float>(d_table)};
 }
 
@@ -106,8 +106,8 @@ Gradients initial_gradients(const GateInputs& in, std::mt19937& rng) {
 
 class CudaValueEmbedGate : public testing::TestWithParam<GateCase> {
  protected:
-  // The backward against the CPU op in the current ops::deterministic() mode.
-  void expect_backward_matches_cpu();
+  // The backward against the CPU op, deterministic or not as `settings` say.
+  void expect_backward_matches_cpu(const ops::KernelSettings& settings);
 };
 
 TEST_P(CudaValueEmbedGate, ForwardMatchesCpu) {
@@ -145,7 +145,7 @@ TEST_P(CudaValueEmbedGate, ForwardMatchesCpu) {
   }
 }
 
-void CudaValueEmbedGate::expect_backward_matches_cpu() {
+void CudaValueEmbedGate::expect_backward_matches_cpu(const ops::KernelSettings& settings) {
   std::mt19937 rng(32);
   GateInputs in = make_inputs(GetParam(), rng);
   const auto [N, H, D, C, V] = in.shape;
@@ -157,8 +157,8 @@ void CudaValueEmbedGate::expect_backward_matches_cpu() {
                                  cpu_view(cpu.d_table, {V, H * D}), cpu_view(in.d_v, {N, H, D}),
                                  cpu_view(in.u, {N, C}), cpu_view(sigmoid, {N, H}),
                                  cpu_view(in.gate_weight, {H, kGateChannels}), cpu_view(in.table, {V, H * D}),
-                                 cpu_view(in.ids, {N}));
-  const Gradients gpu = cuda_backward(in, sigmoid, initial);
+                                 cpu_view(in.ids, {N}), settings);
+  const Gradients gpu = cuda_backward(in, sigmoid, initial, settings);
 
   // Per (token, head): the bound on the two sides' difference in d_pre = (d_v . e) * 3 p (1 - p). Each side
   // sums the D-term dot product in its own order, within (D - 1) * 2^-24 of the exact value relative to sum
@@ -249,14 +249,12 @@ void CudaValueEmbedGate::expect_backward_matches_cpu() {
 
 TEST_P(CudaValueEmbedGate, BackwardMatchesCpuWithAtomicTableScatter) {
   NANOFORGE_SKIP_WITHOUT_GPU();
-  const DeterministicMode mode(false);
-  expect_backward_matches_cpu();
+  expect_backward_matches_cpu(ops::KernelSettings{.deterministic = false});
 }
 
 TEST_P(CudaValueEmbedGate, BackwardMatchesCpuInDeterministicMode) {
   NANOFORGE_SKIP_WITHOUT_GPU();
-  const DeterministicMode mode(true);
-  expect_backward_matches_cpu();
+  expect_backward_matches_cpu(ops::KernelSettings{.deterministic = true});
 }
 
 // d_u and d_gate_weight never use atomics, and in deterministic mode neither does d_table: two runs give the
@@ -269,9 +267,9 @@ TEST_P(CudaValueEmbedGate, BackwardRepeatsBitwise) {
   const Gradients initial = initial_gradients(in, rng);
   for (bool deterministic : {false, true}) {
     SCOPED_TRACE(deterministic ? "deterministic mode" : "atomic table scatter");
-    const DeterministicMode mode(deterministic);
-    const Gradients first = cuda_backward(in, sigmoid, initial);
-    const Gradients second = cuda_backward(in, sigmoid, initial);
+    const ops::KernelSettings settings{.deterministic = deterministic};
+    const Gradients first = cuda_backward(in, sigmoid, initial, settings);
+    const Gradients second = cuda_backward(in, sigmoid, initial, settings);
     EXPECT_EQ(first.d_u, second.d_u);
     EXPECT_EQ(first.d_gate_weight, second.d_gate_weight);
     if (deterministic) {
@@ -306,9 +304,9 @@ TEST(CudaValueEmbedGateContract, RejectsWrongDtypesAndShapes) {
                "value_embed_gate_forward on CUDA: table must be f32");
   EXPECT_DEATH(ops::value_embed_gate_forward(v, gate_sigmoid, u, gate_weight, table_too_narrow, ids),
                "value_embed_gate_forward on CUDA: inconsistent shapes");
-  EXPECT_DEATH(
-      ops::value_embed_gate_backward(u, gate_weight, table_bf16, v, u, gate_sigmoid, gate_weight, table, ids),
-      "value_embed_gate_backward on CUDA: d_table must be f32");
+  EXPECT_DEATH(ops::value_embed_gate_backward(u, gate_weight, table_bf16, v, u, gate_sigmoid, gate_weight,
+                                              table, ids, {}),
+               "value_embed_gate_backward on CUDA: d_table must be f32");
 }
 
 }  // namespace

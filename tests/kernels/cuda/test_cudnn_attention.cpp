@@ -1,4 +1,4 @@
-// cuDNN's fused attention (ops::attention_forward / attention_backward with the implementation set to
+// cuDNN's fused attention (ops::attention_forward / attention_backward with KernelSettings' attention
 // cudnn) against the CPU op in f32 on the same bf16-valued inputs: forward (out, lse) and backward (d_q, d_k,
 // d_v) for B = 2, sequences of 17, 200 and 333 (none a multiple of cuDNN's tiles), windows 0, 63 and >= T
 // (plain causal: no left bound), head dims 128 and 64, GQA 4/2 and plain 2/2 heads. Each case first asserts
@@ -50,15 +50,12 @@ struct AttentionCase {
   ops::AttentionCalls calls() const { return {kBatch, seq, heads, kv_heads, head_dim, {window}, scale()}; }
 };
 
-// Sets the ops to cuDNN for one test and back to flash after it.
-class CudnnAttentionTest : public testing::Test {
- protected:
-  void SetUp() override { ops::set_attention_implementation(ops::AttentionImplementation::kCudnn); }
-  void TearDown() override {
-    ops::set_attention_implementation(ops::AttentionImplementation::kFlash);
-    ops::set_deterministic(false);
-  }
-};
+// The ops' settings that choose cuDNN (and its deterministic backward where asked).
+ops::KernelSettings cudnn_settings(bool deterministic = false) {
+  return {.attention = ops::AttentionImplementation::kCudnn, .deterministic = deterministic};
+}
+
+class CudnnAttentionTest : public testing::Test {};
 
 DeviceBuffer nan_buffer(int64_t count, DType dtype) {
   if (dtype == DType::kBF16) return upload(std::vector<uint16_t>(static_cast<size_t>(count), 0x7FC0u));
@@ -104,11 +101,13 @@ ForwardResult cudnn_forward(const AttentionCase& c, const Inputs& in) {
   const DeviceBuffer lse = nan_buffer(c.lse_numel(), DType::kF32);
   ops::attention_forward(cuda_view(out, {B, T, H, D}, DType::kBF16), cuda_view(lse, {B, H, T}, DType::kF32),
                          cuda_view(q, {B, T, H, D}, DType::kBF16), cuda_view(k, {B, T, Hkv, D}, DType::kBF16),
-                         cuda_view(v, {B, T, Hkv, D}, DType::kBF16), c.window, c.scale(), no_workspace());
+                         cuda_view(v, {B, T, Hkv, D}, DType::kBF16), c.window, c.scale(), no_workspace(),
+                         cudnn_settings());
   return {from_bf16_bits(download<uint16_t>(out)), download<float>(lse)};
 }
 
-Gradients cudnn_backward(const AttentionCase& c, const Inputs& in, const ForwardResult& forward) {
+Gradients cudnn_backward(const AttentionCase& c, const Inputs& in, const ForwardResult& forward,
+                         bool deterministic = false) {
   const int64_t B = kBatch, T = c.seq, H = c.heads, Hkv = c.kv_heads, D = c.head_dim;
   const DeviceBuffer q = upload(to_bf16_bits(in.q));
   const DeviceBuffer k = upload(to_bf16_bits(in.k));
@@ -124,7 +123,8 @@ Gradients cudnn_backward(const AttentionCase& c, const Inputs& in, const Forward
       cuda_view(d_v, {B, T, Hkv, D}, DType::kBF16), cuda_view(d_out, {B, T, H, D}, DType::kBF16),
       cuda_view(q, {B, T, H, D}, DType::kBF16), cuda_view(k, {B, T, Hkv, D}, DType::kBF16),
       cuda_view(v, {B, T, Hkv, D}, DType::kBF16), cuda_view(out, {B, T, H, D}, DType::kBF16),
-      cuda_view(lse, {B, H, T}, DType::kF32), c.window, c.scale(), no_workspace());
+      cuda_view(lse, {B, H, T}, DType::kF32), c.window, c.scale(), no_workspace(),
+      cudnn_settings(deterministic));
   return {from_bf16_bits(download<uint16_t>(d_q)), from_bf16_bits(download<uint16_t>(d_k)),
           from_bf16_bits(download<uint16_t>(d_v))};
 }
@@ -142,7 +142,7 @@ ForwardResult cpu_forward(const AttentionCase& c, Inputs in) {
   ops::attention_forward(cpu_view(r.out, {B, T, H, D}), cpu_view(r.lse, {B, H, T}),
                          cpu_view(in.q, {B, T, H, D}), cpu_view(in.k, {B, T, Hkv, D}),
                          cpu_view(in.v, {B, T, Hkv, D}), c.window, c.scale(),
-                         cpu_view(workspace, {static_cast<int64_t>(workspace.size())}));
+                         cpu_view(workspace, {static_cast<int64_t>(workspace.size())}), {});
   return r;
 }
 
@@ -156,7 +156,7 @@ Gradients cpu_backward(const AttentionCase& c, Inputs in, ForwardResult forward)
       cpu_view(g.d_q, {B, T, H, D}), cpu_view(g.d_k, {B, T, Hkv, D}), cpu_view(g.d_v, {B, T, Hkv, D}),
       cpu_view(in.d_out, {B, T, H, D}), cpu_view(in.q, {B, T, H, D}), cpu_view(in.k, {B, T, Hkv, D}),
       cpu_view(in.v, {B, T, Hkv, D}), cpu_view(forward.out, {B, T, H, D}), cpu_view(forward.lse, {B, H, T}),
-      c.window, c.scale(), cpu_view(workspace, {static_cast<int64_t>(workspace.size())}));
+      c.window, c.scale(), cpu_view(workspace, {static_cast<int64_t>(workspace.size())}), {});
   return g;
 }
 
@@ -326,16 +326,17 @@ INSTANTIATE_TEST_SUITE_P(
 // Deterministic mode asks for cuDNN's deterministic backward (no atomics on dQ): the same bits every run.
 TEST_F(CudnnAttentionTest, DeterministicBackwardRepeatsBitForBit) {
   NANOFORGE_SKIP_WITHOUT_GPU();
-  ops::set_deterministic(true);
   const AttentionCase c{333, 100, 4, 2, 128};
-  const absl::Status supported = ops::check_cudnn_attention(c.calls(), nullptr);
+  ops::AttentionCalls calls = c.calls();
+  calls.deterministic = true;
+  const absl::Status supported = ops::check_cudnn_attention(calls, nullptr);
   ASSERT_TRUE(supported.ok()) << supported;
   const Inputs in = random_inputs(c, 5);
   const ForwardResult first = cudnn_forward(c, in);
-  const Gradients first_gradients = cudnn_backward(c, in, first);
+  const Gradients first_gradients = cudnn_backward(c, in, first, /*deterministic=*/true);
   for (int repeat = 0; repeat < 3; ++repeat) {
     EXPECT_EQ(cudnn_forward(c, in).out, first.out);
-    const Gradients again = cudnn_backward(c, in, first);
+    const Gradients again = cudnn_backward(c, in, first, /*deterministic=*/true);
     EXPECT_EQ(again.d_q, first_gradients.d_q);
     EXPECT_EQ(again.d_k, first_gradients.d_k);
     EXPECT_EQ(again.d_v, first_gradients.d_v);
@@ -387,7 +388,7 @@ TEST_F(CudnnAttentionTest, HeadSlicesOfPackedTensorsMatchCpu) {
   const DeviceBuffer out = nan_buffer(c.q_numel(), DType::kBF16);
   const DeviceBuffer lse = nan_buffer(c.lse_numel(), DType::kF32);
   ops::attention_forward(cuda_view(out, {B, T, H, D}, DType::kBF16), cuda_view(lse, {B, H, T}, DType::kF32),
-                         q, k, v, c.window, c.scale(), no_workspace());
+                         q, k, v, c.window, c.scale(), no_workspace(), cudnn_settings());
   const ForwardResult sliced{from_bf16_bits(download<uint16_t>(out)), download<float>(lse)};
 
   const DeviceBuffer d_out = upload(to_bf16_bits(in.d_out));
@@ -396,7 +397,7 @@ TEST_F(CudnnAttentionTest, HeadSlicesOfPackedTensorsMatchCpu) {
   ops::attention_backward(HeadSlice(d_whole, 2 * Hkv, H), HeadSlice(d_whole, Hkv, Hkv),
                           HeadSlice(d_whole, 0, Hkv), cuda_view(d_out, {B, T, H, D}, DType::kBF16), q, k, v,
                           cuda_view(out, {B, T, H, D}, DType::kBF16), cuda_view(lse, {B, H, T}, DType::kF32),
-                          c.window, c.scale(), no_workspace());
+                          c.window, c.scale(), no_workspace(), cudnn_settings());
   const std::vector<uint16_t> d_bits = download<uint16_t>(d_packed);
   const Gradients sliced_gradients{take(d_bits, 2 * Hkv, H), take(d_bits, Hkv, Hkv), take(d_bits, 0, Hkv)};
   EXPECT_TRUE(guards_are_nan(d_bits)) << "a gradient was written into the guard head";
@@ -412,14 +413,15 @@ TEST_F(CudnnAttentionTest, RejectsWhatTheContractForbids) {
   };
   const TensorView lse(nullptr, {2, 4, 10}, DType::kF32, Device::kCuda);
   const TensorView q = bf16({2, 10, 4, 64}), kv = bf16({2, 10, 2, 64});
-  EXPECT_DEATH(ops::attention_forward(q, bf16({2, 4, 10}), q, kv, kv, 5, 0.1, no_workspace()),
-               "attention_forward \\(cuDNN\\) on CUDA: lse must be f32");
   EXPECT_DEATH(
-      ops::attention_forward(q, lse, q, bf16({2, 10, 3, 64}), bf16({2, 10, 3, 64}), 5, 0.1, no_workspace()),
-      "heads must be a multiple of kv heads");
+      ops::attention_forward(q, bf16({2, 4, 10}), q, kv, kv, 5, 0.1, no_workspace(), cudnn_settings()),
+      "attention_forward \\(cuDNN\\) on CUDA: lse must be f32");
+  EXPECT_DEATH(ops::attention_forward(q, lse, q, bf16({2, 10, 3, 64}), bf16({2, 10, 3, 64}), 5, 0.1,
+                                      no_workspace(), cudnn_settings()),
+               "heads must be a multiple of kv heads");
   const TensorView misaligned(reinterpret_cast<void*>(uintptr_t{2}), {2, 10, 4, 64}, DType::kBF16,
                               Device::kCuda);
-  EXPECT_DEATH(ops::attention_forward(q, lse, misaligned, kv, kv, 5, 0.1, no_workspace()),
+  EXPECT_DEATH(ops::attention_forward(q, lse, misaligned, kv, kv, 5, 0.1, no_workspace(), cudnn_settings()),
                "must start on a 16-byte boundary");
 }
 

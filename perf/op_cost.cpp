@@ -2,14 +2,25 @@
 // streams through DRAM, how many kernels a launcher starts, what arithmetic they do. Bytes count each operand
 // once per kernel that reads or writes it; re-reads of a tile by neighbouring blocks (GEMM operands, K/V
 // tiles, a row's previous row) are taken to hit L2. When a kernel changes, its cost here changes with it.
-#include "kernels/op_cost.h"
+#include "perf/op_cost.h"
 
 #include <algorithm>
 
-namespace nanoforge::ops {
-namespace {
+namespace nanoforge {
 
-thread_local OpCostSink* current_sink = nullptr;
+using ops::Accumulate;
+using ops::AdamWStep;
+using ops::Transpose;
+
+// The recorder: each op priced by its cost function, under its own name.
+#define NANOFORGE_OP(name, Return, params, args) \
+  void OpCostRecorder::name params {             \
+    sink_.record(#name, cost::name args);        \
+  }
+#define NANOFORGE_CUDA_VARIANT NANOFORGE_OP
+#include "kernels/op_list.inc"
+
+namespace {
 
 // CUDA-core operations per element of the loss, from its kernels: the forward's tanh as 1 - 2 / (e^2u + 1)
 // and exp (~20 with their range handling) and the online max / sum (~6); the backward recomputes tanh and
@@ -53,19 +64,6 @@ OpCost reduce_then_scale(const TensorView& x) {
 }
 
 }  // namespace
-
-ScopedCostRecording::ScopedCostRecording(OpCostSink& sink) {
-  NANOFORGE_CHECK(current_sink == nullptr, "cost recording scopes do not nest");
-  current_sink = &sink;
-}
-
-ScopedCostRecording::~ScopedCostRecording() {
-  current_sink = nullptr;
-}
-
-OpCostSink* cost_recording() {
-  return current_sink;
-}
 
 namespace cost {
 
@@ -116,8 +114,9 @@ OpCost embedding_forward(TensorView out, TensorView table, TensorView ids) {
   return streaming(b(ids) + n(out) * static_cast<double>(dtype_bytes(table.dtype)) + b(out), n(out));
 }
 
-OpCost embedding_backward(TensorView d_table, TensorView d_out, TensorView ids) {
-  if (deterministic()) {
+OpCost embedding_backward(TensorView d_table, TensorView d_out, TensorView ids,
+                          const ops::KernelSettings& settings) {
+  if (settings.deterministic) {
     // The ordered kernel: every table element read and written once, every d_out row read once.
     return streaming(b(ids) + b(d_out) + 2 * b(d_table), n(d_out));
   }
@@ -153,7 +152,8 @@ OpCost rotary_rmsnorm_backward(HeadSlice d_x, HeadSlice out, TensorView rstd, Te
 }
 
 OpCost attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSlice k, HeadSlice v,
-                         int64_t window, double /*scale*/, TensorView /*workspace*/) {
+                         int64_t window, double /*scale*/, TensorView /*workspace*/,
+                         const ops::KernelSettings& /*settings*/) {
   const double batch = static_cast<double>(q.batch()), heads = static_cast<double>(q.heads());
   const double head_dim = static_cast<double>(q.head_dim());
   const double tile = static_cast<double>(kAttentionTileRows);
@@ -169,7 +169,8 @@ OpCost attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSlice 
 
 OpCost attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorView d_out, HeadSlice q,
                           HeadSlice k, HeadSlice v, TensorView out, TensorView lse, int64_t window,
-                          double /*scale*/, TensorView /*workspace*/) {
+                          double /*scale*/, TensorView /*workspace*/,
+                          const ops::KernelSettings& /*settings*/) {
   const double batch = static_cast<double>(q.batch()), heads = static_cast<double>(q.heads());
   const double head_dim = static_cast<double>(q.head_dim());
   const double tile = static_cast<double>(kAttentionTileRows);
@@ -189,15 +190,23 @@ OpCost attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorVie
   return cost;
 }
 
+// cuDNN's fused attention (model.attention=cudnn or auto where cuDNN runs): its kernels are not ours to read,
+// so it is priced as the work any flash-style kernel does — the same tile pairs as our forward, and a
+// backward with FlashAttention-2's five tile GEMMs — at cuDNN's own assumed efficiency (perf/gpu_specs.cpp).
 OpCost cudnn_attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSlice k, HeadSlice v,
-                               int64_t window, double scale, TensorView workspace) {
-  return attention_forward(out, lse, q, k, v, window, scale, workspace);
+                               int64_t window, double scale, TensorView workspace,
+                               const ops::KernelSettings& settings) {
+  OpCost cost = cost::attention_forward(out, lse, q, k, v, window, scale, workspace, settings);
+  cost.kind = CostClass::kCudnnAttentionForward;
+  return cost;
 }
 
 OpCost cudnn_attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorView d_out, HeadSlice q,
                                 HeadSlice k, HeadSlice v, TensorView out, TensorView lse, int64_t window,
-                                double scale, TensorView workspace) {
-  OpCost cost = attention_backward(d_q, d_k, d_v, d_out, q, k, v, out, lse, window, scale, workspace);
+                                double scale, TensorView workspace, const ops::KernelSettings& settings) {
+  OpCost cost =
+      cost::attention_backward(d_q, d_k, d_v, d_out, q, k, v, out, lse, window, scale, workspace, settings);
+  cost.kind = CostClass::kCudnnAttentionBackward;
   cost.tensor_flops *= 5.0 / 7.0;  // five tile GEMMs a pair where ours has seven
   return cost;
 }
@@ -210,14 +219,18 @@ OpCost relu_squared_backward(TensorView d_x, TensorView d_out, TensorView out) {
   return streaming(b(d_out) + b(out) + b(d_x), n(out));
 }
 
-OpCost linear_relu_squared_forward(TensorView act, TensorView x, TensorView w) {
+// Our MLP GEMM (kernels/cuda/mlp_gemm.cu): the GEMM's FLOPs at our GEMM's efficiency, its operands and
+// output, and the backward's read of act.
+OpCost linear_relu_squared_forward(TensorView act, TensorView x, TensorView w,
+                                   const ops::KernelSettings& /*settings*/) {
   OpCost cost = cost::matmul(act, x, Transpose::kNo, w, Transpose::kYes, 1.0, 0.0);
   cost.kind = CostClass::kOwnGemm;
   cost.vector_flops = 2 * n(act);  // relu and the square in the epilogue
   return cost;
 }
 
-OpCost relu_squared_linear_backward(TensorView d_pre, TensorView d_y, TensorView w, TensorView act) {
+OpCost relu_squared_linear_backward(TensorView d_pre, TensorView d_y, TensorView w, TensorView act,
+                                    const ops::KernelSettings& /*settings*/) {
   OpCost cost = cost::matmul(d_pre, d_y, Transpose::kNo, w, Transpose::kNo, 1.0, 0.0);
   cost.kind = CostClass::kOwnGemm;
   cost.bytes += b(act);
@@ -247,7 +260,7 @@ OpCost value_embed_gate_forward(HeadSlice v, TensorView gate_sigmoid, TensorView
 
 OpCost value_embed_gate_backward(TensorView /*d_u*/, TensorView /*d_gate_weight*/, TensorView d_table,
                                  HeadSlice d_v, TensorView u, TensorView gate_sigmoid, TensorView gate_weight,
-                                 TensorView table, TensorView ids) {
+                                 TensorView table, TensorView ids, const ops::KernelSettings& settings) {
   const double rows = static_cast<double>(u.shape[0]);
   const double gate_bytes = rows * static_cast<double>(gate_weight.shape[1] * dtype_bytes(u.dtype));
   const double table_row_bytes = n(d_v) * static_cast<double>(dtype_bytes(table.dtype));
@@ -256,7 +269,7 @@ OpCost value_embed_gate_backward(TensorView /*d_u*/, TensorView /*d_gate_weight*
   // token (atomics in the pass, or the ordered scatter kernel in deterministic mode).
   return streaming(b(ids) + b(d_v) + 3 * gate_bytes + b(gate_sigmoid) + table_row_bytes +
                        2 * n(d_v) * static_cast<double>(dtype_bytes(d_table.dtype)),
-                   n(d_v), deterministic() ? 3 : 2);
+                   n(d_v), settings.deterministic ? 3 : 2);
 }
 
 OpCost residual_mix_rmsnorm_forward(TensorView residual, TensorView out, TensorView rstd, TensorView x,
@@ -360,4 +373,4 @@ OpCost add_mean_loss(TensorView total, TensorView losses, TensorView targets) {
 }
 
 }  // namespace cost
-}  // namespace nanoforge::ops
+}  // namespace nanoforge
