@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "dist/collective_contract.h"
-#include "kernels/op_cost.h"
+#include "kernels/op_recorder.h"
 #include "kernels/ops.h"
 
 namespace nanoforge {
@@ -18,7 +18,7 @@ void copy_flat(const TensorView& output, const TensorView& input) {
   if (output.data == input.data || input.numel() == 0) return;
   if (input.device == Device::kCpu) {
     // A recorded step's buffers are reserved address space, never backed: a host copy is no op to record.
-    if (ops::cost_recording() == nullptr)
+    if (ops::op_recorder() == nullptr)
       std::memmove(output.data, input.data, static_cast<size_t>(input.bytes()));
     return;
   }

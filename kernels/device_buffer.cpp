@@ -1,6 +1,6 @@
 // DeviceBuffer and ArenaAllocator. CPU memory is 256-byte aligned and zeroed; CUDA memory comes from the
-// CUDA backend (kernels/cuda/memory.cu) when it is built. While a thread records op costs
-// (kernels/op_cost.h), its buffers are inaccessible reserved address space: views get distinct addresses,
+// CUDA backend (kernels/cuda/memory.cu) when it is built. While a thread records its ops
+// (kernels/op_recorder.h), its buffers are inaccessible reserved address space: views get distinct addresses,
 // nothing is backed, and any access to one faults at once.
 #include "kernels/device_buffer.h"
 
@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "kernels/cuda/cuda_memory.h"
-#include "kernels/op_cost.h"
+#include "kernels/op_recorder.h"
 
 namespace nanoforge {
 namespace {
@@ -48,10 +48,10 @@ int64_t device_bytes_peak(Device device) {
 DeviceBuffer::DeviceBuffer(Device device, int64_t bytes) : bytes_(bytes), device_(device) {
   NANOFORGE_CHECK(bytes >= 0, "negative allocation of {} bytes", bytes);
   if (bytes == 0) return;
-  if (ops::cost_recording() != nullptr) {
+  if (ops::op_recorder() != nullptr) {
     data_ = mmap(nullptr, static_cast<size_t>(bytes), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                  -1, 0);
-    NANOFORGE_CHECK(data_ != MAP_FAILED, "cost recording: cannot reserve {:.3f} GB of address space",
+    NANOFORGE_CHECK(data_ != MAP_FAILED, "op recording: cannot reserve {:.3f} GB of address space",
                     bytes / 1e9);
     reserved_ = true;
     return;
@@ -128,7 +128,7 @@ TensorView ArenaAllocator::take_bytes(int64_t bytes) {
 }
 
 void copy_from_host(TensorView dst, const void* src) {
-  if (ops::cost_recording() != nullptr) return;  // recorded set-up moves nothing
+  if (ops::op_recorder() != nullptr) return;  // recorded set-up moves nothing
   if (dst.device == Device::kCpu) {
     std::memcpy(dst.data, src, static_cast<size_t>(dst.bytes()));
   } else {
@@ -137,7 +137,7 @@ void copy_from_host(TensorView dst, const void* src) {
 }
 
 void copy_to_host(void* dst, TensorView src) {
-  if (ops::cost_recording() != nullptr) return;
+  if (ops::op_recorder() != nullptr) return;
   if (src.device == Device::kCpu) {
     std::memcpy(dst, src.data, static_cast<size_t>(src.bytes()));
   } else {

@@ -14,7 +14,7 @@ class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   // Allocates `bytes` on `device`, zero-filled. Aborts with the size when the device is out of memory. While
-  // this thread records op costs (kernels/op_cost.h): reserves inaccessible address space instead.
+  // this thread records its ops (kernels/op_recorder.h): reserves inaccessible address space instead.
   DeviceBuffer(Device device, int64_t bytes);
   DeviceBuffer(DeviceBuffer&& other) noexcept;
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
@@ -31,7 +31,7 @@ class DeviceBuffer {
   void* data_ = nullptr;
   int64_t bytes_ = 0;
   Device device_ = Device::kCpu;
-  bool reserved_ = false;  // address space only (cost recording)
+  bool reserved_ = false;  // address space only (op recording)
 };
 
 // Hands out consecutive, aligned views of one buffer. Constructed without a buffer it only measures: run a

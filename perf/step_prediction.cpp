@@ -32,17 +32,17 @@ Bound main_bound(const RowTotals& totals) {
       ->first;
 }
 
-double tensor_efficiency(ops::CostClass kind, const GpuSpec& gpu) {
+double tensor_efficiency(CostClass kind, const GpuSpec& gpu) {
   switch (kind) {
-    case ops::CostClass::kGemm:
+    case CostClass::kGemm:
       return gpu.gemm_efficiency;
-    case ops::CostClass::kOwnGemm:
+    case CostClass::kOwnGemm:
       return gpu.own_gemm_efficiency;
-    case ops::CostClass::kAttentionForward:
+    case CostClass::kAttentionForward:
       return gpu.attention_forward_efficiency;
-    case ops::CostClass::kAttentionBackward:
+    case CostClass::kAttentionBackward:
       return gpu.attention_backward_efficiency;
-    case ops::CostClass::kVector:
+    case CostClass::kVector:
       return gpu.gemm_efficiency;  // no tensor-core work
   }
   return gpu.gemm_efficiency;
@@ -75,9 +75,9 @@ double gemm_wave_fill(int64_t rows, int64_t cols, int sms) {
   return static_cast<double>(tiles) / static_cast<double>(waves * sms);
 }
 
-OpTimePrediction predict_op(const ops::OpCost& cost, const GpuSpec& gpu) {
+OpTimePrediction predict_op(const OpCost& cost, const GpuSpec& gpu) {
   double fill = 1.0;
-  if (cost.kind == ops::CostClass::kGemm || cost.kind == ops::CostClass::kOwnGemm) {
+  if (cost.kind == CostClass::kGemm || cost.kind == CostClass::kOwnGemm) {
     fill = gemm_wave_fill(cost.gemm_rows, cost.gemm_cols, gpu.sms);  // ours uses 128 x 128 tiles too
   }
   const double tensor = cost.tensor_flops / (gpu.tensor_flops * tensor_efficiency(cost.kind, gpu) * fill);

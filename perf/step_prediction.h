@@ -29,7 +29,7 @@ struct OpTimePrediction {
   double seconds = 0;
   Bound bound = Bound::kMemory;
 };
-OpTimePrediction predict_op(const ops::OpCost& cost, const GpuSpec& gpu);
+OpTimePrediction predict_op(const OpCost& cost, const GpuSpec& gpu);
 // How full the last wave of a GEMM's 128x128 output tiles leaves the GPU's SMs (1 = every SM busy).
 double gemm_wave_fill(int64_t rows, int64_t cols, int sms);
 // A collective's time on the link: latency + the bytes each rank moves over its bus bandwidth (ring

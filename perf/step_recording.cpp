@@ -17,13 +17,13 @@
 namespace nanoforge {
 namespace {
 
-class StepRecorder final : public ops::OpCostSink, public CollectiveListener {
+class StepRecorder final : public OpCostSink, public CollectiveListener {
  public:
   void set_phase(StepPhase phase) { phase_ = phase; }
   void set_recording(bool on) { recording_ = on; }
   std::vector<StepEvent> take() { return std::move(events_); }
 
-  void record(const char* op, const ops::OpCost& cost) override {
+  void record(const char* op, const OpCost& cost) override {
     if (!recording_) return;
     StepEvent event;
     event.kind = StepEvent::Kind::kOp;
@@ -96,7 +96,8 @@ std::vector<StepEvent> record_training_step(const StepRecordingOptions& options)
   const Device device = options.device;
   const int64_t seq = options.config.sequence_len;
   StepRecorder recorder;
-  const ops::ScopedCostRecording recording(recorder);
+  OpCostRecorder priced_ops(recorder);
+  const ops::ScopedOpRecording recording(priced_ops);
 
   // The run's parts, as the trainer makes them.
   GPT model(options.config, device, device == Device::kCuda ? DType::kBF16 : DType::kF32);

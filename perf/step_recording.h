@@ -1,18 +1,18 @@
 // The performance model's input: one training step of nanoforge's real code — TrainingStep::run
 // (step/training_step.h), the step the trainer and `bench step` run: GPT's forward and backward, the
 // DataParallelOptimizer's step and its all-gathers of the bf16 weights, which the next forward waits for
-// layer by layer — run in cost-recording mode (kernels/op_cost.h), so every op call is recorded with its
-// shapes and cost instead of running, and every collective through a RecordingCommunicator. Nothing is
-// allocated: a d20 step on 8 GPUs is recorded on a laptop. When kernels are fused or ops added, the recording
-// follows the code.
+// layer by layer — run while its thread records (kernels/op_recorder.h, priced by perf/op_cost.h), so every
+// op call is recorded with its shapes and cost instead of running, and every collective through a
+// RecordingCommunicator. Nothing is allocated: a d20 step on 8 GPUs is recorded on a laptop. When kernels
+// are fused or ops added, the recording follows the code.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "kernels/op_cost.h"
 #include "model/gpt_config.h"
+#include "perf/op_cost.h"
 #include "perf/recording_communicator.h"
 
 namespace nanoforge {
@@ -26,7 +26,7 @@ struct StepEvent {
   enum class Kind { kOp, kCollectiveIssued, kCollectiveWaited } kind = Kind::kOp;
   StepPhase phase = StepPhase::kForward;
   std::string op;             // kOp: the op profiler's name ("matmul", "attention_backward", ...)
-  ops::OpCost cost;           // kOp
+  OpCost cost;                // kOp
   CollectiveCall collective;  // kCollectiveIssued; kCollectiveWaited: only collective.id
 };
 

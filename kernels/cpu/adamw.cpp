@@ -33,7 +33,6 @@ void adamw_update(TensorView param, TensorView grad, TensorView exp_avg, TensorV
   }
 }
 
-template void adamw_update<float>(TensorView, TensorView, TensorView, TensorView, const ops::AdamWStep&);
-template void adamw_update<double>(TensorView, TensorView, TensorView, TensorView, const ops::AdamWStep&);
+NANOFORGE_CPU_INSTANTIATE(adamw_update);
 
 }  // namespace nanoforge::cpu

@@ -235,13 +235,7 @@ void attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorView 
   }
 }
 
-template void attention_forward<float>(TensorView, TensorView, HeadSlice, HeadSlice, HeadSlice, int64_t,
-                                       double, TensorView);
-template void attention_forward<double>(TensorView, TensorView, HeadSlice, HeadSlice, HeadSlice, int64_t,
-                                        double, TensorView);
-template void attention_backward<float>(HeadSlice, HeadSlice, HeadSlice, TensorView, HeadSlice, HeadSlice,
-                                        HeadSlice, TensorView, TensorView, int64_t, double, TensorView);
-template void attention_backward<double>(HeadSlice, HeadSlice, HeadSlice, TensorView, HeadSlice, HeadSlice,
-                                         HeadSlice, TensorView, TensorView, int64_t, double, TensorView);
+NANOFORGE_CPU_INSTANTIATE(attention_forward);
+NANOFORGE_CPU_INSTANTIATE(attention_backward);
 
 }  // namespace nanoforge::cpu

@@ -56,9 +56,7 @@ void backout_backward(TensorView d_x_backout, TensorView d_lambda, TensorView d_
   *d_lambda.as<T>() -= static_cast<T>(total);
 }
 
-template void backout_forward<float>(TensorView, TensorView, TensorView, TensorView);
-template void backout_forward<double>(TensorView, TensorView, TensorView, TensorView);
-template void backout_backward<float>(TensorView, TensorView, TensorView, TensorView, TensorView);
-template void backout_backward<double>(TensorView, TensorView, TensorView, TensorView, TensorView);
+NANOFORGE_CPU_INSTANTIATE(backout_forward);
+NANOFORGE_CPU_INSTANTIATE(backout_backward);
 
 }  // namespace nanoforge::cpu

@@ -58,9 +58,7 @@ void embedding_backward(TensorView d_table, TensorView d_out, TensorView ids) {
   }
 }
 
-template void embedding_forward<float>(TensorView, TensorView, TensorView);
-template void embedding_forward<double>(TensorView, TensorView, TensorView);
-template void embedding_backward<float>(TensorView, TensorView, TensorView);
-template void embedding_backward<double>(TensorView, TensorView, TensorView);
+NANOFORGE_CPU_INSTANTIATE(embedding_forward);
+NANOFORGE_CPU_INSTANTIATE(embedding_backward);
 
 }  // namespace nanoforge::cpu

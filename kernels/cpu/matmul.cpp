@@ -23,7 +23,6 @@ void matmul(TensorView out, TensorView a, Transpose transpose_a, TensorView b, T
           static_cast<T>(beta), out.as<T>(), n);
 }
 
-template void matmul<float>(TensorView, TensorView, Transpose, TensorView, Transpose, double, double);
-template void matmul<double>(TensorView, TensorView, Transpose, TensorView, Transpose, double, double);
+NANOFORGE_CPU_INSTANTIATE(matmul);
 
 }  // namespace nanoforge::cpu

@@ -43,14 +43,11 @@ void convert(TensorView dst, TensorView src) {
     out[i] = static_cast<Dst>(in[i]);
 }
 
-template void fill<float>(TensorView, double);
-template void fill<double>(TensorView, double);
-template void fill<int32_t>(TensorView, double);
-template void copy<float>(TensorView, TensorView);
-template void copy<double>(TensorView, TensorView);
-template void copy<int32_t>(TensorView, TensorView);
-template void accumulate<float>(TensorView, TensorView);
-template void accumulate<double>(TensorView, TensorView);
+NANOFORGE_CPU_INSTANTIATE(fill);
+NANOFORGE_CPU_INSTANTIATE_FOR(fill, int32_t);
+NANOFORGE_CPU_INSTANTIATE(copy);
+NANOFORGE_CPU_INSTANTIATE_FOR(copy, int32_t);
+NANOFORGE_CPU_INSTANTIATE(accumulate);
 template void convert<float, double>(TensorView, TensorView);
 template void convert<double, float>(TensorView, TensorView);
 

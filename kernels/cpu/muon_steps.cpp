@@ -141,16 +141,12 @@ double squared_norm(TensorView x) {
   return sum_of_squares(x.as<T>(), x.numel());
 }
 
-#define NANOFORGE_MUON_INSTANTIATE(T)                                                  \
-  template void muon_nesterov_momentum<T>(TensorView, TensorView, TensorView, double); \
-  template void muon_equilibrate_rows<T>(TensorView);                                  \
-  template void normalize_frobenius<T>(TensorView, double, double);                    \
-  template void rescale_frobenius<T>(TensorView, double, double);                      \
-  template void normuon_variance_reduce<T>(TensorView, TensorView, double);            \
-  template void cautious_weight_decay_step<T>(TensorView, TensorView, double, double); \
-  template double squared_norm<T>(TensorView);
-NANOFORGE_MUON_INSTANTIATE(float)
-NANOFORGE_MUON_INSTANTIATE(double)
-#undef NANOFORGE_MUON_INSTANTIATE
+NANOFORGE_CPU_INSTANTIATE(muon_nesterov_momentum);
+NANOFORGE_CPU_INSTANTIATE(muon_equilibrate_rows);
+NANOFORGE_CPU_INSTANTIATE(normalize_frobenius);
+NANOFORGE_CPU_INSTANTIATE(rescale_frobenius);
+NANOFORGE_CPU_INSTANTIATE(normuon_variance_reduce);
+NANOFORGE_CPU_INSTANTIATE(cautious_weight_decay_step);
+NANOFORGE_CPU_INSTANTIATE(squared_norm);
 
 }  // namespace nanoforge::cpu

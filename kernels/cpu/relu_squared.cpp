@@ -35,9 +35,7 @@ void relu_squared_backward(TensorView d_x, TensorView d_out, TensorView out) {
   }
 }
 
-template void relu_squared_forward<float>(TensorView, TensorView);
-template void relu_squared_forward<double>(TensorView, TensorView);
-template void relu_squared_backward<float>(TensorView, TensorView, TensorView);
-template void relu_squared_backward<double>(TensorView, TensorView, TensorView);
+NANOFORGE_CPU_INSTANTIATE(relu_squared_forward);
+NANOFORGE_CPU_INSTANTIATE(relu_squared_backward);
 
 }  // namespace nanoforge::cpu

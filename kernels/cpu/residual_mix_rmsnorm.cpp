@@ -94,15 +94,7 @@ void residual_mix_rmsnorm_backward(TensorView d_residual, TensorView d_x0, Tenso
   *d_x0_lambda.as<T>() += static_cast<T>(totals[1]);
 }
 
-template void residual_mix_rmsnorm_forward<float>(TensorView, TensorView, TensorView, TensorView, TensorView,
-                                                  TensorView, TensorView);
-template void residual_mix_rmsnorm_forward<double>(TensorView, TensorView, TensorView, TensorView, TensorView,
-                                                   TensorView, TensorView);
-template void residual_mix_rmsnorm_backward<float>(TensorView, TensorView, TensorView, TensorView, TensorView,
-                                                   TensorView, TensorView, TensorView, TensorView, TensorView,
-                                                   TensorView);
-template void residual_mix_rmsnorm_backward<double>(TensorView, TensorView, TensorView, TensorView,
-                                                    TensorView, TensorView, TensorView, TensorView,
-                                                    TensorView, TensorView, TensorView);
+NANOFORGE_CPU_INSTANTIATE(residual_mix_rmsnorm_forward);
+NANOFORGE_CPU_INSTANTIATE(residual_mix_rmsnorm_backward);
 
 }  // namespace nanoforge::cpu

@@ -41,9 +41,7 @@ void rmsnorm_backward(TensorView d_x, TensorView d_out, TensorView out, TensorVi
   }
 }
 
-template void rmsnorm_forward<float>(TensorView, TensorView, TensorView, double);
-template void rmsnorm_forward<double>(TensorView, TensorView, TensorView, double);
-template void rmsnorm_backward<float>(TensorView, TensorView, TensorView, TensorView, double, Accumulate);
-template void rmsnorm_backward<double>(TensorView, TensorView, TensorView, TensorView, double, Accumulate);
+NANOFORGE_CPU_INSTANTIATE(rmsnorm_forward);
+NANOFORGE_CPU_INSTANTIATE(rmsnorm_backward);
 
 }  // namespace nanoforge::cpu

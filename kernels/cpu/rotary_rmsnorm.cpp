@@ -97,11 +97,7 @@ void rotary_rmsnorm_backward(HeadSlice d_x, HeadSlice out, TensorView rstd, Tens
   }
 }
 
-template void rotary_rmsnorm_forward<float>(HeadSlice, TensorView, TensorView, TensorView, double);
-template void rotary_rmsnorm_forward<double>(HeadSlice, TensorView, TensorView, TensorView, double);
-template void rotary_rmsnorm_backward<float>(HeadSlice, HeadSlice, TensorView, TensorView, TensorView,
-                                             double);
-template void rotary_rmsnorm_backward<double>(HeadSlice, HeadSlice, TensorView, TensorView, TensorView,
-                                              double);
+NANOFORGE_CPU_INSTANTIATE(rotary_rmsnorm_forward);
+NANOFORGE_CPU_INSTANTIATE(rotary_rmsnorm_backward);
 
 }  // namespace nanoforge::cpu

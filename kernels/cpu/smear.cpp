@@ -128,11 +128,7 @@ void smear_backward(TensorView d_x, TensorView d_gate_weight, TensorView d_lambd
   *d_lambda.as<T>() += static_cast<T>(totals[G]);
 }
 
-template void smear_forward<float>(TensorView, TensorView, TensorView, TensorView, TensorView);
-template void smear_forward<double>(TensorView, TensorView, TensorView, TensorView, TensorView);
-template void smear_backward<float>(TensorView, TensorView, TensorView, TensorView, TensorView, TensorView,
-                                    TensorView, TensorView);
-template void smear_backward<double>(TensorView, TensorView, TensorView, TensorView, TensorView, TensorView,
-                                     TensorView, TensorView);
+NANOFORGE_CPU_INSTANTIATE(smear_forward);
+NANOFORGE_CPU_INSTANTIATE(smear_backward);
 
 }  // namespace nanoforge::cpu

@@ -112,13 +112,8 @@ ops::LossSum sum_loss(TensorView losses, TensorView targets) {
   return {totals[0], static_cast<int64_t>(totals[1])};
 }
 
-template void softcap_cross_entropy_forward<float>(TensorView, TensorView, TensorView, TensorView, double);
-template void softcap_cross_entropy_forward<double>(TensorView, TensorView, TensorView, TensorView, double);
-template void softcap_cross_entropy_forward_backward<float>(TensorView, TensorView, TensorView, TensorView,
-                                                            double, double);
-template void softcap_cross_entropy_forward_backward<double>(TensorView, TensorView, TensorView, TensorView,
-                                                             double, double);
-template ops::LossSum sum_loss<float>(TensorView, TensorView);
-template ops::LossSum sum_loss<double>(TensorView, TensorView);
+NANOFORGE_CPU_INSTANTIATE(softcap_cross_entropy_forward);
+NANOFORGE_CPU_INSTANTIATE(softcap_cross_entropy_forward_backward);
+NANOFORGE_CPU_INSTANTIATE(sum_loss);
 
 }  // namespace nanoforge::cpu

@@ -129,13 +129,7 @@ void value_embed_gate_backward(TensorView d_u, TensorView d_gate_weight, TensorV
   }
 }
 
-template void value_embed_gate_forward<float>(HeadSlice, TensorView, TensorView, TensorView, TensorView,
-                                              TensorView);
-template void value_embed_gate_forward<double>(HeadSlice, TensorView, TensorView, TensorView, TensorView,
-                                               TensorView);
-template void value_embed_gate_backward<float>(TensorView, TensorView, TensorView, HeadSlice, TensorView,
-                                               TensorView, TensorView, TensorView, TensorView);
-template void value_embed_gate_backward<double>(TensorView, TensorView, TensorView, HeadSlice, TensorView,
-                                                TensorView, TensorView, TensorView, TensorView);
+NANOFORGE_CPU_INSTANTIATE(value_embed_gate_forward);
+NANOFORGE_CPU_INSTANTIATE(value_embed_gate_backward);
 
 }  // namespace nanoforge::cpu

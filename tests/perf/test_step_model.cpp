@@ -236,8 +236,8 @@ GpuSpec round_gpu() {
 
 TEST(StepModel, OpTimeIsTheSlowestOfItsRoofs) {
   const GpuSpec gpu = round_gpu();
-  ops::OpCost gemm;
-  gemm.kind = ops::CostClass::kGemm;
+  OpCost gemm;
+  gemm.kind = CostClass::kGemm;
   gemm.tensor_flops = 1e12;
   gemm.bytes = 1e6;
   gemm.gemm_rows = 128 * 10;  // 10 x 10 tiles on 10 SMs: full waves
@@ -247,15 +247,15 @@ TEST(StepModel, OpTimeIsTheSlowestOfItsRoofs) {
   gemm.gemm_cols = 128;  // 10 tiles, one wave: full
   EXPECT_DOUBLE_EQ(gemm_wave_fill(gemm.gemm_rows, gemm.gemm_cols, gpu.sms), 1.0);
   EXPECT_DOUBLE_EQ(gemm_wave_fill(128 * 11, 128, gpu.sms), 11.0 / 20.0);  // a second wave of one tile
-  ops::OpCost ours = gemm;  // our fused MLP GEMM: its own efficiency, the same wave fill
-  ours.kind = ops::CostClass::kOwnGemm;
+  OpCost ours = gemm;  // our fused MLP GEMM: its own efficiency, the same wave fill
+  ours.kind = CostClass::kOwnGemm;
   EXPECT_DOUBLE_EQ(predict_op(ours, gpu).seconds, 1e12 / (1e15 * 0.4));
-  ops::OpCost stream;
+  OpCost stream;
   stream.bytes = 1e9;
   stream.vector_flops = 1e9;
   EXPECT_DOUBLE_EQ(predict_op(stream, gpu).seconds, 1e9 / (1e12 * 0.5));
   EXPECT_EQ(predict_op(stream, gpu).bound, Bound::kMemory);
-  ops::OpCost tiny;
+  OpCost tiny;
   tiny.bytes = 8;
   tiny.kernels = 3;
   tiny.host_sync = true;
@@ -271,7 +271,7 @@ TEST(StepModel, SpecialFunctionsAndKernelTailsArePriced) {
   GpuSpec gpu = round_gpu();
   gpu.sfu_ops_per_s = 1e12;
   gpu.kernel_tail_seconds = 2e-6;
-  ops::OpCost loss;
+  OpCost loss;
   loss.bytes = 1e6;         // 2 us at 5e11 B/s
   loss.vector_flops = 1e9;  // 20 us at 5e13 FLOP/s
   loss.sfu_ops = 1e9;       // 2 ms at 5e11 a second
@@ -282,7 +282,7 @@ TEST(StepModel, SpecialFunctionsAndKernelTailsArePriced) {
   EXPECT_DOUBLE_EQ(predict_op(loss, gpu).seconds, 1e9 / (1e14 * 0.5) + 2 * 2e-6);
   EXPECT_EQ(predict_op(loss, gpu).bound, Bound::kFp32);
   // The loss op as recorded carries its SFU work: three instructions per logit forward, three more back.
-  const ops::OpCost recorded = ops::cost::softcap_cross_entropy_forward_backward(
+  const OpCost recorded = cost::softcap_cross_entropy_forward_backward(
       TensorView(nullptr, {4}, DType::kF32, Device::kCuda),
       TensorView(nullptr, {4}, DType::kF32, Device::kCuda),
       TensorView(nullptr, {4, 1000}, DType::kBF16, Device::kCuda),

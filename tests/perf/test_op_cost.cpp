@@ -1,5 +1,6 @@
-// The ops' costs (kernels/op_cost.h) against hand counts of what their kernels move and compute, and the
-// cost-recording mode: recorded ops do not run, buffers allocated while recording are never backed.
+// The ops' costs (perf/op_cost.h) against hand counts of what their kernels move and compute, and op
+// recording (kernels/op_recorder.h): recorded ops do not run, buffers allocated while recording are never
+// backed.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,13 +8,12 @@
 #include <vector>
 
 #include "kernels/device_buffer.h"
-#include "kernels/op_cost.h"
+#include "kernels/op_recorder.h"
 #include "kernels/ops.h"
+#include "perf/op_cost.h"
 
 namespace nanoforge {
 namespace {
-
-using ops::OpCost;
 
 TensorView shaped(std::initializer_list<int64_t> dims, DType dtype) {
   return TensorView(nullptr, dims, dtype, Device::kCuda);  // costs read shapes and dtypes only
@@ -21,8 +21,8 @@ TensorView shaped(std::initializer_list<int64_t> dims, DType dtype) {
 
 TEST(OpCost, RmsnormForwardReadsXWritesOutAndRstd) {
   // x, out (4, 8) bf16: 64 bytes each; rstd (4) f32: 16 bytes.
-  const OpCost cost = ops::cost::rmsnorm_forward(shaped({4, 8}, DType::kBF16), shaped({4}, DType::kF32),
-                                                 shaped({4, 8}, DType::kBF16), 1.0);
+  const OpCost cost = cost::rmsnorm_forward(shaped({4, 8}, DType::kBF16), shaped({4}, DType::kF32),
+                                            shaped({4, 8}, DType::kBF16), 1.0);
   EXPECT_EQ(cost.bytes, 64 + 64 + 16);
   EXPECT_EQ(cost.kernels, 1);
   EXPECT_EQ(cost.tensor_flops, 0);
@@ -32,18 +32,18 @@ TEST(OpCost, MatmulCountsTwoMnkAndReadsOutOnlyWithBeta) {
   // out (4, 16) = a (4, 8) @ b^T with b (16, 8); bf16 in, f32 out (a weight gradient's dtype).
   const TensorView out = shaped({4, 16}, DType::kF32), a = shaped({4, 8}, DType::kBF16),
                    b = shaped({16, 8}, DType::kBF16);
-  const OpCost overwrite = ops::cost::matmul(out, a, ops::Transpose::kNo, b, ops::Transpose::kYes, 1.0, 0.0);
-  EXPECT_EQ(overwrite.kind, ops::CostClass::kGemm);
+  const OpCost overwrite = cost::matmul(out, a, ops::Transpose::kNo, b, ops::Transpose::kYes, 1.0, 0.0);
+  EXPECT_EQ(overwrite.kind, CostClass::kGemm);
   EXPECT_EQ(overwrite.tensor_flops, 2 * 4 * 16 * 8);
   EXPECT_EQ(overwrite.bytes, 4 * 8 * 2 + 16 * 8 * 2 + 4 * 16 * 4);
-  const OpCost accumulate = ops::cost::matmul(out, a, ops::Transpose::kNo, b, ops::Transpose::kYes, 1.0, 1.0);
+  const OpCost accumulate = cost::matmul(out, a, ops::Transpose::kNo, b, ops::Transpose::kYes, 1.0, 1.0);
   EXPECT_EQ(accumulate.bytes, overwrite.bytes + 4 * 16 * 4);
   EXPECT_EQ(accumulate.gemm_rows, 4);
   EXPECT_EQ(accumulate.gemm_cols, 16);
   // a^T: K is a's first dimension.
   const OpCost transposed =
-      ops::cost::matmul(shaped({8, 16}, DType::kF32), shaped({4, 8}, DType::kBF16), ops::Transpose::kYes,
-                        shaped({4, 16}, DType::kBF16), ops::Transpose::kNo, 1.0, 0.0);
+      cost::matmul(shaped({8, 16}, DType::kF32), shaped({4, 8}, DType::kBF16), ops::Transpose::kYes,
+                   shaped({4, 16}, DType::kBF16), ops::Transpose::kNo, 1.0, 0.0);
   EXPECT_EQ(transposed.tensor_flops, 2 * 8 * 16 * 4);
 }
 
@@ -52,13 +52,13 @@ TEST(OpCost, MatmulCountsTwoMnkAndReadsOutOnlyWithBeta) {
 TEST(OpCost, FusedMlpGemmsAreTheirGemmsPlusTheBackwardsReadOfAct) {
   const TensorView x = shaped({4, 8}, DType::kBF16), w_fc = shaped({16, 8}, DType::kBF16),
                    act = shaped({4, 16}, DType::kBF16), w_proj = shaped({8, 16}, DType::kBF16);
-  const OpCost forward = ops::cost::linear_relu_squared_forward(act, x, w_fc);
-  EXPECT_EQ(forward.kind, ops::CostClass::kOwnGemm);
+  const OpCost forward = cost::linear_relu_squared_forward(act, x, w_fc);
+  EXPECT_EQ(forward.kind, CostClass::kOwnGemm);
   EXPECT_EQ(forward.tensor_flops, 2 * 4 * 16 * 8);
   EXPECT_EQ(forward.bytes, (4 * 8 + 16 * 8 + 4 * 16) * 2);
   EXPECT_EQ(forward.kernels, 1);
-  const OpCost backward = ops::cost::relu_squared_linear_backward(act, x, w_proj, act);
-  EXPECT_EQ(backward.kind, ops::CostClass::kOwnGemm);
+  const OpCost backward = cost::relu_squared_linear_backward(act, x, w_proj, act);
+  EXPECT_EQ(backward.kind, CostClass::kOwnGemm);
   EXPECT_EQ(backward.tensor_flops, 2 * 4 * 16 * 8);
   EXPECT_EQ(backward.bytes, (4 * 8 + 8 * 16 + 2 * 4 * 16) * 2);
   EXPECT_EQ(backward.gemm_rows, 4);
@@ -68,21 +68,20 @@ TEST(OpCost, FusedMlpGemmsAreTheirGemmsPlusTheBackwardsReadOfAct) {
 TEST(OpCost, AdamwMovesSevenFloatsAnElement) {
   // param, exp_avg, exp_avg_sq read and written, grad read: 7 x 4 bytes per element.
   const TensorView t = shaped({10}, DType::kF32);
-  EXPECT_EQ(ops::cost::adamw_update(t, t, t, t, {}).bytes, 10 * 7 * 4);
+  EXPECT_EQ(cost::adamw_update(t, t, t, t, {}).bytes, 10 * 7 * 4);
 }
 
 TEST(OpCost, LossReadsTheLogitsOnceEachWay) {
   const TensorView logits = shaped({6, 100}, DType::kBF16), rows = shaped({6}, DType::kF32),
                    targets = shaped({6}, DType::kI32);
-  const OpCost forward = ops::cost::softcap_cross_entropy_forward(rows, rows, logits, targets, 15.0);
+  const OpCost forward = cost::softcap_cross_entropy_forward(rows, rows, logits, targets, 15.0);
   EXPECT_EQ(forward.bytes, 6 * 100 * 2 + 6 * 4 + 6 * 4 + 6 * 4);
   // The training pass: the logits read, then the gradient written over them; the targets read by the
   // counting kernel and by the rows' kernel; losses and lse written.
-  const OpCost both =
-      ops::cost::softcap_cross_entropy_forward_backward(rows, rows, logits, targets, 15.0, 1.0);
+  const OpCost both = cost::softcap_cross_entropy_forward_backward(rows, rows, logits, targets, 15.0, 1.0);
   EXPECT_EQ(both.bytes, 2 * 6 * 100 * 2 + 2 * 6 * 4 + 6 * 4 + 6 * 4);
   EXPECT_GT(both.vector_flops, forward.vector_flops);
-  EXPECT_TRUE(ops::cost::sum_loss(rows, targets).host_sync);
+  EXPECT_TRUE(cost::sum_loss(rows, targets).host_sync);
 }
 
 // A step's scalars kept on the device: squared_norm's and sum_loss's kernels, the f64 total read and written
@@ -90,13 +89,13 @@ TEST(OpCost, LossReadsTheLogitsOnceEachWay) {
 TEST(OpCost, StepSumsStreamLikeTheirReadBackTwinsWithoutTheHostWait) {
   const TensorView x = shaped({1000}, DType::kBF16), total = shaped({1}, DType::kF64),
                    rows = shaped({6}, DType::kF32), targets = shaped({6}, DType::kI32);
-  const OpCost norm = ops::cost::add_squared_norm(total, x);
+  const OpCost norm = cost::add_squared_norm(total, x);
   EXPECT_EQ(norm.bytes, 1000 * 2 + 2 * 8);
-  EXPECT_EQ(norm.kernels, ops::cost::squared_norm(x).kernels);
+  EXPECT_EQ(norm.kernels, cost::squared_norm(x).kernels);
   EXPECT_FALSE(norm.host_sync);
-  EXPECT_TRUE(ops::cost::squared_norm(x).host_sync);
-  const OpCost loss = ops::cost::add_mean_loss(total, rows, targets);
-  EXPECT_EQ(loss.bytes, ops::cost::sum_loss(rows, targets).bytes + 2 * 8);
+  EXPECT_TRUE(cost::squared_norm(x).host_sync);
+  const OpCost loss = cost::add_mean_loss(total, rows, targets);
+  EXPECT_EQ(loss.bytes, cost::sum_loss(rows, targets).bytes + 2 * 8);
   EXPECT_FALSE(loss.host_sync);
 }
 
@@ -110,12 +109,12 @@ int64_t pairs_by_diagonals(int64_t tiles, int64_t window_tiles) {
 }
 
 TEST(OpCost, AttentionTilePairsMatchTheDiagonalCount) {
-  EXPECT_EQ(ops::cost::attention_tile_pairs(2048, 2048), 32 * 33 / 2);  // plain causal: a triangle
-  EXPECT_EQ(ops::cost::attention_tile_pairs(2048, 2048), pairs_by_diagonals(32, 32));
-  EXPECT_EQ(ops::cost::attention_tile_pairs(2048, 512), pairs_by_diagonals(32, 8));
-  EXPECT_EQ(ops::cost::attention_tile_pairs(256, 128), pairs_by_diagonals(4, 2));
+  EXPECT_EQ(cost::attention_tile_pairs(2048, 2048), 32 * 33 / 2);  // plain causal: a triangle
+  EXPECT_EQ(cost::attention_tile_pairs(2048, 2048), pairs_by_diagonals(32, 32));
+  EXPECT_EQ(cost::attention_tile_pairs(2048, 512), pairs_by_diagonals(32, 8));
+  EXPECT_EQ(cost::attention_tile_pairs(256, 128), pairs_by_diagonals(4, 2));
   // A window that is not a multiple of the tile: the kernel's first key tile rounds down.
-  EXPECT_EQ(ops::cost::attention_tile_pairs(256, 100), 1 + 2 + 3 + 3);
+  EXPECT_EQ(cost::attention_tile_pairs(256, 100), 1 + 2 + 3 + 3);
 }
 
 TEST(OpCost, AttentionFlopsAreTwoTileGemmsForwardSevenBackward) {
@@ -125,15 +124,15 @@ TEST(OpCost, AttentionFlopsAreTwoTileGemmsForwardSevenBackward) {
   const TensorView lse = shaped({batch, heads, seq}, DType::kF32);
   const double pair_gemm = 2.0 * 64 * 64 * head_dim;
   const double pairs = static_cast<double>(pairs_by_diagonals(4, 2) * batch * heads);
-  const OpCost forward = ops::cost::attention_forward(q, lse, q, kv, kv, 128, 0.125, lse);
+  const OpCost forward = cost::attention_forward(q, lse, q, kv, kv, 128, 0.125, lse);
   EXPECT_EQ(forward.tensor_flops, 2 * pair_gemm * pairs);
   EXPECT_EQ(forward.bytes, 2 * q.bytes() + 2 * kv.bytes() + lse.bytes());
-  const OpCost backward = ops::cost::attention_backward(q, kv, kv, q, q, kv, kv, q, lse, 128, 0.125, lse);
+  const OpCost backward = cost::attention_backward(q, kv, kv, q, q, kv, kv, q, lse, 128, 0.125, lse);
   EXPECT_EQ(backward.tensor_flops, 7 * pair_gemm * pairs);
   EXPECT_EQ(backward.kernels, 3);
 }
 
-class Recorded final : public ops::OpCostSink {
+class Recorded final : public OpCostSink {
  public:
   void record(const char* op, const OpCost& cost) override {
     names.push_back(op);
@@ -149,7 +148,8 @@ TEST(CostRecording, OpsAreRecordedUnderTheProfilersNameAndDoNotRun) {
   ops::fill(x, 3.0);
   Recorded recorded;
   {
-    const ops::ScopedCostRecording recording(recorded);
+    OpCostRecorder priced(recorded);
+    const ops::ScopedOpRecording recording(priced);
     ops::fill(x, 7.0);
     ops::relu_squared_forward(x, x);
     EXPECT_EQ(ops::squared_norm(x), 0.0);  // recorded, not computed
@@ -173,7 +173,8 @@ TEST(CostRecording, StepSumsOnTheCpuAreRecordedAndDoNotRun) {
   ops::fill(total, 5.0);
   Recorded recorded;
   {
-    const ops::ScopedCostRecording recording(recorded);
+    OpCostRecorder priced(recorded);
+    const ops::ScopedOpRecording recording(priced);
     ops::add_squared_norm(total, x);
     ops::add_mean_loss(total, x, targets);
   }
@@ -186,7 +187,8 @@ TEST(CostRecording, StepSumsOnTheCpuAreRecordedAndDoNotRun) {
 
 TEST(CostRecording, CudaOpsAreRecordedInAnyBuild) {
   Recorded recorded;
-  const ops::ScopedCostRecording recording(recorded);
+  OpCostRecorder priced(recorded);
+  const ops::ScopedOpRecording recording(priced);
   const DeviceBuffer buffer(Device::kCuda, 1 << 20);  // reserved, not allocated: no GPU needed
   const TensorView t(buffer.data(), {1024}, DType::kF32, Device::kCuda);
   ops::copy(t.rows(0, 512), t.rows(512, 512));
@@ -197,7 +199,8 @@ TEST(CostRecording, CudaOpsAreRecordedInAnyBuild) {
 
 TEST(CostRecordingDeathTest, BuffersReservedWhileRecordingAreNeverBacked) {
   Recorded recorded;
-  const ops::ScopedCostRecording recording(recorded);
+  OpCostRecorder priced(recorded);
+  const ops::ScopedOpRecording recording(priced);
   const DeviceBuffer buffer(Device::kCpu, 4096);
   EXPECT_NE(buffer.data(), nullptr);
   EXPECT_DEATH(static_cast<volatile char*>(buffer.data())[0] = 1, "");

@@ -2,14 +2,25 @@
 // streams through DRAM, how many kernels a launcher starts, what arithmetic they do. Bytes count each operand
 // once per kernel that reads or writes it; re-reads of a tile by neighbouring blocks (GEMM operands, K/V
 // tiles, a row's previous row) are taken to hit L2. When a kernel changes, its cost here changes with it.
-#include "kernels/op_cost.h"
+#include "perf/op_cost.h"
 
 #include <algorithm>
 
-namespace nanoforge::ops {
-namespace {
+namespace nanoforge {
 
-thread_local OpCostSink* current_sink = nullptr;
+using ops::Accumulate;
+using ops::AdamWStep;
+using ops::Transpose;
+
+// The recorder: each op priced by its cost function, under its own name.
+#define NANOFORGE_OP(name, Return, params, args) \
+  void OpCostRecorder::name params {             \
+    sink_.record(#name, cost::name args);        \
+  }
+#define NANOFORGE_CUDA_VARIANT NANOFORGE_OP
+#include "kernels/op_list.inc"
+
+namespace {
 
 // CUDA-core operations per element of the loss, from its kernels: the forward's tanh as 1 - 2 / (e^2u + 1)
 // and exp (~20 with their range handling) and the online max / sum (~6); the backward recomputes tanh and
@@ -53,19 +64,6 @@ OpCost reduce_then_scale(const TensorView& x) {
 }
 
 }  // namespace
-
-ScopedCostRecording::ScopedCostRecording(OpCostSink& sink) {
-  NANOFORGE_CHECK(current_sink == nullptr, "cost recording scopes do not nest");
-  current_sink = &sink;
-}
-
-ScopedCostRecording::~ScopedCostRecording() {
-  current_sink = nullptr;
-}
-
-OpCostSink* cost_recording() {
-  return current_sink;
-}
 
 namespace cost {
 
@@ -117,7 +115,7 @@ OpCost embedding_forward(TensorView out, TensorView table, TensorView ids) {
 }
 
 OpCost embedding_backward(TensorView d_table, TensorView d_out, TensorView ids) {
-  if (deterministic()) {
+  if (ops::deterministic()) {
     // The ordered kernel: every table element read and written once, every d_out row read once.
     return streaming(b(ids) + b(d_out) + 2 * b(d_table), n(d_out));
   }
@@ -189,6 +187,9 @@ OpCost attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, TensorVie
   return cost;
 }
 
+// cuDNN's fused attention (model.attention=cudnn): the same tile-pair work as the forward; a backward with
+// FlashAttention-2's five tile GEMMs. Its efficiency is assumed to be the flash kernels' (not modelled
+// apart).
 OpCost cudnn_attention_forward(TensorView out, TensorView lse, HeadSlice q, HeadSlice k, HeadSlice v,
                                int64_t window, double scale, TensorView workspace) {
   return attention_forward(out, lse, q, k, v, window, scale, workspace);
@@ -210,6 +211,8 @@ OpCost relu_squared_backward(TensorView d_x, TensorView d_out, TensorView out) {
   return streaming(b(d_out) + b(out) + b(d_x), n(out));
 }
 
+// Our MLP GEMM (kernels/cuda/mlp_gemm.cu): the GEMM's FLOPs at our GEMM's efficiency, its operands and
+// output, and the backward's read of act.
 OpCost linear_relu_squared_forward(TensorView act, TensorView x, TensorView w) {
   OpCost cost = cost::matmul(act, x, Transpose::kNo, w, Transpose::kYes, 1.0, 0.0);
   cost.kind = CostClass::kOwnGemm;
@@ -256,7 +259,7 @@ OpCost value_embed_gate_backward(TensorView /*d_u*/, TensorView /*d_gate_weight*
   // token (atomics in the pass, or the ordered scatter kernel in deterministic mode).
   return streaming(b(ids) + b(d_v) + 3 * gate_bytes + b(gate_sigmoid) + table_row_bytes +
                        2 * n(d_v) * static_cast<double>(dtype_bytes(d_table.dtype)),
-                   n(d_v), deterministic() ? 3 : 2);
+                   n(d_v), ops::deterministic() ? 3 : 2);
 }
 
 OpCost residual_mix_rmsnorm_forward(TensorView residual, TensorView out, TensorView rstd, TensorView x,
@@ -360,4 +363,4 @@ OpCost add_mean_loss(TensorView total, TensorView losses, TensorView targets) {
 }
 
 }  // namespace cost
-}  // namespace nanoforge::ops
+}  // namespace nanoforge
