@@ -11,7 +11,7 @@
 #include <limits>
 #include <string_view>
 
-namespace ops::fp8 {
+namespace nanoforge::fp8 {
 
 enum class Format { kE4m3, kE5m2 };
 
@@ -104,4 +104,4 @@ inline std::uint8_t quantize(float x, float scale, Format format) {
   return encode(x * scale, format);
 }
 
-}  // namespace ops::fp8
+}  // namespace nanoforge::fp8

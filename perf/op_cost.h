@@ -12,9 +12,9 @@
 
 namespace nanoforge {
 
-// Which peak an op's arithmetic runs against, at which efficiency: the tensor cores (cuBLASLt's GEMMs, our
-// MLP GEMM, attention) or the CUDA cores.
-enum class CostClass : uint8_t { kGemm, kOwnGemm, kAttentionForward, kAttentionBackward, kVector };
+// Which peak an op's arithmetic runs against, at which efficiency: the tensor cores (cuBLASLt's GEMMs, its
+// FP8 GEMMs at the FP8 rate, our MLP GEMM, attention) or the CUDA cores.
+enum class CostClass : uint8_t { kGemm, kFp8Gemm, kOwnGemm, kAttentionForward, kAttentionBackward, kVector };
 
 struct OpCost {
   CostClass kind = CostClass::kVector;

@@ -18,7 +18,7 @@
 
 namespace {
 
-using ops::fp8::Format;
+using nanoforge::fp8::Format;
 
 struct TableRow {
   std::uint32_t a;
@@ -43,14 +43,14 @@ std::vector<TableRow> table_rows(const std::string& format, const std::string& k
 
 class Fp8Format : public ::testing::TestWithParam<Format> {
  protected:
-  std::string name() const { return std::string(ops::fp8::traits(GetParam()).name); }
+  std::string name() const { return std::string(nanoforge::fp8::traits(GetParam()).name); }
 };
 
 TEST_P(Fp8Format, EveryCodeDecodesToTorchsValue) {
   const std::vector<TableRow> rows = table_rows(name(), "decode");
   ASSERT_EQ(rows.size(), 256u);
   for (const TableRow& row : rows) {
-    const float value = ops::fp8::decode(static_cast<std::uint8_t>(row.a), GetParam());
+    const float value = nanoforge::fp8::decode(static_cast<std::uint8_t>(row.a), GetParam());
     const float expected = std::bit_cast<float>(row.b);
     if (std::isnan(expected)) {
       EXPECT_TRUE(std::isnan(value)) << name() << " code " << row.a;
@@ -66,11 +66,11 @@ TEST_P(Fp8Format, EncodingMatchesTorchOnTiesOverflowAndSpecials) {
   int nan_inputs = 0;
   for (const TableRow& row : rows) {
     const float input = std::bit_cast<float>(row.a);
-    const std::uint8_t code = ops::fp8::encode(input, GetParam());
+    const std::uint8_t code = nanoforge::fp8::encode(input, GetParam());
     if (std::isnan(input)) {
       // PyTorch's NaN code carries no meaning in its sign; both formats must still give a NaN.
       ++nan_inputs;
-      EXPECT_TRUE(std::isnan(ops::fp8::decode(code, GetParam())));
+      EXPECT_TRUE(std::isnan(nanoforge::fp8::decode(code, GetParam())));
       continue;
     }
     EXPECT_EQ(code, row.b) << name() << " input " << input << " (bits " << std::hex << row.a << ")";
@@ -80,21 +80,21 @@ TEST_P(Fp8Format, EncodingMatchesTorchOnTiesOverflowAndSpecials) {
 
 TEST_P(Fp8Format, EveryFiniteCodeRoundTrips) {
   for (int code = 0; code < 256; ++code) {
-    const float value = ops::fp8::decode(static_cast<std::uint8_t>(code), GetParam());
+    const float value = nanoforge::fp8::decode(static_cast<std::uint8_t>(code), GetParam());
     if (!std::isfinite(value)) continue;
     if (value == 0.0f) {
-      EXPECT_EQ(ops::fp8::encode(value, GetParam()), code);  // +0 and -0 keep their sign
+      EXPECT_EQ(nanoforge::fp8::encode(value, GetParam()), code);  // +0 and -0 keep their sign
       continue;
     }
-    EXPECT_EQ(ops::fp8::encode(value, GetParam()), code) << name() << " value " << value;
+    EXPECT_EQ(nanoforge::fp8::encode(value, GetParam()), code) << name() << " value " << value;
   }
 }
 
 TEST_P(Fp8Format, InfinityAndOverflowSaturateToTheLargestFiniteValue) {
-  const float max_finite = ops::fp8::traits(GetParam()).max_finite;
+  const float max_finite = nanoforge::fp8::traits(GetParam()).max_finite;
   for (const float x : {max_finite * 1.5f, 1e30f, INFINITY}) {
-    EXPECT_EQ(ops::fp8::decode(ops::fp8::encode(x, GetParam()), GetParam()), max_finite) << x;
-    EXPECT_EQ(ops::fp8::decode(ops::fp8::encode(-x, GetParam()), GetParam()), -max_finite) << x;
+    EXPECT_EQ(nanoforge::fp8::decode(nanoforge::fp8::encode(x, GetParam()), GetParam()), max_finite) << x;
+    EXPECT_EQ(nanoforge::fp8::decode(nanoforge::fp8::encode(-x, GetParam()), GetParam()), -max_finite) << x;
   }
 }
 
@@ -105,14 +105,14 @@ TEST_P(Fp8Format, ScaleIsFp8MaxOverAmaxInFloat64) {
   for (const TableRow& row : rows) {
     const float amax = std::bit_cast<float>(row.a);
     saw_zero = saw_zero || amax == 0.0f;
-    EXPECT_EQ(std::bit_cast<std::uint32_t>(ops::fp8::tensorwise_scale(amax, GetParam())), row.b)
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(nanoforge::fp8::tensorwise_scale(amax, GetParam())), row.b)
         << name() << " amax " << amax;
   }
   EXPECT_TRUE(saw_zero);  // amax = 0: the 1e-12 floor gives a finite scale, not a division by zero
-  EXPECT_TRUE(std::isfinite(ops::fp8::tensorwise_scale(0.0f, GetParam())));
+  EXPECT_TRUE(std::isfinite(nanoforge::fp8::tensorwise_scale(0.0f, GetParam())));
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, Fp8Format, ::testing::Values(Format::kE4m3, Format::kE5m2),
-                         [](const auto& info) { return std::string(ops::fp8::traits(info.param).name); });
+                         [](const auto& info) { return std::string(nanoforge::fp8::traits(info.param).name); });
 
 }  // namespace
