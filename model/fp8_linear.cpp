@@ -59,6 +59,9 @@ void plan_fp8_scratch(const GPTConfig& config, const Fp8Linears& linears, int64_
   scratch.x_inv_scale = arena.take({1}, DType::kF32);
   scratch.w_inv_scale = arena.take({1}, DType::kF32);
   scratch.g_inv_scale = arena.take({1}, DType::kF32);
+  if (linears.lm_head && config.padded_vocab_size() != config.vocab_size) {
+    scratch.padded_logits = arena.take({rows, config.padded_vocab_size()});
+  }
   // c_q in FP8 beside full-precision c_k and c_v (or the reverse) needs their columns densely.
   if (linears.c_q != linears.c_k) {
     scratch.columns = arena.take({rows * std::max(config.n_head * config.head_dim(), config.kv_dim())});
@@ -69,10 +72,14 @@ void fp8_linear_forward(const Fp8Scratch& scratch, TensorView y, TensorView x, T
                         std::span<const LinearSegment> segments, Accumulate mode) {
   const int64_t rows = x.shape[0], in = x.shape[1];
   const double beta = mode == Accumulate::kYes ? 1.0 : 0.0;
-  NANOFORGE_CHECK(segments.size() == 1 || mode == Accumulate::kNo,
+  NANOFORGE_CHECK(segments.size() == 1 || mode == Accumulate::kNo || !any_fp8(segments),
                   "fp8_linear_forward: a segmented weight's output is written, not added");
+  if (!any_fp8(segments)) {  // the whole weight in full precision: one GEMM, however it is segmented
+    ops::matmul(y, x, Transpose::kNo, weight, Transpose::kYes, 1.0, beta);
+    return;
+  }
   TensorView x_codes;
-  if (any_fp8(segments)) {
+  {
     x_codes = codes(scratch.x_codes, rows, in, DType::kF8E4M3);
     ops::fp8_quantize(x_codes, TensorView(), scratch.x_inv_scale, x, 0);
   }
@@ -82,8 +89,6 @@ void fp8_linear_forward(const Fp8Scratch& scratch, TensorView y, TensorView x, T
       const TensorView w_codes = codes(scratch.w_codes, segment.rows, in, DType::kF8E4M3);
       ops::fp8_quantize(w_codes, TensorView(), scratch.w_inv_scale, w, 0);
       ops::fp8_matmul(y, segment.first_row, x_codes, scratch.x_inv_scale, w_codes, scratch.w_inv_scale, beta);
-    } else if (segments.size() == 1) {
-      ops::matmul(y, x, Transpose::kNo, w, Transpose::kYes, 1.0, beta);
     } else {
       const TensorView columns = dense_columns(scratch, rows, segment.rows);
       ops::matmul(columns, x, Transpose::kNo, w, Transpose::kYes, 1.0, 0.0);
@@ -96,8 +101,13 @@ void fp8_linear_backward(const Fp8Scratch& scratch, TensorView d_x, Accumulate m
                          TensorView d_y, TensorView x, TensorView weight,
                          std::span<const LinearSegment> segments) {
   const int64_t rows = x.shape[0], in = x.shape[1];
+  if (!any_fp8(segments)) {  // the whole weight in full precision: one GEMM each way
+    ops::matmul(d_weight, d_y, Transpose::kYes, x, Transpose::kNo, 1.0, 1.0);
+    ops::matmul(d_x, d_y, Transpose::kNo, weight, Transpose::kNo, 1.0, mode == Accumulate::kYes ? 1.0 : 0.0);
+    return;
+  }
   TensorView x_codes_transposed;
-  if (any_fp8(segments)) {
+  {
     x_codes_transposed = codes(scratch.x_codes_transposed, in, rows, DType::kF8E4M3);
     ops::fp8_quantize(TensorView(), x_codes_transposed, scratch.x_inv_scale, x, 0);
   }
@@ -119,9 +129,6 @@ void fp8_linear_backward(const Fp8Scratch& scratch, TensorView d_x, Accumulate m
                       d_x_beta);
       ops::fp8_matmul(d_w, 0, g_codes_transposed, scratch.g_inv_scale, x_codes_transposed,
                       scratch.x_inv_scale, 1.0);
-    } else if (segments.size() == 1) {
-      ops::matmul(d_w, d_y, Transpose::kYes, x, Transpose::kNo, 1.0, 1.0);
-      ops::matmul(d_x, d_y, Transpose::kNo, w, Transpose::kNo, 1.0, d_x_beta);
     } else {
       const TensorView d_y_columns = dense_columns(scratch, rows, segment.rows);
       ops::copy_columns(d_y_columns, 0, d_y, segment.first_row, segment.rows);

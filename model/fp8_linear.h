@@ -30,6 +30,9 @@ struct Fp8Scratch {
   TensorView g_codes, g_codes_transposed;            // the output gradient: (N, out) and (out, N)
   TensorView x_inv_scale, w_inv_scale, g_inv_scale;  // (1) f32 each
   TensorView columns;                                // (N, widest full-precision segment), activation dtype
+  // (N, padded vocabulary), activation dtype, when the vocabulary is padded: lm_head's FP8 GEMMs run over the
+  // padded rows, as nanochat's (its weight scales cover them; the backward's K must be a multiple of 16).
+  TensorView padded_logits;
   bool planned() const { return x_codes.data != nullptr || x_inv_scale.data != nullptr; }
 };
 

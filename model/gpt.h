@@ -7,6 +7,7 @@
 // GEMM matrices are read from a bf16 copy (model/compute_weights.h) that refresh_compute_weights() renews.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -15,6 +16,8 @@
 #include "kernels/device_buffer.h"
 #include "model/activations.h"
 #include "model/compute_weights.h"
+#include "model/fp8_linear.h"
+#include "model/fp8_linears.h"
 #include "model/gpt_config.h"
 #include "model/model_weights.h"
 #include "model/param_layout.h"
@@ -73,6 +76,15 @@ class GPT {
   void plan(int64_t batch, int64_t seq);
   int64_t activation_bytes() const { return activation_buffer_.bytes(); }
 
+  // FP8 training (nanochat's base_train --fp8): every Linear base_train's filter accepts runs its three GEMMs
+  // in FP8 with tensorwise scales (model/fp8_linear.h); off for evaluation, as base_train's disable_fp8.
+  // The first set_fp8(true) makes the next plan() allocate the FP8 scratch, kept from then on, so turning FP8
+  // off for an evaluation and on again allocates nothing.
+  void set_fp8(bool on);
+  bool fp8() const { return fp8_; }
+  // The filter's verdict on this model's Linears (what set_fp8(true) converts).
+  const Fp8Linears& fp8_linears() const { return fp8_linears_; }
+
   // ids, targets: (B, T) i32 on the model's device, targets -1 ignored. Returns the mean cross-entropy over
   // the targets that are not ignored (NaN when all are, as PyTorch does). On the GPU the compute copies must
   // be current (refresh_compute_weights).
@@ -125,6 +137,14 @@ class GPT {
   }
   void block_forward(int64_t layer);
   void block_backward(int64_t layer);
+  void lm_head_forward();   // logits = final_norm @ lm_head^T, in FP8 when converted
+  void lm_head_backward();  // its input and weight gradients
+  // The weight rows of each nanochat Linear inside the fused c_vkq (v, k, q) and whether each is in FP8.
+  std::array<LinearSegment, 3> vkq_segments() const;
+  // One whole weight of `rows` rows as a single segment, in FP8 when `converted` and fp8_.
+  std::array<LinearSegment, 1> whole(int64_t rows, bool converted) const {
+    return {{{0, rows, fp8_ && converted}}};
+  }
 
   GPTConfig config_;
   ParamLayout layout_;
@@ -142,6 +162,10 @@ class GPT {
   TensorView rotary_cos_, rotary_sin_;  // (max_positions, D/2)
   DeviceBuffer activation_buffer_;
   Activations activations_;
+  bool fp8_ = false;
+  bool fp8_scratch_wanted_ = false;  // set_fp8(true) was called: plan() takes the FP8 scratch
+  Fp8Linears fp8_linears_;           // the filter's verdict; used when fp8_
+  Fp8Scratch fp8_scratch_;           // planned with the activations when fp8_
   // What the logits buffer holds: the last forward()'s logits, or forward_for_backward()'s gradient until
   // backward() has used it.
   enum class LogitsHold { kNothing, kLogits, kGradient };

@@ -38,6 +38,7 @@
 #include "train/checkpoint/model_file.h"
 #include "train/checkpoint/resume.h"
 #include "train/checkpoint/writer.h"
+#include "train/fp8_choice.h"
 #include "train/memory_plan.h"
 #include "train/metrics_log.h"
 #include "train/mlp_gemm_choice.h"
@@ -48,6 +49,19 @@ namespace nanoforge {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Evaluation (bits per byte, CORE, samples) runs with FP8 off, as base_train's disable_fp8: for its scope.
+class FullPrecision {
+ public:
+  explicit FullPrecision(GPT& model) : model_(model), fp8_(model.fp8()) { model_.set_fp8(false); }
+  ~FullPrecision() { model_.set_fp8(fp8_); }
+  FullPrecision(const FullPrecision&) = delete;
+  FullPrecision& operator=(const FullPrecision&) = delete;
+
+ private:
+  GPT& model_;
+  bool fp8_;
+};
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -116,7 +130,9 @@ class Trainer {
         tensors_(batch_, seq_, setup_.device),
         token_bytes_(setup_.tokenizer.token_byte_lengths()),
         writer_(options.run_dir, {recipe_.checkpoint.keep_last, recipe_.checkpoint.keep_every, -1}, chief_),
-        scalar_buffer_(setup_.device, kMaxSummedScalars * sizeof(double)) {}
+        scalar_buffer_(setup_.device, kMaxSummedScalars * sizeof(double)) {
+    model_.set_fp8(recipe_.model.fp8);
+  }
 
   absl::Status start();
   absl::Status run();
@@ -283,6 +299,7 @@ absl::Status Trainer::resume(const std::string& checkpoint) {
 
 absl::Status Trainer::evaluate(int64_t step) {
   const Clock::time_point start = Clock::now();
+  const FullPrecision full_precision(model_);
   NANOFORGE_ASSIGN_OR_RETURN(BitsPerByteSums sums,
                              evaluate_bits_per_byte(model_, *val_loader_, setup_.eval_steps, token_bytes_));
   // Every rank evaluated its own rows of the validation stream; the sums are the whole set's.
@@ -300,6 +317,7 @@ absl::Status Trainer::evaluate(int64_t step) {
 
 // nanochat's CORE metric on every rank's share of the examples (train.core_*), then back to training shapes.
 absl::Status Trainer::evaluate_core_metric(int64_t step) {
+  const FullPrecision full_precision(model_);
   CoreEvalOptions options;
   options.max_per_task = recipe_.train.core.max_per_task;
   NANOFORGE_ASSIGN_OR_RETURN(const CoreResults results,
@@ -316,6 +334,7 @@ absl::Status Trainer::evaluate_core_metric(int64_t step) {
 
 void Trainer::sample() {
   if (!chief_) return;  // generation is one process's work; the others go on to the next step's collectives
+  const FullPrecision full_precision(model_);
   for (const char* prompt : sample_prompts()) {
     std::vector<int32_t> ids = {setup_.tokenizer.bos_id()};
     setup_.tokenizer.encode(prompt, ids);
@@ -578,6 +597,9 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
   NANOFORGE_ASSIGN_OR_RETURN(const std::string mlp_gemm,
                              choose_mlp_gemm(recipe.model.mlp_gemm, device, setup.model));
   if (communicator->rank() == 0) fmt::print("{}\n", mlp_gemm);
+  NANOFORGE_ASSIGN_OR_RETURN(const std::string fp8,
+                             choose_fp8(recipe.model.fp8, recipe.model.fp8_recipe, device, setup.model));
+  if (communicator->rank() == 0) fmt::print("{}\n", fp8);
   if (communicator->rank() == 0) {
     if (!options.resume && options.resume_from.empty())
       NANOFORGE_RETURN_IF_ERROR(check_new_run_directory(options.run_dir));
