@@ -101,6 +101,7 @@ std::vector<StepEvent> record_training_step(const StepRecordingOptions& options)
 
   // The run's parts, as the trainer makes them.
   GPT model(options.config, device, device == Device::kCuda ? DType::kBF16 : DType::kF32);
+  model.set_fp8(options.fp8);
   model.refresh_compute_weights();
   model.plan(options.batch, seq);
   const DeviceBuffer token_buffer(device, 2 * options.batch * seq * static_cast<int64_t>(sizeof(int32_t)));

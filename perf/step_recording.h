@@ -37,6 +37,7 @@ struct StepRecordingOptions {
   int64_t grad_accum_steps = 1;
   int64_t bucket_bytes = 25 << 20;  // recipe dist.bucket_mb's default
   Device device = Device::kCuda;    // the CPU records the same calls (its f32 dtypes), for name checks
+  bool fp8 = false;                 // the model trains in FP8 (GPT::set_fp8; recipe model.fp8)
 };
 
 std::vector<StepEvent> record_training_step(const StepRecordingOptions& options);
