@@ -7,9 +7,9 @@
 # overrun), then the tests that run MPI in a CPU-only tree built with ThreadSanitizer (cmake/Sanitizers.cmake,
 # tools/sanitizers/, docs/build.md).
 # `make demo` trains a small model from scratch on this machine: tokenizer and shards from the demo corpus,
-# recipes/tiny.toml, evaluation (bits per byte, and CORE on the small test bundle), a sample, and a plot of
-# the run. It builds only the program, in a tree of its own: for the CPU, or for this machine's GPU alone when
-# it has one (not every architecture).
+# recipes/tiny.toml, evaluation (bits per byte, and CORE on the small test bundle), a sample, a plot of the
+# run (run.png) and its page (report.html, `nanoforge report`: docs/watching.md). It builds only the program,
+# in a tree of its own: for the CPU, or for this machine's GPU alone when it has one (not every architecture).
 # `make fuzz FUZZ_SECONDS=N` builds the libFuzzer targets with clang in build-fuzz/ and runs each for N seconds
 # from its committed seed corpus; `make fuzz-ci`, CI's stage, runs each for a fixed number of inputs from a
 # fixed seed (docs/fuzzing.md).
@@ -108,7 +108,8 @@ demo: demo-data
 	$(NANOFORGE) eval --core tests/eval/core/bundle --checkpoint $(DEMO_RUN) --out $(DEMO_RUN)/core.json
 	$(NANOFORGE) sample --checkpoint $(DEMO_RUN) --prompt "And God said" --max-tokens 40 --temperature 0.8
 	$(PYTHON) tools/plot_run.py $(DEMO_RUN)
-	@echo "demo run: $(DEMO_RUN) (config.toml, metrics.jsonl, checkpoints/, core.json, run.png)"
+	$(NANOFORGE) report $(DEMO_RUN) --out $(DEMO_RUN)/report.html
+	@echo "demo run: $(DEMO_RUN) (config.toml, metrics.jsonl, checkpoints/, core.json, run.png, report.html)"
 
 fuzz-build: deps
 	cmake -S . -B $(FUZZ_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \

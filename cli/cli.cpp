@@ -14,6 +14,7 @@
 #include "cli/build_info.h"
 #include "cli/command.h"
 #include "cli/flag_limits.h"
+#include "dist/comm_watchdog.h"
 #include "support/output_path.h"
 
 namespace nanoforge {
@@ -156,7 +157,8 @@ int run_cli(int argc, char** argv, const std::vector<Command>& commands) {
   if (status.ok()) status = command->run(arguments);
   if (!status.ok()) {
     fmt::print(stderr, "nanoforge {}: error: {}\n", command->name, std::string(status.message()));
-    return 1;
+    // A lost rank: the status a launcher restarts the job from its last checkpoint on.
+    return communication_failed() ? kCommFailureExitCode : 1;
   }
   return 0;
 }

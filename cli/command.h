@@ -36,5 +36,6 @@ Command train_command();
 Command sample_command();
 Command eval_command();
 Command doctor_command();
+Command report_command();
 
 }  // namespace nanoforge

@@ -22,6 +22,9 @@ ABSL_FLAG(
     bool, overwrite, false,
     "--out may hold this command's earlier output: replace it (prep deletes its train_*.h5 and val_*.h5 "
     "first; tokenizer train replaces the tokenizer files); without it that is refused");
+ABSL_FLAG(bool, resume, false,
+          "continue what was interrupted: train, from the newest valid checkpoint of --run-dir; prep, the "
+          "unfinished prep in --out (the same --input, --tokenizer and settings)");
 ABSL_FLAG(std::vector<std::string>, input, {},
           "input documents, comma-separated: *.jsonl/*.ndjson (\"text\" field), *.txt/*.text/*.md, any of "
           "them as .gz or .zst, *.parquet (--text-column), directories of them (sorted by name), glob "

@@ -22,6 +22,8 @@ ABSL_DECLARE_FLAG(std::string, tokenizer);
 ABSL_DECLARE_FLAG(std::string, out);
 // Whether --out may hold the command's earlier output (shards, a tokenizer), which it then replaces.
 ABSL_DECLARE_FLAG(bool, overwrite);
+// Continue an interrupted train (its run directory) or prep (its --out).
+ABSL_DECLARE_FLAG(bool, resume);
 ABSL_DECLARE_FLAG(std::string, data);
 ABSL_DECLARE_FLAG(std::string, checkpoint);
 // The backend a command runs on: "cpu" or "cuda".

@@ -23,7 +23,20 @@ double exit_grace_seconds(double timeout_seconds) {
   ::_exit(kCommFailureExitCode);
 }
 
+std::atomic<bool>& communication_failure() {
+  static std::atomic<bool> failed{false};
+  return failed;
+}
+
 }  // namespace
+
+void note_communication_failure() {
+  communication_failure().store(true);
+}
+
+bool communication_failed() {
+  return communication_failure().load();
+}
 
 CommWatchdog::CommWatchdog(std::string engine, int rank, double timeout_seconds, Hooks hooks)
     : engine_(std::move(engine)),
@@ -79,6 +92,7 @@ void CommWatchdog::fire(const absl::Status& error) {
     failure_ = error;
     failed_.store(true, std::memory_order_release);
   }
+  note_communication_failure();
   fmt::print(stderr, "nanoforge: {}\n", std::string(error.message()));
   std::fflush(stderr);
   hooks_.fail(error);

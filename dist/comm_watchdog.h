@@ -26,6 +26,12 @@ namespace nanoforge {
 // script can restart the job from its last checkpoint on this code.
 inline constexpr int kCommFailureExitCode = 75;
 
+// Whether a communicator of this process has failed (a lost or stuck rank, a broken connection, a teardown
+// or an initialisation that did not finish): the program then exits with kCommFailureExitCode whatever
+// error it reports, so that a launcher script knows to restart from the last checkpoint.
+void note_communication_failure();
+bool communication_failed();
+
 class CommWatchdog {
  public:
   struct Hooks {

@@ -2,7 +2,6 @@
 // missing. Latest sequences are stored as sequence + 1 so that 0 means "never heard from".
 #include "dist/mpi_heartbeats.h"
 
-#include <absl/strings/str_join.h>
 #include <fmt/format.h>
 
 #include "dist/mpi_runtime.h"
@@ -88,33 +87,16 @@ int MpiHeartbeats::poll(uint64_t sequence) {
 
 std::string MpiHeartbeats::describe_missing(uint64_t sequence, double silent_after_seconds) const {
   const int64_t now = now_ns();
-  auto ago = [&](int64_t at_ns) { return static_cast<double>(now - at_ns) * 1e-9; };
-  std::vector<int> missing;
-  std::vector<std::string> details;
-  std::vector<std::string> silent;
+  std::vector<PeerHeard> heard;
   for (int peer = 0; peer < world_size_; ++peer) {
     if (peer == rank_) continue;
     const Peer& p = peers_[peer];
-    const uint64_t latest = p.latest.load(std::memory_order_relaxed);
-    const int64_t heard_at = p.heard_at_ns.load(std::memory_order_relaxed);
-    if (latest < sequence + 1) {
-      missing.push_back(peer);
-      details.push_back(latest == 0 ? fmt::format("rank {}: never heard from", peer)
-                                    : fmt::format("rank {}: last at collective #{}, heard {:.1f} s ago", peer,
-                                                  latest - 1, ago(heard_at)));
-    } else if (ago(heard_at) > silent_after_seconds) {
-      silent.push_back(fmt::format("rank {} (silent for {:.1f} s)", peer, ago(heard_at)));
-    }
+    heard.push_back(
+        {.rank = peer,
+         .latest = p.latest.load(std::memory_order_relaxed),
+         .seconds_ago = static_cast<double>(now - p.heard_at_ns.load(std::memory_order_relaxed)) * 1e-9});
   }
-  if (!missing.empty()) {
-    return fmt::format("{} {} did not arrive ({})", missing.size() == 1 ? "rank" : "ranks",
-                       absl::StrJoin(missing, ", "), absl::StrJoin(details, "; "));
-  }
-  if (!silent.empty()) {
-    return fmt::format("every rank arrived, then stopped answering during it: {}",
-                       absl::StrJoin(silent, ", "));
-  }
-  return "every rank arrived at it and is still answering heartbeats: the transfer itself is stuck";
+  return describe_missing_ranks(heard, sequence, silent_after_seconds);
 }
 
 }  // namespace nanoforge

@@ -18,25 +18,27 @@
 #include <string>
 #include <vector>
 
+#include "dist/heartbeats.h"
+
 namespace nanoforge {
 
-class MpiHeartbeats {
+class MpiHeartbeats final : public Heartbeats {
  public:
   // `comm` is a communicator of its own (a duplicate of the world), used for nothing else.
   MpiHeartbeats(MPI_Comm comm, int rank, int world_size);
-  ~MpiHeartbeats();
+  ~MpiHeartbeats() override;
   MpiHeartbeats(const MpiHeartbeats&) = delete;
   MpiHeartbeats& operator=(const MpiHeartbeats&) = delete;
 
   // Tells every peer this rank is at collective `sequence` (non-blocking sends).
-  void announce(uint64_t sequence);
+  void announce(uint64_t sequence) override;
   // Takes in arrived heartbeats and retires finished sends. Returns how many peers reached `sequence` (or
   // later) for the first time during this call: progress for the watchdog.
-  int poll(uint64_t sequence);
+  int poll(uint64_t sequence) override;
   // For the watchdog: "rank 3 did not arrive (...)", or what is known when every peer arrived.
-  std::string describe_missing(uint64_t sequence, double silent_after_seconds) const;
+  std::string describe_missing(uint64_t sequence, double silent_after_seconds) const override;
   // After a lost rank, MPI calls may fail or hang: the destructor then leaves the requests alone.
-  void abandon() { abandoned_ = true; }
+  void abandon() override { abandoned_ = true; }
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -1,9 +1,12 @@
-// NcclCommunicator: bootstrap (GPU binding, unique id over MPI or TCP, ncclCommInitRank under a deadline),
-// the enqueue path (event from the compute stream -> comm stream -> collective -> completion event, which the
-// compute stream can wait for: CommWork::wait_on_device), and the
-// watchdog's side: polling completion events and NCCL's asynchronous errors, failing every queued collective
-// and calling ncclCommAbort when one is stuck. Once aborted, the communicator is never touched again
-// (ncclCommAbort frees it).
+// NcclCommunicator: bootstrap (GPU binding, unique id over MPI or TCP, a non-blocking communicator whose
+// initialisation is polled under a deadline), the enqueue path (event from the compute stream -> comm stream
+// -> collective -> completion event, which the compute stream can wait for: CommWork::wait_on_device), and
+// the watchdog's side. The communicator is non-blocking (blocking = 0, as PyTorch creates it), so every
+// NCCL call returns and the watchdog owns the waiting: a collective is registered before NCCL is called, a
+// call answering ncclInProgress (NCCL connects the ranks inside the first collectives) is polled while the
+// watchdog can fail it, and teardown (ncclCommFinalize) has the same deadline. On a timeout or an
+// asynchronous error every queued collective fails and ncclCommAbort runs; once aborted, the communicator is
+// never touched again (ncclCommAbort frees it).
 #include "dist/nccl_communicator.h"
 
 #include <cuda_runtime.h>
@@ -24,8 +27,10 @@
 #include "dist/collective_contract.h"
 #include "dist/comm_watchdog.h"
 #include "dist/comm_work_state.h"
+#include "dist/heartbeats.h"
 #include "dist/mpi_heartbeats.h"
 #include "dist/mpi_runtime.h"
+#include "dist/tcp_heartbeats.h"
 #include "dist/tcp_rendezvous.h"
 #include "support/check.h"
 #include "support/status.h"
@@ -126,14 +131,17 @@ class NcclCommunicator final : public Communicator {
     cudaStream_t stream = nullptr;
     cudaEvent_t ready = nullptr;
     float* barrier_value = nullptr;
-    MPI_Comm heartbeat_comm = MPI_COMM_NULL;  // set when MPI started the job: lost ranks can be named
+    MPI_Comm heartbeat_comm = MPI_COMM_NULL;        // heartbeats over MPI, when MPI started the job
+    std::shared_ptr<TcpHeartbeats> tcp_heartbeats;  // else heartbeats over TCP to rank 0
   };
 
   NcclCommunicator(const Parts& parts, const DistOptions& options)
       : parts_(parts), options_(options), health_(std::make_shared<Health>()) {
     if (parts_.heartbeat_comm != MPI_COMM_NULL) {
       auto lock = MpiRuntime::call_lock();
-      heartbeats_ = std::make_unique<MpiHeartbeats>(parts_.heartbeat_comm, parts_.rank, parts_.world_size);
+      heartbeats_ = std::make_shared<MpiHeartbeats>(parts_.heartbeat_comm, parts_.rank, parts_.world_size);
+    } else {
+      heartbeats_ = parts_.tcp_heartbeats;
     }
     watchdog_ = std::make_unique<CommWatchdog>(
         kEngine, parts_.rank, options_.timeout_seconds,
@@ -142,16 +150,15 @@ class NcclCommunicator final : public Communicator {
             .diagnose = [this](uint64_t sequence) { return diagnose(sequence); },
             .fail = [this](const absl::Status& error) { fail_all(error); },
         });
-    if (heartbeats_) {
-      heartbeat_thread_ = std::thread([this] { heartbeat_main(); });
-      stopper_ = MpiRuntime::add_stopper([this] { stop_heartbeats(); });
-    }
+    if (heartbeats_) heartbeat_thread_ = std::thread([this] { heartbeat_main(); });
+    if (heartbeats_over_mpi()) stopper_ = MpiRuntime::add_stopper([this] { stop_heartbeats(); });
   }
 
   ~NcclCommunicator() override {
     // Let queued collectives finish (the watchdog still guards them), then take everything down.
     while (!health_->failed.load() && cudaStreamQuery(parts_.stream) == cudaErrorNotReady)
       std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (!health_->failed.load()) finalize();
     if (stopper_ >= 0) MpiRuntime::remove_stopper(stopper_);
     stop_heartbeats();
     watchdog_.reset();
@@ -159,6 +166,8 @@ class NcclCommunicator final : public Communicator {
     if (heartbeats_) {
       if (failed) heartbeats_->abandon();
       heartbeats_.reset();
+    }
+    if (heartbeats_over_mpi()) {
       int finalized = 0;
       MPI_Finalized(&finalized);
       if (!failed && !finalized) {
@@ -265,11 +274,23 @@ class NcclCommunicator final : public Communicator {
       lock.unlock();
       return fail_enqueue(description, fmt::format("CUDA: {}", cuda_error_text(cuda)));
     }
-    const ncclResult_t result = launch(parts_.stream);
+    // The watchdog and the peers learn of the collective before NCCL is called: the call may have to wait
+    // for the peers (NCCL connects the ranks inside the first collectives that need it).
+    watchdog_->started(sequence, description);
+    latest_sequence_.store(sequence + 1);
+    heartbeat_cv_.notify_one();
+    ncclResult_t result = launch(parts_.stream);
+    // ncclInProgress: NCCL is still queueing it. Polled here, while the watchdog may time it out; then the
+    // loop lets go of the communicator, and fail_all aborts it.
+    while (result == ncclInProgress) {
+      if (health_->failed.load()) return failed_work(description);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      if (ncclCommGetAsyncError(parts_.comm, &result) != ncclSuccess) result = ncclInternalError;
+    }
     if (result != ncclSuccess) {
       const std::string text = nccl_error_text(result, parts_.comm);
       lock.unlock();
-      return fail_enqueue(description, text);
+      return fail_enqueue(description, fmt::format("{}; {}", text, diagnose_after_error(sequence)));
     }
     cuda = cudaEventRecord(done->event, parts_.stream);
     if (cuda != cudaSuccess) {
@@ -296,14 +317,10 @@ class NcclCommunicator final : public Communicator {
       }
       return absl::OkStatus();
     };
-    // The watchdog learns of it before the poller can see it finish.
-    watchdog_->started(sequence, description);
     {
       std::lock_guard<std::mutex> in_flight_lock(in_flight_mutex_);
       in_flight_.push_back({sequence, done, state});
     }
-    latest_sequence_.store(sequence + 1);
-    heartbeat_cv_.notify_one();
     // A failure between the checks above and now has already failed the list it was not yet on.
     if (health_->failed.load()) state->complete(health_->get());
     return CommWork(state);
@@ -344,16 +361,62 @@ class NcclCommunicator final : public Communicator {
     ncclResult_t async_error = ncclSuccess;
     if (ncclCommGetAsyncError(parts_.comm, &async_error) == ncclSuccess && async_error != ncclSuccess &&
         async_error != ncclInProgress) {
-      return absl::UnavailableError(
-          fmt::format("NCCL reported an asynchronous error: {}", nccl_error_text(async_error, parts_.comm)));
+      return absl::UnavailableError(fmt::format("NCCL reported an asynchronous error: {}; {}",
+                                                nccl_error_text(async_error, parts_.comm),
+                                                diagnose_after_error(oldest_sequence_.load())));
     }
     return absl::OkStatus();
   }
 
   std::string diagnose(uint64_t sequence) {
     if (heartbeats_) return heartbeats_->describe_missing(sequence, options_.timeout_seconds / 2);
-    return "the ranks that did not arrive cannot be named: this job was started torchrun-style, without MPI "
-           "for heartbeats (start it with mpirun or srun to have them named)";
+    return "a world of one rank: no peer to name";
+  }
+
+  // After an error NCCL saw first (a peer's connection closed): one watchdog tick for the heartbeats to
+  // notice too, so that the report names the peer rather than repeating what was heard before.
+  std::string diagnose_after_error(uint64_t sequence) {
+    if (heartbeats_) std::this_thread::sleep_for(std::chrono::duration<double>(watchdog_->tick_seconds()));
+    return diagnose(sequence);
+  }
+
+  bool heartbeats_over_mpi() const { return parts_.heartbeat_comm != MPI_COMM_NULL; }
+
+  // Teardown under the timeout: ncclCommFinalize (which waits for the peers) polled like a collective,
+  // announced to the peers as the collective after the last so that a rank lost here is named. On a
+  // timeout or an error the communicator is aborted instead of destroyed.
+  void finalize() {
+    std::unique_lock<std::timed_mutex> lock(comm_mutex_);  // the watchdog's poll stays off the communicator
+    const DeviceGuard device(parts_.local_rank);
+    const uint64_t sequence = next_sequence_;
+    latest_sequence_.store(sequence + 1);
+    heartbeat_cv_.notify_one();
+    using Clock = std::chrono::steady_clock;
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(options_.timeout_seconds));
+    ncclResult_t result = ncclCommFinalize(parts_.comm);
+    while (result == ncclInProgress && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (ncclCommGetAsyncError(parts_.comm, &result) != ncclSuccess) result = ncclInternalError;
+    }
+    if (result == ncclSuccess) return;
+    const std::string what = result == ncclInProgress
+                                 ? fmt::format("did not finish within {} s", options_.timeout_seconds)
+                                 : fmt::format("failed: {}", nccl_error_text(result, parts_.comm));
+    const absl::Status error = absl::DeadlineExceededError(
+        fmt::format("rank {}: NCCL teardown (ncclCommFinalize) {}: {}; aborting the communicator", rank(),
+                    what, result == ncclInProgress ? diagnose(sequence) : diagnose_after_error(sequence)));
+    fmt::print(stderr, "nanoforge: {}\n", std::string(error.message()));
+    std::fflush(stderr);
+    note_communication_failure();
+    {
+      std::lock_guard<std::mutex> health_lock(health_->mutex);
+      health_->failure = error;
+      health_->failed.store(true);
+    }
+    if (heartbeats_over_mpi()) MpiRuntime::mark_broken();
+    ExitDeadline abort_deadline(kAbortDeadlineSeconds, fmt::format("rank {}: ncclCommAbort", rank()));
+    ncclCommAbort(parts_.comm);
   }
 
   // Fails everything queued, then aborts the communicator so the kernels waiting for a lost peer exit.
@@ -363,7 +426,7 @@ class NcclCommunicator final : public Communicator {
       health_->failure = error;
       health_->failed.store(true);
     }
-    if (heartbeats_) MpiRuntime::mark_broken();
+    if (heartbeats_over_mpi()) MpiRuntime::mark_broken();
     {
       std::lock_guard<std::mutex> lock(in_flight_mutex_);
       for (InFlight& work : in_flight_)
@@ -380,7 +443,7 @@ class NcclCommunicator final : public Communicator {
     ncclCommAbort(parts_.comm);
   }
 
-  // Under MPI: announce the newest queued collective to every peer when it changes and while collectives
+  // Announce the newest queued collective to every peer when it changes and while collectives
   // are in flight, and take in theirs.
   void heartbeat_main() {
     using Clock = std::chrono::steady_clock;
@@ -399,7 +462,8 @@ class NcclCommunicator final : public Communicator {
       }
       int arrived = 0;
       {
-        auto mpi_lock = MpiRuntime::call_lock();
+        std::unique_lock<std::mutex> mpi_lock;
+        if (heartbeats_over_mpi()) mpi_lock = MpiRuntime::call_lock();
         if (latest > 0 && (latest != announced || (busy && Clock::now() - announced_at > interval))) {
           heartbeats_->announce(latest - 1);
           announced = latest;
@@ -423,7 +487,7 @@ class NcclCommunicator final : public Communicator {
   Parts parts_;
   const DistOptions options_;
   std::shared_ptr<Health> health_;
-  std::unique_ptr<MpiHeartbeats> heartbeats_;
+  std::shared_ptr<Heartbeats> heartbeats_;
   std::unique_ptr<CommWatchdog> watchdog_;
 
   std::timed_mutex comm_mutex_;  // one NCCL call on the communicator at a time (enqueue vs abort)
@@ -440,11 +504,18 @@ class NcclCommunicator final : public Communicator {
   int stopper_ = -1;
 };
 
-// The ncclUniqueId from rank 0 to every rank: over MPI when MPI started the job, else the TCP rendezvous.
-absl::Status share_unique_id(const LaunchEnv& env, MpiRuntime* mpi, const RendezvousKey& key,
-                             ncclUniqueId& id, double timeout_seconds) {
-  auto* bytes = reinterpret_cast<uint8_t*>(&id);
-  if (mpi != nullptr) return mpi->broadcast_bytes({bytes, sizeof(id)}, 0, timeout_seconds);
+// What rank 0 sends every rank at start-up: the NCCL id, and under torchrun-style launches where rank 0's
+// heartbeat listener is.
+struct StartupPayload {
+  ncclUniqueId id;
+  TcpHeartbeatAddress heartbeats;
+};
+
+// The payload from rank 0 to every rank: over MPI when MPI started the job, else the TCP rendezvous.
+absl::Status share_startup_payload(const LaunchEnv& env, MpiRuntime* mpi, const RendezvousKey& key,
+                                   StartupPayload& payload, double timeout_seconds) {
+  auto* bytes = reinterpret_cast<uint8_t*>(&payload);
+  if (mpi != nullptr) return mpi->broadcast_bytes({bytes, sizeof(payload)}, 0, timeout_seconds);
   RendezvousOptions options;
   options.master_addr = env.master_addr;
   options.master_port = env.master_port;
@@ -453,20 +524,52 @@ absl::Status share_unique_id(const LaunchEnv& env, MpiRuntime* mpi, const Rendez
   options.timeout_seconds = timeout_seconds;
   options.key = key;
   NANOFORGE_ASSIGN_OR_RETURN(std::vector<uint8_t> received,
-                             tcp_rendezvous(options, {bytes, env.rank == 0 ? sizeof(id) : 0}));
-  if (received.size() != sizeof(id)) {
-    return absl::DataLossError(fmt::format("rendezvous: expected a {}-byte NCCL id from rank 0, got {} bytes",
-                                           sizeof(id), received.size()));
+                             tcp_rendezvous(options, {bytes, env.rank == 0 ? sizeof(payload) : 0}));
+  if (received.size() != sizeof(payload)) {
+    return absl::DataLossError(
+        fmt::format("rendezvous: expected {} bytes (the NCCL id and the heartbeat "
+                    "address) from rank 0, got {} bytes",
+                    sizeof(payload), received.size()));
   }
-  std::memcpy(bytes, received.data(), sizeof(id));
+  std::memcpy(bytes, received.data(), sizeof(payload));
   return absl::OkStatus();
+}
+
+// ncclCommInitRankConfig with blocking = 0, polled until every rank has joined or the timeout; a
+// communicator that did not come up is aborted.
+absl::Status init_communicator(ncclComm_t* comm, const LaunchEnv& env, const ncclUniqueId& id,
+                               double timeout_seconds, const std::string& who) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(timeout_seconds));
+  ncclResult_t result = ncclCommInitRankConfig(comm, env.world_size, id, env.rank, &config);
+  while (result == ncclInProgress && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (ncclCommGetAsyncError(*comm, &result) != ncclSuccess) result = ncclInternalError;
+  }
+  if (result == ncclSuccess) return absl::OkStatus();
+  const std::string text = result == ncclInProgress
+                               ? fmt::format("not every rank joined within {} s", timeout_seconds)
+                               : nccl_error_text(result, *comm);
+  if (*comm != nullptr) {
+    ExitDeadline abort_deadline(kAbortDeadlineSeconds, fmt::format("{}: ncclCommAbort", who));
+    ncclCommAbort(*comm);
+  }
+  note_communication_failure();
+  return absl::UnavailableError(
+      fmt::format("{}: ncclCommInitRankConfig over {} ranks: {}", who, env.world_size, text));
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Communicator>> create_nccl_communicator(const LaunchEnv& env,
                                                                        const DistOptions& options) {
-  NcclCommunicator::Parts parts{.rank = env.rank, .world_size = env.world_size, .local_rank = env.local_rank};
+  NcclCommunicator::Parts parts;
+  parts.rank = env.rank;
+  parts.world_size = env.world_size;
+  parts.local_rank = env.local_rank;
   MpiRuntime* mpi = nullptr;
   if (env.launched_by_mpi() && env.world_size > 1) {
     NANOFORGE_ASSIGN_OR_RETURN(mpi, MpiRuntime::get());
@@ -501,26 +604,26 @@ absl::StatusOr<std::unique_ptr<Communicator>> create_nccl_communicator(const Lau
     return absl::UnavailableError(
         fmt::format("{}: cudaSetDevice({}): {}", who, parts.local_rank, cuda_error_text(error)));
   }
-  ncclUniqueId id;
-  std::memset(&id, 0, sizeof(id));
+  StartupPayload payload{};
+  const bool torchrun_style = mpi == nullptr && env.world_size > 1;
   if (env.rank == 0) {
-    if (const ncclResult_t result = ncclGetUniqueId(&id); result != ncclSuccess)
+    if (const ncclResult_t result = ncclGetUniqueId(&payload.id); result != ncclSuccess)
       return absl::UnavailableError(
           fmt::format("{}: ncclGetUniqueId: {}", who, nccl_error_text(result, nullptr)));
-  }
-  if (env.world_size > 1)
-    NANOFORGE_RETURN_IF_ERROR(share_unique_id(env, mpi, rendezvous_key, id, options.timeout_seconds));
-  {
-    // Initialisation is collective and blocking: a rank that never joins would hold the others forever.
-    ExitDeadline deadline(
-        options.timeout_seconds,
-        fmt::format("{}: NCCL initialisation (ncclCommInitRank waits for every rank)", who));
-    if (const ncclResult_t result = ncclCommInitRank(&parts.comm, env.world_size, id, env.rank);
-        result != ncclSuccess) {
-      return absl::UnavailableError(fmt::format("{}: ncclCommInitRank over {} ranks: {}", who, env.world_size,
-                                                nccl_error_text(result, nullptr)));
+    if (torchrun_style) {
+      NANOFORGE_ASSIGN_OR_RETURN(parts.tcp_heartbeats,
+                                 TcpHeartbeats::listen(env.world_size, &payload.heartbeats));
     }
   }
+  if (env.world_size > 1)
+    NANOFORGE_RETURN_IF_ERROR(
+        share_startup_payload(env, mpi, rendezvous_key, payload, options.timeout_seconds));
+  if (torchrun_style && env.rank != 0) {
+    NANOFORGE_ASSIGN_OR_RETURN(parts.tcp_heartbeats,
+                               TcpHeartbeats::connect(env.master_addr, payload.heartbeats, env.rank,
+                                                      env.world_size, options.timeout_seconds));
+  }
+  NANOFORGE_RETURN_IF_ERROR(init_communicator(&parts.comm, env, payload.id, options.timeout_seconds, who));
   int least_priority = 0;
   int greatest_priority = 0;
   cudaError_t cuda = cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority);
@@ -532,7 +635,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> create_nccl_communicator(const Lau
   if (cuda == cudaSuccess) cuda = cudaMalloc(reinterpret_cast<void**>(&parts.barrier_value), sizeof(float));
   if (cuda == cudaSuccess) cuda = cudaMemset(parts.barrier_value, 0, sizeof(float));
   if (cuda != cudaSuccess) {
-    ncclCommDestroy(parts.comm);
+    ncclCommAbort(parts.comm);  // frees it without waiting for the peers
     return absl::UnavailableError(
         fmt::format("{}: creating the NCCL stream: {}", who, cuda_error_text(cuda)));
   }

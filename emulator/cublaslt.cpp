@@ -547,6 +547,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
   Shape shape;
   if (const cublasStatus_t status = check_problem(d, a, b, c, out, &shape); status != CUBLAS_STATUS_SUCCESS)
     return status;
+  // cublaslt=no-algorithm: what cuBLASLt answers for a problem none of its kernels takes.
+  if (settings().cublaslt_no_algorithm) return CUBLAS_STATUS_NOT_SUPPORTED;
   const Layout* layouts[4] = {&a, &b, &c, &out};
   uint32_t required[4];
   for (int i = 0; i < 4; ++i) {

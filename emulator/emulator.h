@@ -20,6 +20,19 @@ enum class MmaRounding : uint8_t { kNearest, kTruncate };
 //   kFixed   always `fixed`.
 enum class ScheduleMode : uint8_t { kRotate, kCompare, kFixed };
 
+// A failure the emulated NCCL injects into one rank, to test what its peers do
+// (nccl_fault=RANK:ACTION@POINT): the rank dies (SIGKILL), stalls (SIGSTOP: the whole process freezes, as a
+// machine that hangs) or reports an asynchronous error, at its lazy connection setup (first collective), when
+// its k-th collective (from 0) runs, or at teardown (ncclCommFinalize / ncclCommDestroy).
+struct NcclFault {
+  enum class Action : uint8_t { kNone, kDie, kStall, kError };
+  enum class Point : uint8_t { kConnect, kCollective, kDestroy };
+  Action action = Action::kNone;
+  Point point = Point::kConnect;
+  int rank = 0;
+  int64_t collective = 0;  // for kCollective
+};
+
 struct Settings {
   ScheduleMode schedule_mode = ScheduleMode::kRotate;  // schedules=rotate|compare|in-order|reversed|...
   Schedule fixed_schedule = Schedule::kInOrder;
@@ -29,6 +42,8 @@ struct Settings {
   std::string architecture = "sm_90";                // arch=sm_90|sm_121
   bool launch_blocking = false;  // CUDA_LAUNCH_BLOCKING=1 (CUDA's own): launches run at once
   bool report = false;           // report=1: print the counters at exit
+  NcclFault nccl_fault;          // nccl_fault=1:die@connect, 1:stall@collective-3, 0:error@collective-2, ...
+  bool cublaslt_no_algorithm = false;  // cublaslt=no-algorithm: the heuristic finds no algorithm
   // break=bx,by,bz/tx,ty,tz: nanoforge_emulator_break() is called when that thread of that block starts
   // (break on it in gdb to stop inside one emulated thread).
   bool break_enabled = false;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include "emulator/emulator.h"
 #include "emulator/runtime.h"
@@ -18,12 +19,47 @@ namespace {
 constexpr const char* kAccepted =
     "space-separated key=value settings: schedules=rotate|compare|in-order|reversed|random|warp-ahead, "
     "seed=N, "
-    "mma=nearest|truncate, arch=sm_90|sm_121, devices=N (0 to 16), break=bx,by,bz/tx,ty,tz, report=0|1";
+    "mma=nearest|truncate, arch=sm_90|sm_121, devices=N (0 to 16), break=bx,by,bz/tx,ty,tz, report=0|1, "
+    "nccl_fault=RANK:die|stall|error@connect|collective-K|destroy, cublaslt=no-algorithm";
 
 [[noreturn]] void bad_setting(const std::string& setting) {
   std::fprintf(stderr, "nanoforge CUDA emulator: NANOFORGE_EMULATOR: '%s' is not understood; it takes %s\n",
                setting.c_str(), kAccepted);
   std::exit(2);
+}
+
+// RANK:ACTION@POINT, e.g. 1:die@connect, 2:stall@collective-3, 0:error@destroy.
+bool parse_nccl_fault(const std::string& value, NcclFault* fault) {
+  const size_t colon = value.find(':'), at = value.find('@');
+  if (colon == std::string::npos || at == std::string::npos || at < colon) return false;
+  char* end = nullptr;
+  const std::string rank = value.substr(0, colon);
+  fault->rank = static_cast<int>(std::strtol(rank.c_str(), &end, 10));
+  if (rank.empty() || *end != '\0' || fault->rank < 0) return false;
+  const std::string action = value.substr(colon + 1, at - colon - 1), point = value.substr(at + 1);
+  if (action == "die") {
+    fault->action = NcclFault::Action::kDie;
+  } else if (action == "stall") {
+    fault->action = NcclFault::Action::kStall;
+  } else if (action == "error") {
+    fault->action = NcclFault::Action::kError;
+  } else {
+    return false;
+  }
+  constexpr std::string_view kCollective = "collective-";
+  if (point == "connect") {
+    fault->point = NcclFault::Point::kConnect;
+  } else if (point == "destroy") {
+    fault->point = NcclFault::Point::kDestroy;
+  } else if (point.starts_with(kCollective)) {
+    fault->point = NcclFault::Point::kCollective;
+    const std::string k = point.substr(kCollective.size());
+    fault->collective = std::strtoll(k.c_str(), &end, 10);
+    if (k.empty() || *end != '\0' || fault->collective < 0) return false;
+  } else {
+    return false;
+  }
+  return true;
 }
 
 void apply_setting(Settings& s, const std::string& setting) {
@@ -70,6 +106,13 @@ void apply_setting(Settings& s, const std::string& setting) {
   } else if (key == "report") {
     if (value == "0" || value == "1") {
       s.report = value == "1";
+      return;
+    }
+  } else if (key == "nccl_fault") {
+    if (parse_nccl_fault(value, &s.nccl_fault)) return;
+  } else if (key == "cublaslt") {
+    if (value == "no-algorithm") {
+      s.cublaslt_no_algorithm = true;
       return;
     }
   } else if (key == "break") {

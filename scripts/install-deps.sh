@@ -25,6 +25,8 @@ packages=(
   # clang with libFuzzer, the sanitizer runtimes and its OpenMP: the fuzz targets (make fuzz)
   clang libclang-rt-14-dev libomp-dev
   bible-kjv bible-kjv-text
+  # the browser the report test opens `nanoforge report`'s page in, headless (tests/watch/)
+  chromium
 )
 
 missing=()

@@ -97,6 +97,12 @@ std::vector<Field> fields_of(Recipe& r) {
        "how long a rank waits for the others before failing"},
       {"dist", "bucket_mb", &r.dist.bucket_mb,
        "MB of gradients per reduction bucket: smaller starts communication sooner, larger has less overhead"},
+      {"log", "wandb_project", &r.log.wandb_project,
+       "Weights & Biases project the run's metrics go to (rank 0's sidecar); empty: no W&B"},
+      {"log", "wandb_run", &r.log.wandb_run, "W&B run name; empty: the run directory's name"},
+      {"log", "wandb_mode", &r.log.wandb_mode,
+       "W&B mode: online, offline (wandb sync later) or disabled; the WANDB_MODE environment variable wins"},
+      {"log", "tensorboard", &r.log.tensorboard, "write TensorBoard event files under RUN_DIR/tensorboard/"},
   };
 }
 
@@ -212,7 +218,8 @@ absl::Status assign_table(Recipe& recipe, const toml::table& table, const std::s
         std::any_of(fields.begin(), fields.end(), [&](const Field& f) { return section == f.section; });
     if (!known_section || section_table == nullptr) {
       return absl::InvalidArgumentError(fmt::format(
-          "{}: [{}] is not a recipe section; sections are [model] [data] [train] [optim] [checkpoint] [dist]",
+          "{}: [{}] is not a recipe section; sections are [model] [data] [train] [optim] [checkpoint] [dist] "
+          "[log]",
           where, section));
     }
     for (const auto& [key_name, node] : *section_table) {
@@ -450,6 +457,10 @@ absl::Status validate_recipe(const Recipe& r) {
   if (!(r.dist.bucket_mb > 0 && r.dist.bucket_mb <= 4096)) {
     return invalid(fmt::format("dist.bucket_mb must be in (0, 4096] MB (PyTorch DDP uses 25), got {}",
                                r.dist.bucket_mb));
+  }
+  if (r.log.wandb_mode != "online" && r.log.wandb_mode != "offline" && r.log.wandb_mode != "disabled") {
+    return invalid(
+        fmt::format("log.wandb_mode must be online, offline or disabled, got '{}'", r.log.wandb_mode));
   }
   return absl::OkStatus();
 }

@@ -1,5 +1,5 @@
 // A training recipe: every setting of a run, in TOML sections [model] [data] [train] [optim] [checkpoint]
-// [dist], with nanochat's base_train defaults. The schema is the field table in recipe.cpp: parsing,
+// [dist] [log], with nanochat's base_train defaults. The schema is the field table in recipe.cpp: parsing,
 // `section.key=value` overrides, the resolved config.toml and `nanoforge train --help` all come from it, so a
 // key exists in one place. Errors name the file, the key and what would fix it.
 #pragma once
@@ -62,6 +62,13 @@ struct Recipe {
     double timeout_seconds = 300;  // a rank that hears nothing from the others this long gives up
     double bucket_mb = 25;  // gradient bucket size for the overlapped reduce-scatter (PyTorch DDP's default)
   } dist;
+  // Where rank 0's metrics sidecar forwards metrics.jsonl while the run trains (train/metrics_sidecar.h).
+  struct Log {
+    std::string wandb_project;          // empty: no Weights & Biases
+    std::string wandb_run;              // empty: the run directory's name
+    std::string wandb_mode = "online";  // online, offline or disabled; WANDB_MODE overrides it
+    bool tensorboard = false;           // event files under RUN_DIR/tensorboard/
+  } log;
 };
 
 // One key of the schema, for help texts and the resolved config.

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "data/shards/shard_manifest.h"
 #include "kernels/cuda/cuda_memory.h"
 #include "support/status.h"
 
@@ -71,6 +72,12 @@ absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size, De
       return absl::Status(shards.status().code(),
                           fmt::format("{}: {}", key, std::string(shards.status().message())));
     }
+    absl::StatusOr<std::string> manifest_hash = check_shard_manifests(*location, split, **shards);
+    if (!manifest_hash.ok()) {
+      return absl::Status(manifest_hash.status().code(),
+                          fmt::format("{}: {}", key, std::string(manifest_hash.status().message())));
+    }
+    if (target == &setup.train_data) setup.train_manifest_hash = *manifest_hash;
     *target = std::move(*shards);
   }
 

@@ -29,6 +29,8 @@ struct RunSetup {
   Recipe recipe;  // validated; what config.toml and checkpoints record
   Tokenizer tokenizer;
   std::shared_ptr<const ShardSet> train_data, val_data;
+  std::string
+      train_manifest_hash;  // data.train's manifest (data/shards/shard_manifest.h); "" when none applies
   GPTConfig model;
   std::unique_ptr<const ParamLayout> layout;  // the model's parameters (param_groups point into it)
   std::vector<ParamGroup> param_groups;       // nanochat's groups, with the horizon's lr and decay scaling

@@ -41,7 +41,9 @@
 #include "train/fp8_choice.h"
 #include "train/memory_plan.h"
 #include "train/metrics_log.h"
+#include "train/metrics_sidecar.h"
 #include "train/mlp_gemm_choice.h"
+#include "train/run_dir_lock.h"
 #include "train/run_setup.h"
 #include "train/shutdown_signal.h"
 
@@ -139,9 +141,11 @@ class Trainer {
 
  private:
   absl::Status resume(const std::string& checkpoint);
+  absl::StatusOr<std::vector<std::string>> check_resume_data(const std::string& checkpoint,
+                                                             const TrainerState& state) const;
   absl::Status evaluate(int64_t step);
   absl::Status evaluate_core_metric(int64_t step);
-  void sample();
+  absl::Status sample(int64_t step);
   absl::Status save(int64_t step, bool wait);
   absl::Status train_step(int64_t step);
   void print_setup() const;
@@ -154,8 +158,9 @@ class Trainer {
   const Recipe& recipe_;                   // setup_.recipe
   const TrainRunOptions& options_;
   Communicator& communicator_;
-  bool chief_;                         // rank 0: prints, writes metrics and checkpoints, samples
-  std::optional<MetricsLog> metrics_;  // opened once a resume has trimmed what it will write again
+  bool chief_;                               // rank 0: prints, writes metrics and checkpoints, samples
+  std::optional<MetricsLog> metrics_;        // opened once a resume has trimmed what it will write again
+  std::unique_ptr<MetricsSidecar> sidecar_;  // forwards metrics.jsonl to W&B / TensorBoard (log.*)
   int64_t batch_, seq_;
   GPT model_;
   DataParallelOptimizer optimizer_;
@@ -233,8 +238,39 @@ absl::Status Trainer::start() {
   if (chief_) {
     NANOFORGE_ASSIGN_OR_RETURN(MetricsLog metrics, MetricsLog::open(options_.run_dir + "/metrics.jsonl"));
     metrics_.emplace(std::move(metrics));
+    sidecar_ = MetricsSidecar::start_if_asked(recipe_.log, options_.run_dir);
   }
   return absl::OkStatus();
+}
+
+// The checkpoint's tokenizer and training data against this run's: what changed ("the tokenizer: ..."),
+// refused unless --allow-data-change. A checkpoint without a data manifest hash cannot tell (the loader's
+// fingerprint still refuses other shards when it restores its state).
+absl::StatusOr<std::vector<std::string>> Trainer::check_resume_data(const std::string& checkpoint,
+                                                                    const TrainerState& state) const {
+  std::vector<std::string> changes;
+  if (state.tokenizer_hash != setup_.tokenizer.hash()) {
+    changes.push_back(
+        fmt::format("tokenizer: the checkpoint was trained with tokenizer {}, data.tokenizer ({}) is {}",
+                    state.tokenizer_hash, recipe_.data.tokenizer, setup_.tokenizer.hash()));
+  }
+  if (!state.data_manifest_hash.empty() && state.data_manifest_hash != setup_.train_manifest_hash) {
+    changes.push_back(
+        fmt::format("training data: the checkpoint was trained on the data set whose manifest hash is {}, "
+                    "data.train ({}) "
+                    "{}",
+                    state.data_manifest_hash, recipe_.data.train,
+                    setup_.train_manifest_hash.empty()
+                        ? std::string("has no manifest")
+                        : fmt::format("has manifest hash {}", setup_.train_manifest_hash)));
+  }
+  if (!changes.empty() && !options_.allow_data_change) {
+    return absl::FailedPreconditionError(fmt::format(
+        "{} cannot be resumed on this data: the {}. Resume with the data it was trained on, or add "
+        "--allow-data-change to continue on the new data (the data loader then starts it from its beginning)",
+        checkpoint, fmt::join(changes, "; the ")));
+  }
+  return changes;
 }
 
 // `checkpoint` has passed verify_checkpoint: what is checked here is whether this run may continue it.
@@ -243,11 +279,8 @@ absl::Status Trainer::resume(const std::string& checkpoint) {
   NANOFORGE_ASSIGN_OR_RETURN(const Recipe saved,
                              parse_recipe(state.recipe_toml, checkpoint + "/trainer.h5 recipe"));
   NANOFORGE_ASSIGN_OR_RETURN(const std::vector<std::string> changes, resume_changes(saved, recipe_));
-  if (state.tokenizer_hash != setup_.tokenizer.hash()) {
-    return absl::FailedPreconditionError(fmt::format("{} was trained with tokenizer {}, data.tokenizer is {}",
-                                                     checkpoint, state.tokenizer_hash,
-                                                     setup_.tokenizer.hash()));
-  }
+  NANOFORGE_ASSIGN_OR_RETURN(const std::vector<std::string> data_changes,
+                             check_resume_data(checkpoint, state));
   NANOFORGE_ASSIGN_OR_RETURN(const GPTConfig stored, read_checkpoint_config(checkpoint));
   if (stored.describe() != setup_.model.describe()) {
     return absl::FailedPreconditionError(fmt::format("{}/model.h5 holds a model with {}, this run builds {}",
@@ -280,6 +313,15 @@ absl::Status Trainer::resume(const std::string& checkpoint) {
                               static_cast<uint64_t>(recipe_.train.seed)};
   absl::StatusOr<std::unique_ptr<Loader>> loader =
       Loader::create(setup_.train_data, train_options, &loader_state);
+  if (!loader.ok() && options_.allow_data_change) {
+    if (chief_) {
+      fmt::print(
+          "resume: --allow-data-change: the data loader starts the training data from its beginning "
+          "({})\n",
+          std::string(loader.status().message()));
+    }
+    loader = Loader::create(setup_.train_data, train_options);
+  }
   if (!loader.ok()) {
     return absl::Status(loader.status().code(), fmt::format("resuming the data stream of {}: {}", checkpoint,
                                                             std::string(loader.status().message())));
@@ -294,6 +336,14 @@ absl::Status Trainer::resume(const std::string& checkpoint) {
              start_step_ == num_iterations ? " (the run is complete: nothing left to train)" : "");
   for (const std::string& change : changes)
     fmt::print("resume: recipe changed: {}\n", change);
+  for (const std::string& change : data_changes)
+    fmt::print("resume: --allow-data-change: continuing on changed {}\n", change);
+  if (state.data_manifest_hash.empty() && !setup_.train_manifest_hash.empty()) {
+    fmt::print(
+        "resume: {} records no data manifest (written before nanoforge recorded one): the training "
+        "data is checked by the data loader's fingerprint only\n",
+        checkpoint);
+  }
   return absl::OkStatus();
 }
 
@@ -332,16 +382,19 @@ absl::Status Trainer::evaluate_core_metric(int64_t step) {
   return metrics_->write(record);
 }
 
-void Trainer::sample() {
-  if (!chief_) return;  // generation is one process's work; the others go on to the next step's collectives
+absl::Status Trainer::sample(int64_t step) {
+  if (!chief_) return absl::OkStatus();  // one process generates; the others go on to the next collectives
   const FullPrecision full_precision(model_);
   for (const char* prompt : sample_prompts()) {
     std::vector<int32_t> ids = {setup_.tokenizer.bos_id()};
     setup_.tokenizer.encode(prompt, ids);
     const std::vector<int32_t> out = generate(model_, ids, {recipe_.train.sample_tokens, 0.0, 0, 0, {}});
-    fmt::print("sample: {}{}\n", prompt, replace_invalid_utf8(setup_.tokenizer.decode(out)));
+    const std::string text = prompt + replace_invalid_utf8(setup_.tokenizer.decode(out));
+    fmt::print("sample: {}\n", text);
+    NANOFORGE_RETURN_IF_ERROR(metrics_->write({{"step", step}, {"sample", text}}));
   }
   model_.plan(batch_, seq_);
+  return absl::OkStatus();
 }
 
 absl::Status Trainer::save(int64_t step, bool wait) {
@@ -350,13 +403,16 @@ absl::Status Trainer::save(int64_t step, bool wait) {
   state.loader_state = train_loader_->state().to_bytes();
   state.recipe_toml = recipe_to_toml(recipe_);
   state.tokenizer_hash = setup_.tokenizer.hash();
+  state.data_manifest_hash = setup_.train_manifest_hash;
   state.training_seconds = training_seconds_;
   const Clock::time_point start = Clock::now();
   NANOFORGE_RETURN_IF_ERROR(optimizer_.sync_masters());  // collective: whole fp32 weights on every rank
   NANOFORGE_RETURN_IF_ERROR(writer_.save_async(model_, optimizer_, std::move(state)));
   if (chief_) {
+    const double host_copy_seconds = seconds_since(start);
     fmt::print("step {:05d} | checkpoint {}: {:.2f}s host copy, written in the background\n", step,
-               checkpoint_name(step), seconds_since(start));
+               checkpoint_name(step), host_copy_seconds);
+    NANOFORGE_RETURN_IF_ERROR(metrics_->write({{"step", step}, {"checkpoint_ms", 1e3 * host_copy_seconds}}));
   }
   return wait ? writer_.wait() : absl::OkStatus();
 }
@@ -427,7 +483,9 @@ absl::Status Trainer::train_step(int64_t step) {
                          {"data_wait_ms", 1e3 * data_seconds},
                          {"elapsed_s", seconds_since(run_start_)}};
   if (mfu) record.push_back({"mfu", *mfu});
-  return metrics_->write(record);
+  NANOFORGE_RETURN_IF_ERROR(metrics_->write(record));
+  if (sidecar_) sidecar_->check();
+  return absl::OkStatus();
 }
 
 // A signal may reach some ranks and not others (a scheduler signals one node first), and only rank 0 learns
@@ -479,7 +537,7 @@ absl::Status Trainer::run() {
       NANOFORGE_RETURN_IF_ERROR(evaluate_core_metric(step));
     const bool sample_due =
         recipe_.train.sample_every > 0 && (step % recipe_.train.sample_every == 0 || final_step);
-    if (sample_due && step > 0 && step != start_step_) sample();
+    if (sample_due && step > 0 && step != start_step_) NANOFORGE_RETURN_IF_ERROR(sample(step));
     const bool stop_here = step >= last_step;
     absl::Status save_failure;
     const int signal = agreed_stop(save_failure);
@@ -600,15 +658,23 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
   NANOFORGE_ASSIGN_OR_RETURN(const std::string fp8,
                              choose_fp8(recipe.model.fp8, recipe.model.fp8_recipe, device, setup.model));
   if (communicator->rank() == 0) fmt::print("{}\n", fp8);
+  std::optional<RunDirLock> run_dir_lock;  // held until the trainer (and its checkpoint writer) is gone
   if (communicator->rank() == 0) {
-    if (!options.resume && options.resume_from.empty())
-      NANOFORGE_RETURN_IF_ERROR(check_new_run_directory(options.run_dir));
     std::error_code error;
     std::filesystem::create_directories(options.run_dir, error);
     if (error) {
       return absl::PermissionDeniedError(
           fmt::format("{}: cannot create the run directory: {}", options.run_dir, error.message()));
     }
+    std::string previous_holder;
+    NANOFORGE_ASSIGN_OR_RETURN(RunDirLock lock, RunDirLock::acquire(options.run_dir, &previous_holder));
+    run_dir_lock.emplace(std::move(lock));
+    if (!previous_holder.empty()) {
+      fmt::print("run directory: took over {} from {}, which no longer holds it (it was stopped or killed)\n",
+                 run_dir_lock->path(), previous_holder);
+    }
+    if (!options.resume && options.resume_from.empty())
+      NANOFORGE_RETURN_IF_ERROR(check_new_run_directory(options.run_dir));
     NANOFORGE_ASSIGN_OR_RETURN(const std::vector<std::string> stale,
                                remove_stale_partial_checkpoints(options.run_dir));
     for (const std::string& name : stale)

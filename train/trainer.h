@@ -27,7 +27,10 @@ struct TrainRunOptions {
   int64_t stop_at_step =
       -1;               // > 0: stop cleanly (with a checkpoint) after this step; the schedule is unchanged
   bool resume = false;  // continue from the newest valid checkpoint of run_dir
-  std::string resume_from;                         // continue from this checkpoint directory
+  std::string resume_from;  // continue from this checkpoint directory
+  // Resume on other training data or another tokenizer than the checkpoint's (refused otherwise); the loader
+  // then starts the new data from its beginning.
+  bool allow_data_change = false;
   bool checkpoints = true;                         // false: none at all, not even at the end (benchmarks)
   std::function<void(const StepTiming&)> on_step;  // after every step, on every rank
 };

@@ -26,6 +26,7 @@
 #include "cli/common_flags.h"
 #include "cli/flag_limits.h"
 #include "data/loader/loader.h"
+#include "data/shards/shard_manifest.h"
 #include "data/shards/shard_set.h"
 #include "data/shards/shard_writer.h"
 #include "support/status.h"
@@ -214,6 +215,10 @@ absl::Status run_bench_loader(const std::vector<std::string>& /*arguments*/) {
   }
   start = Clock::now();
   NANOFORGE_ASSIGN_OR_RETURN(std::shared_ptr<const ShardSet> data, ShardSet::open(paths, open_options));
+  if (!synthetic) {
+    NANOFORGE_RETURN_IF_ERROR(
+        check_shard_manifests(absl::GetFlag(FLAGS_data), absl::GetFlag(FLAGS_split), *data).status());
+  }
   const double open_seconds = seconds_since(start);
   const double shard_gigabytes =
       static_cast<double>(data->token_count() * data->shard(0).bytes_per_token()) / 1e9;

@@ -12,6 +12,7 @@
 #include "cli/common_flags.h"
 #include "cli/flag_limits.h"
 #include "cli/progress_line.h"
+#include "data/shards/shard_manifest.h"
 #include "data/shards/shard_set.h"
 #include "dist/create_communicator.h"
 #include "eval/bits_per_byte.h"
@@ -105,6 +106,7 @@ absl::Status run_eval(const std::vector<std::string>&) {
   ShardOpenOptions open;
   open.expect = {loaded.tokenizer.vocab_size(), loaded.tokenizer.bos_id(), loaded.tokenizer.hash()};
   NANOFORGE_ASSIGN_OR_RETURN(std::shared_ptr<const ShardSet> data, ShardSet::open(files, open));
+  NANOFORGE_RETURN_IF_ERROR(check_shard_manifests(absl::GetFlag(FLAGS_data), "val", *data).status());
   const int64_t seq = loaded.model->config().sequence_len, eval_tokens = absl::GetFlag(FLAGS_eval_tokens);
   if (eval_tokens > data->token_count()) {
     return absl::InvalidArgumentError(

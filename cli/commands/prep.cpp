@@ -1,13 +1,18 @@
 // `nanoforge prep --input FILES... --tokenizer DIR --out DIR [--shard-tokens N] [--val-docs N]`: raw text
 // (JSONL, text, compressed, parquet, standard input) to train and val token shards (data/prep/prep.h), with
-// progress (documents/s, MB/s, ETA) and a closing line with the input and text throughput.
+// progress (documents/s, MB/s, ETA) and a closing line with the input and text throughput. SIGTERM/SIGINT
+// stop it at the next document with its finished shards recorded; --resume continues it.
 #include <absl/flags/flag.h>
 #include <fmt/format.h>
+
+#include <fstream>
+#include <iterator>
 
 #include "cli/command.h"
 #include "cli/common_flags.h"
 #include "cli/flag_limits.h"
 #include "cli/progress_line.h"
+#include "cli/stop_signal.h"
 #include "data/prep/prep.h"
 #include "kernels/backend_info.h"
 #include "support/status.h"
@@ -20,6 +25,21 @@ NANOFORGE_FLAG_LIMIT(val_docs, 0, 0x1p40);
 
 namespace nanoforge {
 namespace {
+
+// This process's command line (/proc/self/cmdline), arguments holding spaces quoted: the manifest records it.
+std::string command_line() {
+  std::ifstream file("/proc/self/cmdline", std::ios::binary);
+  const std::string raw((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  std::string line;
+  for (size_t begin = 0; begin < raw.size();) {
+    const size_t end = std::min(raw.find('\0', begin), raw.size());
+    const std::string argument = raw.substr(begin, end - begin);
+    if (!line.empty()) line += ' ';
+    line += argument.find_first_of(" \t'\"") == std::string::npos ? argument : "'" + argument + "'";
+    begin = end + 1;
+  }
+  return line;
+}
 
 absl::Status run_prep(const std::vector<std::string>& /*arguments*/) {
   if (absl::GetFlag(FLAGS_input).empty() || absl::GetFlag(FLAGS_tokenizer).empty() ||
@@ -36,6 +56,10 @@ absl::Status run_prep(const std::vector<std::string>& /*arguments*/) {
   options.shard_tokens = absl::GetFlag(FLAGS_shard_tokens);
   options.val_docs = absl::GetFlag(FLAGS_val_docs);
   options.overwrite = absl::GetFlag(FLAGS_overwrite);
+  options.resume = absl::GetFlag(FLAGS_resume);
+  options.command_line = command_line();
+  install_stop_handlers();
+  options.stop_requested = [] { return stop_signal() != 0; };
   fmt::print("prep: tokenizer {} (vocab {}, hash {}), {} threads\n", absl::GetFlag(FLAGS_tokenizer),
              tokenizer.vocab_size(), tokenizer.hash(), backend_info().cpu_threads);
   std::fflush(stdout);
@@ -50,13 +74,21 @@ absl::Status run_prep(const std::vector<std::string>& /*arguments*/) {
   };
   NANOFORGE_ASSIGN_OR_RETURN(const PrepResult result, prep_shards(tokenizer, options, progress));
   print_progress("", true);
+  if (result.already_complete) {
+    fmt::print("prep: {} is complete already (its manifest.txt is there): nothing to resume\n",
+               options.out_dir);
+    return absl::OkStatus();
+  }
+  if (result.resumed_shards > 0)
+    fmt::print("prep: resumed after the {} shards recorded by the interrupted prep\n", result.resumed_shards);
   if (!result.removed_shards.empty())
     fmt::print("prep: --overwrite deleted {} earlier shard files\n", result.removed_shards.size());
   if (result.empty_docs > 0) fmt::print("prep: skipped {} empty documents\n", result.empty_docs);
   fmt::print(
       "prep: {} train documents ({} tokens) and {} val documents ({} tokens) in {} shards under {}, {}\n",
-      result.train_docs, result.train_tokens, result.val_docs, result.val_tokens, result.shards.size(),
-      options.out_dir, format_seconds(result.seconds));
+      result.train_docs, result.train_tokens, result.val_docs, result.val_tokens,
+      result.shards.size() + static_cast<size_t>(result.resumed_shards), options.out_dir,
+      format_seconds(result.seconds));
   const double seconds = std::max(result.seconds, 1e-9);
   fmt::print("prep: read {:.1f} MB of input ({:.1f} MB/s), {:.1f} MB of text ({:.1f} MB/s){}\n",
              result.input_bytes / 1e6, result.input_bytes / 1e6 / seconds, result.text_bytes / 1e6,
@@ -71,9 +103,9 @@ Command prep_command() {
   return {"prep",
           "tokenize documents into train and val token shards",
           "--input FILES|DIRS|GLOBS|- --tokenizer DIR --out DIR [--shard-tokens N] [--val-docs N] "
-          "[--text-split paragraphs|file] [--text-column text] [--overwrite]",
+          "[--text-split paragraphs|file] [--text-column text] [--overwrite | --resume]",
           {"input", "tokenizer", "out", "shard_tokens", "val_docs", "text_split", "text_column", "overwrite",
-           "threads"},
+           "resume", "threads"},
           run_prep};
 }
 

@@ -2,6 +2,7 @@
 // trains nanochat's byte-level BPE on text/JSONL/parquet documents (data/tokenizer/bpe_piece_counts.h,
 // data/tokenizer/bpe_trainer.h) on all cores, with progress and ETA on stderr, and writes
 // DIR/tokenizer.tiktoken + DIR/special_tokens.txt. The last line of stdout is a JSON record for scripts.
+// SIGTERM/SIGINT end it at once (nothing is written before the end), but never between its two files.
 #include <absl/flags/flag.h>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "cli/common_flags.h"
 #include "cli/flag_limits.h"
 #include "cli/progress_line.h"
+#include "cli/stop_signal.h"
 #include "data/documents/documents.h"
 #include "data/tokenizer/bpe_piece_counts.h"
 #include "data/tokenizer/bpe_trainer.h"
@@ -89,6 +91,8 @@ absl::Status run_tokenizer_train(const std::vector<std::string>& /*arguments*/) 
     return absl::InvalidArgumentError("--max-chars and --doc-max-chars must be >= 0 (0: no limit)");
   }
   NANOFORGE_RETURN_IF_ERROR(check_output_directory(out));
+  install_stop_handlers();
+  stop_at_once();
   NANOFORGE_ASSIGN_OR_RETURN(const DocumentReadOptions read_options, document_read_options_from_flags());
   NANOFORGE_ASSIGN_OR_RETURN(std::vector<std::string> paths,
                              expand_document_paths(absl::GetFlag(FLAGS_input)));
@@ -138,7 +142,10 @@ absl::Status run_tokenizer_train(const std::vector<std::string>& /*arguments*/) 
   std::fflush(stdout);
   NANOFORGE_ASSIGN_OR_RETURN(const Tokenizer tokenizer,
                              Tokenizer::from_ranks(std::move(result.tokens_by_rank)));
-  NANOFORGE_RETURN_IF_ERROR(tokenizer.save(out));
+  begin_publishing();  // a signal now waits until both files are in place
+  const absl::Status saved = tokenizer.save(out);
+  end_publishing();
+  NANOFORGE_RETURN_IF_ERROR(saved);
 
   const double count_seconds = last_count_progress.seconds;
   fmt::print("read {} documents, {:.1f}M characters ({:.1f} MB), {} pieces ({} distinct) in {:.1f} s\n",

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/common_flags.h"
 #include "cli/flag_limits.h"
 #include "support/status.h"
 #include "train/recipe.h"
@@ -14,7 +15,10 @@ ABSL_FLAG(std::string, run_dir, "", "run directory: config.toml, metrics.jsonl, 
 ABSL_FLAG(int64_t, stop_at_step, -1,
           "stop cleanly with a checkpoint after this step (the schedule is unchanged)");
 NANOFORGE_FLAG_LIMIT(stop_at_step, 1, 1e12, "(a step to stop after)", -1);
-ABSL_FLAG(bool, resume, false, "continue from the newest valid checkpoint of --run-dir");
+ABSL_FLAG(bool, allow_data_change, false,
+          "with --resume: continue on other data or another tokenizer than the checkpoint was trained on "
+          "(refused otherwise, naming what changed); the data loader then starts the new data from its "
+          "beginning");
 ABSL_FLAG(std::string, resume_from, "", "continue from this checkpoint directory");
 
 namespace nanoforge {
@@ -33,6 +37,7 @@ absl::Status run_train_command(const std::vector<std::string>& overrides) {
   options.stop_at_step = absl::GetFlag(FLAGS_stop_at_step);
   options.resume = absl::GetFlag(FLAGS_resume);
   options.resume_from = absl::GetFlag(FLAGS_resume_from);
+  options.allow_data_change = absl::GetFlag(FLAGS_allow_data_change);
   return run_training(recipe, options);
 }
 
@@ -50,9 +55,9 @@ Command train_command() {
   return {"train",
           "pretrain a model from a recipe",
           "--recipe FILE --run-dir DIR [section.key=value ...] [--stop-at-step N] [--resume | --resume-from "
-          "CKPT]" +
+          "CKPT] [--allow-data-change]" +
               recipe_help(),
-          {"recipe", "run_dir", "stop_at_step", "resume", "resume_from"},
+          {"recipe", "run_dir", "stop_at_step", "resume", "resume_from", "allow_data_change"},
           run_train_command,
           /*takes_arguments=*/true};
 }

@@ -1,72 +1,116 @@
-// prep_shards: read a chunk of documents, encode them in parallel, append them in order to the open shard.
+// prep_shards: read a chunk of documents, encode them in parallel, append them in order to the open shard;
+// record each finished shard in prep.unfinished, and publish manifest.txt at the end. A resume re-reads the
+// input up to the last recorded shard's last document and carries on from there.
 #include "data/prep/prep.h"
 
 #include <fmt/format.h>
 #include <omp.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <regex>
+#include <set>
 
+#include "data/shards/open_shard.h"
+#include "data/shards/shard_manifest.h"
 #include "data/shards/shard_writer.h"
+#include "support/file_checksum.h"
 #include "support/status.h"
 
 namespace nanoforge {
 namespace {
 
+namespace fs = std::filesystem;
+
 constexpr int64_t kChunkDocuments = 4096;      // documents encoded per parallel round
 constexpr uint64_t kChunkBytes = 32ull << 20;  // ... or fewer, once they hold this much text
 
-// The shard being filled for one split, opened on the first document.
-class SplitWriter {
- public:
-  SplitWriter(std::string split, const PrepOptions& options, ShardMetadata metadata, PrepResult& result)
-      : split_(std::move(split)), options_(options), metadata_(std::move(metadata)), result_(result) {}
+// prep's own files in --out: shards, unfinished shard files, the journal and the manifest.
+const std::regex& own_file_pattern() {
+  static const std::regex pattern(
+      R"(((train|val)_[0-9]{5,}\.h5(\.partial-[0-9]+)?)|((manifest\.txt|prep\.unfinished)(\.tmp)?))");
+  return pattern;
+}
 
-  absl::Status append(std::span<const int32_t> tokens) {
-    if (!writer_) {
-      const std::string path =
-          (std::filesystem::path(options_.out_dir) / shard_file_name(split_, index_)).string();
-      NANOFORGE_ASSIGN_OR_RETURN(ShardWriter writer, ShardWriter::create(path, metadata_));
-      writer_.emplace(std::move(writer));
+// NANOFORGE_PREP_FAULT=POINT@N kills the process with SIGKILL there (tests of resume): after_document@N (the
+// N-th document appended by this process), after_shard@N (the N-th shard renamed into place, not yet
+// recorded), after_record@N (... and recorded); term_after_document@N sends it SIGTERM instead.
+void fault_point(const char* point, int64_t count) {
+  static const std::string fault = [] {
+    const char* value = std::getenv("NANOFORGE_PREP_FAULT");
+    return std::string(value ? value : "");
+  }();
+  if (fault.empty()) return;
+  if (fault == fmt::format("{}@{}", point, count)) std::raise(SIGKILL);
+  if (fault == fmt::format("term_{}@{}", point, count)) std::raise(SIGTERM);
+}
+
+// "BYTES MTIME_NS PATH" of each input file: a resume refuses input that changed.
+std::vector<std::string> input_identity(const std::vector<std::string>& paths) {
+  std::vector<std::string> identity;
+  for (const std::string& path : paths) {
+    struct stat info {};
+    if (path == "-" || stat(path.c_str(), &info) != 0) {
+      identity.push_back(fmt::format("0 0 {}", path));
+      continue;
     }
-    NANOFORGE_RETURN_IF_ERROR(writer_->append_document(tokens));
-    if (writer_->token_count() >= options_.shard_tokens) return close();
-    return absl::OkStatus();
+    const int64_t mtime_ns = static_cast<int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec;
+    identity.push_back(fmt::format("{} {} {}", static_cast<int64_t>(info.st_size), mtime_ns, path));
   }
+  return identity;
+}
 
-  absl::Status close() {
-    if (!writer_) return absl::OkStatus();
-    NANOFORGE_RETURN_IF_ERROR(writer_->finish());
-    result_.shards.push_back(writer_->path());
-    writer_.reset();
-    ++index_;
-    return absl::OkStatus();
+ShardManifest settings_record(const Tokenizer& tokenizer, const PrepOptions& options,
+                              const std::vector<std::string>& paths) {
+  ShardManifest record;
+  record.tokenizer_hash = tokenizer.hash();
+  record.vocab_size = tokenizer.vocab_size();
+  record.bos_id = tokenizer.bos_id();
+  record.shard_tokens = options.shard_tokens;
+  record.val_docs = options.val_docs;
+  record.text_split = options.documents.text_split == TextSplit::kWholeFile ? "file" : "paragraphs";
+  record.text_column = options.documents.text_column;
+  record.inputs = input_identity(paths);
+  record.command_line = options.command_line;
+  return record;
+}
+
+// What a resume may not change, as "what: then -> now"; "" when nothing did.
+std::string changed_setting(const ShardManifest& then, const ShardManifest& now) {
+  const std::pair<const char*, std::pair<std::string, std::string>> settings[] = {
+      {"the tokenizer (--tokenizer)", {then.tokenizer_hash, now.tokenizer_hash}},
+      {"--shard-tokens", {std::to_string(then.shard_tokens), std::to_string(now.shard_tokens)}},
+      {"--val-docs", {std::to_string(then.val_docs), std::to_string(now.val_docs)}},
+      {"--text-split", {then.text_split, now.text_split}},
+      {"--text-column", {then.text_column, now.text_column}},
+      {"the input files (--input; size, modification time, path)",
+       {fmt::format("{}", fmt::join(then.inputs, "; ")), fmt::format("{}", fmt::join(now.inputs, "; "))}}};
+  for (const auto& [what, values] : settings) {
+    if (values.first != values.second)
+      return fmt::format("{}: {} then, {} now", what, values.first, values.second);
   }
-
- private:
-  std::string split_;
-  const PrepOptions& options_;
-  ShardMetadata metadata_;
-  PrepResult& result_;
-  std::optional<ShardWriter> writer_;
-  int64_t index_ = 0;
-};
+  return "";
+}
 
 // Shard files already in out_dir: refused, or with `overwrite` prep's own deleted (and returned).
 absl::StatusOr<std::vector<std::string>> clear_output_directory(const PrepOptions& options) {
-  namespace fs = std::filesystem;
-  static const std::regex kOwn(R"((train|val)_[0-9]{5,}\.h5(\.partial-[0-9]+)?)");
   std::vector<fs::path> own, foreign;
   std::error_code error;
+  bool unfinished = false;
   for (fs::directory_iterator entry(options.out_dir, error), end; !error && entry != end;
        entry.increment(error)) {
     const std::string name = entry->path().filename().string();
     const std::string extension = entry->path().extension().string();
-    if (std::regex_match(name, kOwn)) {
+    if (std::regex_match(name, own_file_pattern())) {
       own.push_back(entry->path());
+      unfinished |= name == kPrepJournalName;
     } else if (extension == ".h5" || extension == ".bin") {
       foreign.push_back(entry->path());
     }
@@ -79,13 +123,19 @@ absl::StatusOr<std::vector<std::string>> clear_output_directory(const PrepOption
   }
   if (own.empty()) return std::vector<std::string>{};
   if (!options.overwrite) {
+    if (unfinished) {
+      return absl::AlreadyExistsError(
+          fmt::format("--out {} holds a prep that did not finish ({}): add --resume to continue it, or "
+                      "--overwrite to start over",
+                      options.out_dir, kPrepJournalName));
+    }
     std::sort(own.begin(), own.end());
-    return absl::AlreadyExistsError(
-        fmt::format("--out {} already holds {} shard file{} ({}{}): give an empty or new directory, or add "
-                    "--overwrite to "
-                    "delete them first (a new prep may write fewer shards, and stale ones would be mixed in)",
-                    options.out_dir, own.size(), own.size() == 1 ? "" : "s", own.front().filename().string(),
-                    own.size() > 1 ? ", ..." : ""));
+    return absl::AlreadyExistsError(fmt::format(
+        "--out {} already holds {} file{} of a prep ({}{}): give an empty or new directory, or add "
+        "--overwrite to delete them first (a new prep may write fewer shards, and stale ones would "
+        "be mixed in)",
+        options.out_dir, own.size(), own.size() == 1 ? "" : "s", own.front().filename().string(),
+        own.size() > 1 ? ", ..." : ""));
   }
   std::vector<std::string> removed;
   for (const fs::path& path : own) {
@@ -99,28 +149,174 @@ absl::StatusOr<std::vector<std::string>> clear_output_directory(const PrepOption
   return removed;
 }
 
+// The record of an interrupted prep, checked against this one's settings and against its shard files;
+// prep's files it does not list (shards written after it, unfinished files) are deleted.
+absl::StatusOr<ShardManifest> reopen_unfinished(const PrepOptions& options, const ShardManifest& settings) {
+  const fs::path journal = fs::path(options.out_dir) / kPrepJournalName;
+  std::ifstream file(journal, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  NANOFORGE_ASSIGN_OR_RETURN(ShardManifest record, ShardManifest::parse(text, journal.string()));
+  if (const std::string change = changed_setting(record, settings); !change.empty()) {
+    return absl::FailedPreconditionError(fmt::format(
+        "--resume: {} was started with other settings: {}. Resume with the same ones, or start over "
+        "with --overwrite",
+        options.out_dir, change));
+  }
+  for (const std::string& input : settings.inputs) {
+    if (input.ends_with(" -")) {
+      return absl::FailedPreconditionError(
+          "--resume: standard input cannot be read again from its start; start over with --overwrite");
+    }
+  }
+  std::set<std::string> recorded;
+  for (const ManifestShard& shard : record.shards) {
+    const std::string path = (fs::path(options.out_dir) / shard.name).string();
+    const absl::StatusOr<FileChecksum> checksum = checksum_file(path);
+    if (!checksum.ok() || checksum->bytes != shard.bytes || checksum->crc32 != shard.crc32) {
+      return absl::DataLossError(fmt::format(
+          "--resume: {} is recorded in {} but {}: start over with --overwrite", path, kPrepJournalName,
+          checksum.ok() ? "its bytes changed since" : std::string(checksum.status().message())));
+    }
+    recorded.insert(shard.name);
+  }
+  std::error_code error;
+  for (fs::directory_iterator entry(options.out_dir, error), end; !error && entry != end;
+       entry.increment(error)) {
+    const std::string name = entry->path().filename().string();
+    if (std::regex_match(name, own_file_pattern()) && !recorded.count(name) && name != kPrepJournalName)
+      fs::remove(entry->path(), error);
+  }
+  return record;
+}
+
+// The shard being filled for one split, opened on the first document.
+class SplitWriter {
+ public:
+  SplitWriter(std::string split, const PrepOptions& options, ShardMetadata metadata, int64_t first_index)
+      : split_(std::move(split)), options_(options), metadata_(std::move(metadata)), index_(first_index) {}
+
+  bool open() const { return writer_.has_value(); }
+
+  // Appends a document; returns the finished shard's path when it filled the shard, else "".
+  absl::StatusOr<std::string> append(std::span<const int32_t> tokens) {
+    if (!writer_) {
+      const std::string path = (fs::path(options_.out_dir) / shard_file_name(split_, index_)).string();
+      NANOFORGE_ASSIGN_OR_RETURN(ShardWriter writer, ShardWriter::create(path, metadata_));
+      writer_.emplace(std::move(writer));
+    }
+    NANOFORGE_RETURN_IF_ERROR(writer_->append_document(tokens));
+    if (writer_->token_count() >= options_.shard_tokens) return close();
+    return std::string();
+  }
+
+  // Finishes the open shard: its path, or "" when none was open.
+  absl::StatusOr<std::string> close() {
+    if (!writer_) return std::string();
+    NANOFORGE_RETURN_IF_ERROR(writer_->finish());
+    std::string path = writer_->path();
+    writer_.reset();
+    ++index_;
+    return path;
+  }
+
+ private:
+  std::string split_;
+  const PrepOptions& options_;
+  ShardMetadata metadata_;
+  std::optional<ShardWriter> writer_;
+  int64_t index_ = 0;
+};
+
+// The record's entry of a shard just renamed into place.
+absl::StatusOr<ManifestShard> describe_shard(const std::string& path) {
+  ManifestShard shard;
+  shard.name = fs::path(path).filename().string();
+  NANOFORGE_ASSIGN_OR_RETURN(const FileChecksum checksum, checksum_file(path));
+  shard.bytes = checksum.bytes;
+  shard.crc32 = checksum.crc32;
+  ShardOpenOptions structure_only;
+  structure_only.verify_tokens = false;
+  NANOFORGE_ASSIGN_OR_RETURN(const TokenShard opened, open_token_shard(path, structure_only));
+  shard.documents = opened.doc_count();
+  shard.tokens = opened.token_count();
+  shard.token_checksum = opened.stored_checksum().value_or(0);
+  return shard;
+}
+
 }  // namespace
 
 absl::StatusOr<PrepResult> prep_shards(const Tokenizer& tokenizer, const PrepOptions& options,
                                        const std::function<void(const PrepProgress&)>& progress) {
   if (options.shard_tokens < 1) return absl::InvalidArgumentError("--shard-tokens must be >= 1");
   if (options.val_docs < 0) return absl::InvalidArgumentError("--val-docs must be >= 0");
+  if (options.resume && options.overwrite)
+    return absl::InvalidArgumentError("give --resume or --overwrite, not both");
   NANOFORGE_ASSIGN_OR_RETURN(std::vector<std::string> paths, expand_document_paths(options.inputs));
-  NANOFORGE_ASSIGN_OR_RETURN(DocumentReader reader, DocumentReader::open(paths, options.documents));
   PrepResult result;
-  NANOFORGE_ASSIGN_OR_RETURN(result.removed_shards, clear_output_directory(options));
+  const fs::path journal = fs::path(options.out_dir) / kPrepJournalName;
+  ShardManifest record = settings_record(tokenizer, options, paths);
   std::error_code error;
-  std::filesystem::create_directories(options.out_dir, error);
-  if (error)
-    return absl::PermissionDeniedError(
-        fmt::format("{}: cannot create: {}", options.out_dir, error.message()));
+  if (options.resume) {
+    if (!fs::exists(journal, error)) {
+      if (fs::exists(fs::path(options.out_dir) / kShardManifestName, error)) {
+        result.already_complete = true;
+        return result;
+      }
+      return absl::NotFoundError(
+          fmt::format("--resume: {} holds no unfinished prep ({}): leave out --resume to start one",
+                      options.out_dir, kPrepJournalName));
+    }
+    NANOFORGE_ASSIGN_OR_RETURN(record, reopen_unfinished(options, record));
+  } else {
+    NANOFORGE_ASSIGN_OR_RETURN(result.removed_shards, clear_output_directory(options));
+    fs::create_directories(options.out_dir, error);
+    if (error) {
+      return absl::PermissionDeniedError(
+          fmt::format("{}: cannot create: {}", options.out_dir, error.message()));
+    }
+    NANOFORGE_RETURN_IF_ERROR(write_file_durably(journal.string(), record.to_text()));
+  }
+  NANOFORGE_ASSIGN_OR_RETURN(DocumentReader reader, DocumentReader::open(paths, options.documents));
+  result.resumed_shards = static_cast<int64_t>(record.shards.size());
+  result.val_docs = record.documents("val");
+  result.train_docs = record.documents("train");
+  result.val_tokens = record.tokens("val");
+  result.train_tokens = record.tokens("train");
+  result.empty_docs = record.empty_documents;
+  result.text_bytes = record.text_bytes;
+  int64_t input_documents = 0, documents = result.val_docs + result.train_docs, appended = 0;
+  for (Document skipped; input_documents < record.input_documents; ++input_documents) {
+    NANOFORGE_ASSIGN_OR_RETURN(const bool more, reader.next(skipped));
+    if (!more) {
+      return absl::FailedPreconditionError(fmt::format(
+          "--resume: the input ends after {} documents, but {} recorded {}: it changed; start over with "
+          "--overwrite",
+          input_documents, kPrepJournalName, record.input_documents));
+    }
+  }
 
   const ShardMetadata metadata{tokenizer.vocab_size(), tokenizer.bos_id(), tokenizer.hash()};
-  SplitWriter val("val", options, metadata, result), train("train", options, metadata, result);
+  SplitWriter val("val", options, metadata, record.shard_count("val"));
+  SplitWriter train("train", options, metadata, record.shard_count("train"));
+  int64_t shards_written = 0;
+  // A shard finished: recorded with everything that led to it (no shard is open at these points).
+  auto record_shard = [&](const std::string& path) -> absl::Status {
+    if (path.empty()) return absl::OkStatus();
+    result.shards.push_back(path);
+    fault_point("after_shard", ++shards_written);
+    NANOFORGE_ASSIGN_OR_RETURN(ManifestShard shard, describe_shard(path));
+    record.shards.push_back(std::move(shard));
+    record.input_documents = input_documents;
+    record.empty_documents = result.empty_docs;
+    record.text_bytes = result.text_bytes;
+    NANOFORGE_RETURN_IF_ERROR(write_file_durably(journal.string(), record.to_text()));
+    fault_point("after_record", shards_written);
+    return absl::OkStatus();
+  };
+
   const auto start = std::chrono::steady_clock::now();
   std::vector<Document> chunk;
   std::vector<std::vector<int32_t>> encoded;
-  int64_t documents = 0;
   for (bool more = true; more;) {
     chunk.clear();
     uint64_t chunk_bytes = 0;
@@ -138,25 +334,45 @@ absl::StatusOr<PrepResult> prep_shards(const Tokenizer& tokenizer, const PrepOpt
       tokenizer.encode(chunk[i].text, encoded[i]);
     }
     for (size_t i = 0; i < chunk.size(); ++i) {
+      if (options.stop_requested && options.stop_requested()) {
+        return absl::CancelledError(fmt::format(
+            "stopped by a signal after {} documents: {} finished shard{} recorded in {} (the shard being "
+            "filled was dropped; no manifest was written, so no run will use the directory); continue with "
+            "`nanoforge prep --resume` and the same --input, --tokenizer and --out",
+            documents, record.shards.size(), record.shards.size() == 1 ? " is" : "s are", journal.string()));
+      }
+      ++input_documents;
       if (encoded[i].empty()) {
         ++result.empty_docs;
         continue;
       }
       const bool to_val = documents++ < options.val_docs;
-      absl::Status status = (to_val ? val : train).append(encoded[i]);
-      if (!status.ok()) {
-        return absl::Status(status.code(), fmt::format("{} line {}: {}", reader.paths()[chunk[i].file_index],
-                                                       chunk[i].line, std::string(status.message())));
+      if (!to_val && val.open()) {  // the validation split is complete: its last shard is final
+        NANOFORGE_ASSIGN_OR_RETURN(const std::string finished, val.close());
+        --input_documents;  // this document is not in it
+        NANOFORGE_RETURN_IF_ERROR(record_shard(finished));
+        ++input_documents;
       }
       (to_val ? result.val_docs : result.train_docs) += 1;
       result.text_bytes += chunk[i].text.size();
       (to_val ? result.val_tokens : result.train_tokens) += static_cast<int64_t>(encoded[i].size()) + 1;
+      absl::StatusOr<std::string> finished = (to_val ? val : train).append(encoded[i]);
+      if (!finished.ok()) {
+        return absl::Status(finished.status().code(),
+                            fmt::format("{} line {}: {}", reader.paths()[chunk[i].file_index], chunk[i].line,
+                                        std::string(finished.status().message())));
+      }
+      NANOFORGE_RETURN_IF_ERROR(record_shard(*finished));
+      fault_point("after_document", ++appended);
     }
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (progress) {
       progress({documents, result.train_tokens + result.val_tokens, reader.bytes_read(), reader.total_bytes(),
                 result.seconds});
     }
+  }
+  if ((documents == 0 || result.train_docs == 0) && record.shards.empty()) {
+    fs::remove(journal, error);  // the input holds no data set: nothing to resume
   }
   if (documents == 0) {
     return absl::InvalidArgumentError(fmt::format(
@@ -168,8 +384,14 @@ absl::StatusOr<PrepResult> prep_shards(const Tokenizer& tokenizer, const PrepOpt
                     "documents to train on",
                     documents, options.val_docs));
   }
-  NANOFORGE_RETURN_IF_ERROR(val.close());
-  NANOFORGE_RETURN_IF_ERROR(train.close());
+  NANOFORGE_ASSIGN_OR_RETURN(const std::string last_val, val.close());
+  NANOFORGE_RETURN_IF_ERROR(record_shard(last_val));
+  NANOFORGE_ASSIGN_OR_RETURN(const std::string last_train, train.close());
+  NANOFORGE_RETURN_IF_ERROR(record_shard(last_train));
+  // Published last: from here on the directory is a data set.
+  NANOFORGE_RETURN_IF_ERROR(
+      write_file_durably((fs::path(options.out_dir) / kShardManifestName).string(), record.to_text()));
+  fs::remove(journal, error);
   result.input_bytes = reader.bytes_read();
   result.null_texts = reader.null_texts();
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -1,9 +1,10 @@
 // `nanoforge prep`: raw documents to token shards. Documents are read in order, tokenized in parallel on all
 // cores in chunks (BOS before each, nanochat's encode_ordinary), and appended in reading order to shards of
 // about `shard_tokens` tokens: the first `val_docs` documents to val_NNNNN.h5, the rest to train_NNNNN.h5.
-// Output is deterministic (same input, same tokenizer: same shards whatever the thread count), and each shard
-// appears under its final name only once complete (data/shards/shard_writer.h). Documents that encode to no
-// token (empty text) are skipped: a document of BOS alone holds nothing to learn or evaluate.
+// Output is deterministic (same input, same tokenizer: same shards whatever the thread count). Each shard
+// appears under its final name only once complete (data/shards/shard_writer.h) and is then recorded in
+// prep.unfinished; manifest.txt is published last (data/shards/shard_manifest.h). A prep killed or stopped
+// mid-way continues with `resume` from its last recorded shard, giving the shards of an uninterrupted run.
 #pragma once
 
 #include <absl/status/statusor.h>
@@ -28,6 +29,12 @@ struct PrepOptions {
   // unfinished .partial files) are deleted before anything is written. Shard files of another kind there are
   // refused either way: a run would mix them with the new ones.
   bool overwrite = false;
+  // Continue the prep recorded in out_dir/prep.unfinished (same inputs, tokenizer and settings, checked):
+  // shards after its last recorded one are deleted and written again. A finished prep is left as it is.
+  bool resume = false;
+  std::string command_line;  // recorded in the manifest
+  // Asked between documents; true stops the prep with the shards so far recorded, resumable (a signal).
+  std::function<bool()> stop_requested;
 };
 
 struct PrepProgress {
@@ -45,11 +52,14 @@ struct PrepResult {
   uint64_t text_bytes = 0;          // UTF-8 bytes of all documents' text
   uint64_t input_bytes = 0;         // bytes of the input files (compressed where compressed)
   int64_t null_texts = 0;           // parquet rows without text (no document)
-  std::vector<std::string> shards;  // in the order written
+  std::vector<std::string> shards;  // in the order written (by this process)
+  int64_t resumed_shards = 0;       // recorded by the interrupted prep and kept
+  bool already_complete = false;    // resume found the manifest: nothing was done
   double seconds = 0;
 };
 
-// `progress` is called after every chunk (from the calling thread).
+// `progress` is called after every chunk (from the calling thread). A stop asked for by
+// options.stop_requested returns Cancelled, naming what is recorded and how to continue.
 absl::StatusOr<PrepResult> prep_shards(const Tokenizer& tokenizer, const PrepOptions& options,
                                        const std::function<void(const PrepProgress&)>& progress = {});
 

@@ -22,6 +22,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "kernels/cuda/attention_workspace_choice.h"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -212,6 +213,17 @@ absl::Status build_graph(Graph& graph, cudnnHandle_t handle, int64_t* workspace_
   }
 }
 
+// A workspace beyond what the device can spare: flash runs the shape (said once, by use_fallback), or a
+// deterministic backward refuses with the recipe keys to change (attention_workspace_choice.h).
+absl::Status check_workspace(const GraphKey& key, int64_t workspace_bytes) {
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) return absl::OkStatus();
+  const AttentionWorkspaceChoice choice = choose_attention_workspace(
+      workspace_bytes, attention_workspace_budget_bytes(static_cast<int64_t>(free_bytes)), key.deterministic);
+  if (choice.decision == AttentionWorkspaceDecision::kUseCudnn) return absl::OkStatus();
+  return absl::ResourceExhaustedError(choice.message);
+}
+
 // The cached graph of `key`, built on first use (a refusal is cached too).
 CachedGraph& graph_for(const GraphKey& key) {
   Cache& c = cache();
@@ -227,6 +239,7 @@ CachedGraph& graph_for(const GraphKey& key) {
   entry.handle = *handle;
   entry.graph = describe_graph(key);
   entry.status = build_graph(*entry.graph, entry.handle, &entry.workspace_bytes);
+  if (entry.status.ok()) entry.status = check_workspace(key, entry.workspace_bytes);
   if (!entry.status.ok()) {
     entry.status =
         absl::FailedPreconditionError(fmt::format("cuDNN {} refuses attention {}: {}", cudnnGetVersion(),

@@ -132,7 +132,7 @@ TEST(RunDirectory, ValidationRowsWithoutTextAreAnError) {
     ASSERT_TRUE(writer->append_document({}).ok());
   ASSERT_TRUE(writer->finish().ok());
   Recipe recipe = short_recipe();
-  recipe.data.val = data;
+  recipe.data.val = data + "/val_00000.h5";  // a shard named on its own needs no manifest
   recipe.train.eval_every = 5;
   const absl::Status status = run_training(recipe, stop_at(temp_dir("bos_only_run"), -1));
   EXPECT_NE(status.message().find("hold no text bytes"), std::string::npos) << status;

@@ -39,7 +39,7 @@ RunCurves read_curves(const std::string& run) {
   for (const std::string& line : read_lines(run + "/metrics.jsonl")) {
     if (line.find("\"val_bpb\"") != std::string::npos) {
       curves.val_bpb.push_back(number_after(line, "val_bpb"));
-    } else {
+    } else if (line.find("\"loss\"") != std::string::npos) {  // not samples or checkpoint times
       curves.losses.push_back(number_after(line, "loss"));
     }
   }

@@ -114,6 +114,7 @@ absl::Status write_trainer(const std::string& path, const TrainerState& trainer)
     NANOFORGE_RETURN_IF_ERROR(write_number<double>(file, "/training_seconds", trainer.training_seconds));
     NANOFORGE_RETURN_IF_ERROR(write_text(file, "/recipe", trainer.recipe_toml));
     NANOFORGE_RETURN_IF_ERROR(write_text(file, "/tokenizer_hash", trainer.tokenizer_hash));
+    NANOFORGE_RETURN_IF_ERROR(write_text(file, "/data_manifest_hash", trainer.data_manifest_hash));
     NANOFORGE_RETURN_IF_ERROR(write_text(file, "/nanoforge_version", version()));
     NANOFORGE_RETURN_IF_ERROR(write_text(file, "/git_commit", git_commit()));
     return file.write("/loader_state", {static_cast<int64_t>(trainer.loader_state.size())},
@@ -402,6 +403,10 @@ absl::StatusOr<TrainerState> read_trainer_state(const std::string& checkpoint_di
   }
   NANOFORGE_ASSIGN_OR_RETURN(state.recipe_toml, read_text(file, "/recipe", kMaxRecipeBytes));
   NANOFORGE_ASSIGN_OR_RETURN(state.tokenizer_hash, read_text(file, "/tokenizer_hash", kMaxLabelBytes));
+  if (file.has("/data_manifest_hash")) {  // checkpoints written before data sets had manifests have none
+    NANOFORGE_ASSIGN_OR_RETURN(state.data_manifest_hash,
+                               read_text(file, "/data_manifest_hash", kMaxLabelBytes));
+  }
   NANOFORGE_ASSIGN_OR_RETURN(state.nanoforge_version, read_text(file, "/nanoforge_version", kMaxLabelBytes));
   NANOFORGE_ASSIGN_OR_RETURN(state.git_commit, read_text(file, "/git_commit", kMaxLabelBytes));
   NANOFORGE_ASSIGN_OR_RETURN(const std::string loader,

@@ -26,6 +26,9 @@ struct TrainerState {
   std::vector<uint8_t> loader_state;  // LoaderState::to_bytes()
   std::string recipe_toml;            // the resolved recipe of the run
   std::string tokenizer_hash;
+  // The training data's manifest hash (data/shards/shard_manifest.h; "" for data without a manifest, and in
+  // checkpoints written before manifests): resume refuses other data unless told to continue on it.
+  std::string data_manifest_hash;
   std::string nanoforge_version, git_commit;  // filled in when written
   double training_seconds = 0;
 };

@@ -27,8 +27,10 @@ std::map<std::string, std::string> prep_shards_of(const std::string& input, cons
   EXPECT_EQ(run.exit_code, 0) << run.output;
   std::map<std::string, std::string> shards;
   if (run.exit_code != 0) return shards;
+  EXPECT_TRUE(std::filesystem::exists(out + "/manifest.txt"));  // it names the input: not compared here
   for (const auto& entry : std::filesystem::directory_iterator(out))
-    shards[entry.path().filename().string()] = read_file(entry.path().string());
+    if (entry.path().extension() == ".h5")
+      shards[entry.path().filename().string()] = read_file(entry.path().string());
   return shards;
 }
 

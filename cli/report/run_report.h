@@ -1,0 +1,45 @@
+// `nanoforge report`'s page: one or several run directories read back (metrics.jsonl, config.toml,
+// checkpoints/, core.json) and written as one self-contained HTML file — curves as inline SVG, overlaid when
+// there are several runs, the configs side by side with their differences marked, checkpoints and samples.
+// It is C++ so that the installed program reports on its own, with no Python environment beside it.
+#pragma once
+
+#include <absl/status/statusor.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace nanoforge {
+
+struct TrainingPoint {
+  int64_t step = 0;
+  double loss = 0, lr_multiplier = 0, grad_norm = 0, tokens_per_s = 0;
+  std::optional<double> mfu, step_ms, exposed_comm_ms, data_wait_ms;
+};
+
+struct RunRecords {
+  std::string name;  // the directory's name
+  std::string dir;
+  std::vector<TrainingPoint> training;
+  std::vector<std::pair<double, double>> val_bpb, core, checkpoint_ms;  // (step, value)
+  std::map<std::string, double> core_tasks;                             // the last CORE evaluation's
+  std::vector<std::pair<int64_t, std::string>> samples;
+  std::vector<std::pair<std::string, std::string>> config;  // "section.key" -> value as TOML
+  struct Checkpoint {
+    std::string name;
+    int64_t step = 0, bytes = 0;
+  };
+  std::vector<Checkpoint> checkpoints;
+};
+
+// Reads what a run directory holds; an error when it has no metrics.jsonl (not a run directory).
+absl::StatusOr<RunRecords> read_run_records(const std::string& run_dir);
+
+// The whole page.
+std::string run_report_html(const std::vector<RunRecords>& runs);
+
+}  // namespace nanoforge

@@ -1,0 +1,253 @@
+// What the survivors of a lost rank do on the NCCL engine, on emulated GPUs (the emulator's nccl_fault=
+// setting, emulator.h): ranks started torchrun-style as separate processes (RANK, WORLD_SIZE, MASTER_ADDR,
+// the TCP rendezvous, heartbeats over TCP) run tests/dist/nccl_fault_worker.cpp; one of them dies, stalls or
+// fails at connection setup, in its k-th collective or at teardown, and every survivor must exit with
+// status 75 within the timeout plus the grace the code adds, naming the lost rank. And the torchrun-style
+// launch must compute what an mpirun launch computes.
+// Timing: the timeout is 2 s and a survivor must exit within timeout + 5 s (the watchdog's smallest grace),
+// as the issue asks; measured exits are 2.1-2.4 s after the start (docs/distributed.md), so 4.5 s are left
+// for start-up and scheduling on a loaded 2-core machine. The bound also tells a blocking communicator (whose
+// stuck call keeps the abort from running: exit only at timeout + 5 s lock wait + 5 s grace, ~12 s) from the
+// fix. A hang hits the hard limit of each run (40 s), which kills every rank and fails the test.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/test_paths.h"
+
+namespace nanoforge {
+namespace {
+
+constexpr double kTimeoutSeconds = 2;
+constexpr double kGraceSeconds = 5;  // the watchdog's exit grace for timeouts under 5 s (comm_watchdog.cpp)
+constexpr double kHardLimitSeconds = 40;
+
+struct RankRun {
+  bool exited = false;  // false: still running (or stopped) at the hard limit, then killed
+  int exit_code = -1;
+  int signal = 0;
+  double seconds = 0;
+  std::string output;
+};
+
+std::string worker_path() {
+  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "nccl_fault_worker").string();
+}
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+// Starts one process per entry of `environments` (each a list of NAME=VALUE added to a clean launch
+// environment) running `arguments`, waits for all of them but `victim` (-1: all) or the hard limit, and
+// kills what is left.
+std::vector<RankRun> run_processes(const std::vector<std::vector<std::string>>& environments,
+                                   const std::vector<std::string>& arguments, int victim = -1) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<pid_t> pids;
+  std::vector<std::string> outputs;
+  for (size_t i = 0; i < environments.size(); ++i) {
+    char path[] = "/tmp/nanoforge_nccl_fault_XXXXXX";
+    const int fd = ::mkstemp(path);
+    outputs.emplace_back(path);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::dup2(fd, STDOUT_FILENO);
+      ::dup2(fd, STDERR_FILENO);
+      for (const char* name :
+           {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_PROCID",
+            "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_LOCALID", "SLURM_JOB_ID", "RANK", "WORLD_SIZE",
+            "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"})
+        ::unsetenv(name);
+      ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+      ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+      for (const std::string& variable : environments[i])
+        ::putenv(const_cast<char*>(variable.c_str()));
+      std::vector<char*> argv;
+      for (const std::string& argument : arguments)
+        argv.push_back(const_cast<char*>(argument.c_str()));
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(fd);
+    pids.push_back(pid);
+  }
+  std::vector<RankRun> runs(pids.size());
+  size_t running = pids.size();
+  auto waiting_for = [&] {
+    return running - (victim >= 0 && !runs[static_cast<size_t>(victim)].exited ? 1 : 0);
+  };
+  while (waiting_for() > 0) {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (runs[i].exited) continue;
+      int status = 0;
+      if (::waitpid(pids[i], &status, WNOHANG) == pids[i]) {
+        runs[i].exited = true;
+        runs[i].seconds = seconds;
+        if (WIFEXITED(status)) runs[i].exit_code = WEXITSTATUS(status);
+        if (WIFSIGNALED(status)) runs[i].signal = WTERMSIG(status);
+        --running;
+      }
+    }
+    if (seconds > kHardLimitSeconds) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (size_t i = 0; i < pids.size(); ++i) {
+    if (!runs[i].exited) {
+      ::kill(pids[i], SIGKILL);  // a stalled (SIGSTOPped) victim, or a hang
+      ::waitpid(pids[i], nullptr, 0);
+    }
+    runs[i].output = read_file(outputs[i]);
+    ::unlink(outputs[i].c_str());
+  }
+  return runs;
+}
+
+// `world` ranks started torchrun-style on emulated GPUs, rank `fault`'s failure injected (empty: none).
+std::vector<RankRun> run_torchrun_style(int world, const std::string& fault, double timeout_seconds,
+                                        int steps = 3) {
+  const int victim = fault.empty() ? -1 : std::atoi(fault.c_str());
+  const std::string port = std::to_string(free_port());
+  std::vector<std::vector<std::string>> environments;
+  for (int rank = 0; rank < world; ++rank) {
+    environments.push_back({"RANK=" + std::to_string(rank), "WORLD_SIZE=" + std::to_string(world),
+                            "LOCAL_RANK=" + std::to_string(rank), "MASTER_ADDR=127.0.0.1",
+                            "MASTER_PORT=" + port,
+                            "NANOFORGE_RENDEZVOUS_SECRET=nccl-fault-tests-secret-0123456789",
+                            "NANOFORGE_EMULATOR=devices=" + std::to_string(world) +
+                                (fault.empty() ? "" : " nccl_fault=" + fault)});
+  }
+  return run_processes(
+      environments, {worker_path(), std::to_string(timeout_seconds), std::to_string(steps), "3000"}, victim);
+}
+
+// Whether one of nanoforge's own error lines (not the emulator's) names `rank` after the reporting rank.
+bool names_rank(const std::string& output, int rank) {
+  const std::regex named("(^|\\n)nanoforge[^\\n]*: rank \\d+: [^\\n]*rank " + std::to_string(rank) +
+                         "[ :)(,]");
+  return std::regex_search(output, named);
+}
+
+std::string describe(const std::vector<RankRun>& runs) {
+  std::string text;
+  for (size_t rank = 0; rank < runs.size(); ++rank) {
+    text += "--- rank " + std::to_string(rank) + (runs[rank].exited ? "" : " (killed at the hard limit)") +
+            ", exit " + std::to_string(runs[rank].exit_code) + " after " +
+            std::to_string(runs[rank].seconds) + " s:\n" + runs[rank].output;
+  }
+  return text;
+}
+
+// Every rank but `lost` exited with status 75 within `limit_seconds`, naming `lost`.
+void expect_survivors_fail(const std::vector<RankRun>& runs, int lost, double limit_seconds) {
+  for (int rank = 0; rank < static_cast<int>(runs.size()); ++rank) {
+    if (rank == lost) continue;
+    const RankRun& run = runs[static_cast<size_t>(rank)];
+    EXPECT_TRUE(run.exited) << "rank " << rank << " hung\n" << describe(runs);
+    EXPECT_EQ(run.exit_code, 75) << "rank " << rank << "\n" << describe(runs);
+    EXPECT_LE(run.seconds, limit_seconds) << "rank " << rank << "\n" << describe(runs);
+    EXPECT_TRUE(names_rank(run.output, lost)) << "rank " << rank << " does not name rank " << lost << "\n"
+                                              << describe(runs);
+    std::printf("rank %d of %zu exited with %d after %.2f s\n", rank, runs.size(), run.exit_code,
+                run.seconds);
+    if (std::getenv("NANOFORGE_SHOW_FAULT_OUTPUT") != nullptr) std::printf("%s", run.output.c_str());
+  }
+}
+
+TEST(NcclFaults, PeerLostDuringConnectionSetupIsAnErrorNotAHang) {
+  for (const int world : {2, 4}) {
+    SCOPED_TRACE(world);
+    const std::vector<RankRun> runs = run_torchrun_style(world, "1:die@connect", kTimeoutSeconds);
+    expect_survivors_fail(runs, 1, kTimeoutSeconds + kGraceSeconds);
+  }
+}
+
+TEST(NcclFaults, PeerStallsInKthAllReduce) {
+  // Collective #3 is the all-reduce of the second step; the stalled rank is frozen (SIGSTOP), heartbeats
+  // and all, as a machine that hangs.
+  const std::vector<RankRun> runs = run_torchrun_style(2, "1:stall@collective-3", kTimeoutSeconds);
+  expect_survivors_fail(runs, 1, kTimeoutSeconds + kGraceSeconds);
+  EXPECT_GE(runs[0].seconds, kTimeoutSeconds) << "rank 0 failed before the timeout\n" << describe(runs);
+}
+
+TEST(NcclFaults, DestroyAfterPeerLostReturns) {
+  // Every collective completes; then rank 1 freezes in teardown (or dies there) and rank 0's teardown must
+  // end within the timeout instead of waiting for it forever.
+  for (const std::string fault : {"1:stall@destroy", "1:die@destroy"}) {
+    SCOPED_TRACE(fault);
+    const std::vector<RankRun> runs = run_torchrun_style(2, fault, kTimeoutSeconds);
+    expect_survivors_fail(runs, 1, kTimeoutSeconds + kGraceSeconds);
+    EXPECT_NE(runs[0].output.find("checksum"), std::string::npos) << "rank 0 did not finish its steps\n"
+                                                                  << describe(runs);
+    EXPECT_NE(runs[0].output.find("NCCL teardown"), std::string::npos) << describe(runs);
+  }
+}
+
+TEST(NcclFaults, AsyncErrorFailsTheCommunicator) {
+  // A long timeout: the error must fail the communicator at once, not when a collective times out.
+  constexpr double kLongTimeoutSeconds = 30;
+  const std::vector<RankRun> runs = run_torchrun_style(2, "1:error@collective-2", kLongTimeoutSeconds);
+  for (int rank = 0; rank < 2; ++rank) {
+    const RankRun& run = runs[static_cast<size_t>(rank)];
+    EXPECT_TRUE(run.exited) << describe(runs);
+    EXPECT_EQ(run.exit_code, 75) << "rank " << rank << "\n" << describe(runs);
+    EXPECT_LT(run.seconds, kLongTimeoutSeconds / 2) << "rank " << rank << "\n" << describe(runs);
+    std::printf("rank %d exited with %d after %.2f s\n", rank, run.exit_code, run.seconds);
+  }
+  EXPECT_NE(runs[1].output.find("NCCL reported an asynchronous error"), std::string::npos) << describe(runs);
+  EXPECT_TRUE(names_rank(runs[0].output, 1)) << describe(runs);
+}
+
+std::string checksum_of(const std::string& output) {
+  std::smatch found;
+  return std::regex_search(output, found, std::regex("checksum ([0-9a-f]{16})")) ? found[1].str() : "";
+}
+
+TEST(NcclLaunch, TorchrunStyleComputesWhatMpirunComputes) {
+  const std::vector<RankRun> torchrun = run_torchrun_style(2, "", 60, 4);
+  ASSERT_TRUE(torchrun[0].exited && torchrun[1].exited) << describe(torchrun);
+  ASSERT_EQ(torchrun[0].exit_code, 0) << describe(torchrun);
+  ASSERT_EQ(torchrun[1].exit_code, 0) << describe(torchrun);
+  const std::vector<RankRun> mpirun =
+      run_processes({{"NANOFORGE_EMULATOR=devices=2", "OMPI_MCA_rmaps_base_oversubscribe=1"}},
+                    {test::mpiexec(), "-np", "2", "--oversubscribe", worker_path(), "60", "4", "3000"});
+  ASSERT_TRUE(mpirun[0].exited) << describe(mpirun);
+  ASSERT_EQ(mpirun[0].exit_code, 0) << describe(mpirun);
+  const std::string expected = checksum_of(torchrun[0].output);
+  ASSERT_FALSE(expected.empty()) << describe(torchrun);
+  EXPECT_EQ(checksum_of(mpirun[0].output), expected) << describe(mpirun);
+}
+
+}  // namespace
+}  // namespace nanoforge

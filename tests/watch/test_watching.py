@@ -1,0 +1,325 @@
+#!/usr/bin/env python3
+"""Watching runs: the metrics sidecar (tools/metrics_sidecar.py started by train/metrics_sidecar.cpp) and
+`nanoforge report`, on tiny CPU trainings of the nanoforge program (one layer, a few 512-token steps).
+
+    test_watching.py --nanoforge BIN CASE     (CASE: forwards | killed_and_resumed | report_in_browser)
+
+forwards: W&B offline and TensorBoard hold every record of metrics.jsonl, read back with wandb's own reader
+of its offline files and tensorboard's EventAccumulator. killed_and_resumed: a sidecar that dies mid-run
+leaves the losses equal to a run without logging; a resumed run continues the same W&B run with no step
+twice. report_in_browser: the report of two runs in headless Chromium. Exit 77 (CTest's skip) with one line
+when the build's Python lacks wandb/tensorboard, or Chromium is not installed.
+"""
+
+import argparse
+import fcntl
+import glob
+import html.parser
+import json
+import os
+import random
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+GOLDEN_TOKENIZER = os.path.join(SOURCE, "tests/data/tokenizer/golden")
+
+
+def skip(reason):
+    print(f"SKIPPED: {reason}")
+    sys.exit(SKIP)
+
+
+def check(condition, message):
+    if not condition:
+        print(f"FAILED: {message}")
+        sys.exit(1)
+
+
+class Runs:
+    """Shards of generated sentences and runs of the program over them, in one temporary directory."""
+
+    def __init__(self, nanoforge, work):
+        self.nanoforge, self.work = nanoforge, work
+        rng = random.Random(5)
+        words = [["The farmer", "A child", "The king", "A soldier"], ["found", "sold", "painted", "lost"],
+                 ["the red box", "a small boat", "an apple", "the letter"], ["at dawn", "near the river"]]
+        with open(os.path.join(work, "text.txt"), "w") as f:
+            for _ in range(300):
+                f.write(" ".join(" ".join(rng.choice(w) for w in words) + "." for _ in range(8)) + "\n\n")
+        self.program(["prep", "--input", os.path.join(work, "text.txt"), "--tokenizer", GOLDEN_TOKENIZER,
+                      "--out", os.path.join(work, "shards"), "--val-docs", "30"])
+
+    def program(self, arguments, env=None, expect_ok=True):
+        result = subprocess.run([self.nanoforge] + arguments, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env=env)
+        if expect_ok and result.returncode != 0:
+            print(result.stdout)
+            check(False, f"nanoforge {' '.join(arguments[:3])} exited {result.returncode}")
+        return result
+
+    def train(self, name, steps, overrides=(), extra=(), env=None):
+        shards = os.path.join(self.work, "shards")
+        recipe = os.path.join(self.work, "recipe.toml")
+        with open(recipe, "w") as f:
+            f.write(f"""[model]\ndepth = 1\naspect_ratio = 64\nhead_dim = 64\nmax_seq_len = 64
+window_pattern = "L"\n[data]\ntrain = "{shards}"\nval = "{shards}"\ntokenizer = "{GOLDEN_TOKENIZER}"
+[train]\ndevice_batch_size = 4\ntotal_batch_size = 512\nnum_iterations = {steps}\nwarmup_steps = 2
+eval_every = 4\neval_tokens = 512\nsample_every = 8\nsample_tokens = 3\nthreads = 1\ndevice = "cpu"
+[checkpoint]\nevery = 4\n""")
+        run_dir = os.path.join(self.work, name)
+        environment = dict(os.environ, **(env or {}))
+        output = self.program(["train", "--recipe", recipe, "--run-dir", run_dir, *extra, *overrides],
+                              env=environment).stdout
+        return run_dir, output
+
+
+def records(run_dir):
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def losses(run_dir):
+    return {r["step"]: r["loss"] for r in records(run_dir) if "loss" in r}
+
+
+def wait_for_sidecar(run_dir, seconds=90):
+    """The sidecar goes on after the trainer exits, until it has forwarded the last record."""
+    path = os.path.join(run_dir, ".sidecar_state.json")
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            with open(path) as f:
+                state = json.load(f)
+            if state.get("finished"):
+                with open(os.path.join(run_dir, ".sidecar.lock"), "w") as lock:  # its lock: fully exited
+                    fcntl.flock(lock, fcntl.LOCK_EX)
+                return state
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.2)
+    log = open(os.path.join(run_dir, "sidecar.log")).read() if os.path.exists(
+        os.path.join(run_dir, "sidecar.log")) else "(no sidecar.log)"
+    check(False, f"the sidecar of {run_dir} did not finish in {seconds} s:\n{log}")
+
+
+def wandb_history(run_dir):
+    """Every history row and the run ids of RUN/wandb/offline-run-*/run-*.wandb, with wandb's own reader."""
+    from wandb.proto import wandb_internal_pb2
+    from wandb.sdk.internal.datastore import DataStore
+    rows, run_ids, configs = [], [], []
+    for path in sorted(glob.glob(os.path.join(run_dir, "wandb", "offline-run-*", "run-*.wandb"))):
+        store = DataStore()
+        store.open_for_scan(path)
+        while (data := store.scan_data()) is not None:
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(data)
+            kind = record.WhichOneof("record_type")
+            if kind == "history":
+                rows.append({item.key or "/".join(item.nested_key): json.loads(item.value_json)
+                             for item in record.history.item})
+            elif kind == "run":
+                run_ids.append(record.run.run_id)
+                configs.append({item.key: json.loads(item.value_json) for item in record.run.config.update})
+    return rows, run_ids, configs
+
+
+def tensorboard_scalars(run_dir):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    accumulator = EventAccumulator(os.path.join(run_dir, "tensorboard"), size_guidance={"scalars": 0, "tensors": 0})
+    accumulator.Reload()
+    return accumulator
+
+
+def float32(value):
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+def need_packages():
+    try:
+        import tensorboard  # noqa: F401
+        import wandb  # noqa: F401
+    except ImportError as error:
+        skip(f"the build's Python ({sys.executable}) lacks wandb or tensorboard ({error}); "
+             "scripts/install-deps.sh installs them from PyPI")
+
+
+def sidecar_env(extra=None):
+    """The build's Python runs the sidecar (this test's interpreter), whatever the build baked in."""
+    return dict({"NANOFORGE_PYTHON": sys.executable}, **(extra or {}))
+
+
+def case_forwards(runs):
+    need_packages()
+    missing, output = runs.train("missing_python", 2, ["log.tensorboard=true"],
+                                 env={"NANOFORGE_PYTHON": "/nonexistent/python3"})
+    check(output.count("warning: metrics sidecar") == 1 and len(losses(missing)) == 2,
+          f"a missing interpreter must be one warning and a finished run:\n{output}")
+    bad = runs.program(["train", "--recipe", os.path.join(runs.work, "recipe.toml"), "--run-dir",
+                        os.path.join(runs.work, "bad"), "log.wandb_mode=sometimes"], expect_ok=False)
+    check("log.wandb_mode must be online, offline or disabled" in bad.stdout, bad.stdout)
+
+    run_dir, output = runs.train("logged", 8, ["log.wandb_project=nanoforge-test", "log.wandb_mode=offline",
+                                               "log.tensorboard=true"], env=sidecar_env())
+    check("warning" not in output, output)
+    wait_for_sidecar(run_dir)
+    expected = records(run_dir)
+    training = [r for r in expected if "loss" in r]
+    evaluations = [r for r in expected if "val_bpb" in r]
+    samples = [r["sample"] for r in expected if "sample" in r]
+    check(len(training) == 8 and len(evaluations) == 3 and len(samples) == 7, "the run's metrics.jsonl")
+
+    rows, run_ids, configs = wandb_history(run_dir)
+    with open(os.path.join(run_dir, "wandb_run_id")) as f:
+        check(run_ids == [f.read().strip()], f"one offline W&B run with the kept id, got {run_ids}")
+    check(configs[0].get("train", {}).get("num_iterations") == 8, "the resolved recipe as the W&B config")
+    by_step = {}
+    for row in rows:
+        check(row["_step"] not in by_step, f"W&B step {row['_step']} logged twice")
+        by_step[row["_step"]] = row
+    for record in training:
+        row = by_step.get(record["step"], {})
+        for field, name in (("loss", "train/loss"), ("lr_multiplier", "train/lr_multiplier"),
+                            ("grad_norm", "train/grad_norm"), ("tokens_per_s", "train/tokens_per_s"),
+                            ("step_ms", "time/step_ms"), ("data_wait_ms", "time/data_wait_ms")):
+            check(row.get(name) == record[field], f"W&B {name} at step {record['step']}: {row.get(name)} vs "
+                                                  f"{record[field]}")
+    for record in evaluations:
+        check(by_step.get(record["step"], {}).get("val/bpb") == record["val_bpb"], f"W&B val/bpb {record}")
+    check(by_step[8].get("samples/nrows") == 7, "the samples as a W&B table")
+
+    accumulator = tensorboard_scalars(run_dir)
+    tb_loss = [(e.step, e.value) for e in accumulator.Scalars("train/loss")]
+    check(tb_loss == [(r["step"], float32(r["loss"])) for r in training], f"TensorBoard train/loss {tb_loss}")
+    tb_bpb = [(e.step, e.value) for e in accumulator.Scalars("val/bpb")]
+    check(tb_bpb == [(r["step"], float32(r["val_bpb"])) for r in evaluations], f"TensorBoard val/bpb {tb_bpb}")
+    for tag in ("train/lr_multiplier", "train/grad_norm", "train/tokens_per_s", "time/compute_ms",
+                "time/checkpoint_ms"):
+        check(accumulator.Scalars(tag), f"TensorBoard {tag}")
+    texts = [e.tensor_proto.string_val[0].decode() for e in accumulator.Tensors("samples")]
+    check(texts == ["\n\n".join(samples)], "the samples as TensorBoard text")
+    check("num_iterations = 8" in accumulator.Tensors("config")[0].tensor_proto.string_val[0].decode(),
+          "the config as TensorBoard text")
+
+
+def case_killed_and_resumed(runs):
+    need_packages()
+    reference, _ = runs.train("reference", 16)
+    # The first sidecar SIGKILLs itself as it starts (tests/watch/dying_sidecar.py); the trainer restarts it.
+    # The recipe says online and WANDB_MODE=offline overrides it, as with wandb itself.
+    env = sidecar_env({"NANOFORGE_METRICS_SIDECAR": os.path.join(SOURCE, "tests/watch/dying_sidecar.py"),
+                       "WANDB_MODE": "offline"})
+    logging = ["log.wandb_project=nanoforge-test", "log.wandb_mode=online", "log.tensorboard=true"]
+    run_dir, output = runs.train("killed", 16, logging, extra=["--stop-at-step", "10"], env=env)
+    check(output.count("warning: metrics sidecar stopped (killed by signal 9") == 1,
+          f"one warning for the killed sidecar:\n{output}")
+    first = wait_for_sidecar(run_dir)
+    check(first["step"] == 10, f"the restarted sidecar forwarded through step 10, state {first}")
+    with open(os.path.join(run_dir, "wandb_run_id")) as f:
+        run_id = f.read().strip()
+    # Resumed from the step-8 checkpoint: metrics.jsonl gets steps 9 and 10 and val bpb at step 8 again.
+    checkpoint = os.path.join(run_dir, "checkpoints", "step_000008")
+    _, output = runs.train("killed", 16, logging, extra=["--resume-from", checkpoint], env=env)
+    check("resume: " in output and "warning" not in output, output)
+    wait_for_sidecar(run_dir)
+    check(losses(run_dir) == losses(reference), "the losses of the run with a killed sidecar and a resume "
+                                                "differ from those of the run without logging")
+    rows, run_ids, _ = wandb_history(run_dir)
+    check(len(run_ids) == 2 and set(run_ids) == {run_id}, f"the resumed W&B run keeps id {run_id}: {run_ids}")
+    loss_steps = [row["_step"] for row in rows if "train/loss" in row]
+    bpb_steps = [row["_step"] for row in rows if "val/bpb" in row]
+    check(loss_steps == list(range(1, 17)), f"W&B train/loss steps {loss_steps}")
+    check(bpb_steps == [0, 4, 8, 12, 16], f"W&B val/bpb steps {bpb_steps}")
+    accumulator = tensorboard_scalars(run_dir)
+    check([e.step for e in accumulator.Scalars("train/loss")] == list(range(1, 17)), "TensorBoard loss steps")
+    check([e.step for e in accumulator.Scalars("val/bpb")] == [0, 4, 8, 12, 16], "TensorBoard val/bpb steps")
+    check([e.value for e in accumulator.Scalars("train/loss")] ==
+          [float32(value) for _, value in sorted(losses(run_dir).items())], "TensorBoard losses")
+
+
+class ReportPage(html.parser.HTMLParser):
+    """The rendered DOM: each chart's polylines (point counts), the config rows marked as differing."""
+
+    def __init__(self):
+        super().__init__()
+        self.charts, self.chart, self.differs, self.in_differs, self.cells, self.fetches = {}, None, [], 0, [], []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        for name in ("src", "href"):
+            if attrs.get(name):
+                self.fetches.append(attrs[name])
+        if tag == "figure" and "chart" in attrs.get("class", ""):
+            self.chart = attrs["data-chart"]
+            self.charts[self.chart] = []
+        elif tag == "polyline" and self.chart:
+            self.charts[self.chart].append(len(attrs.get("points", "").split()))
+        elif tag == "tr" and attrs.get("class") == "differs":
+            self.in_differs, self.cells = 1, []
+
+    def handle_endtag(self, tag):
+        if tag == "figure":
+            self.chart = None
+        elif tag == "tr" and self.in_differs:
+            self.differs.append(self.cells)
+            self.in_differs = 0
+
+    def handle_data(self, data):
+        if self.in_differs and data.strip():
+            self.cells.append(data.strip())
+
+
+def case_report_in_browser(runs):
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        skip("no chromium (Debian's chromium package; scripts/install-deps.sh installs it)")
+    first, _ = runs.train("first", 6)
+    second, _ = runs.train("second", 6, ["optim.matrix_lr=0.01"])
+    page = os.path.join(runs.work, "report.html")
+    runs.program(["report", first, second, "--out", page])
+    screenshot = os.path.join(runs.work, "report.png")
+    # No network at all (every host unresolvable): the page must need none.
+    browser = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
+                              "--v=0", "--host-resolver-rules=MAP * ~NOTFOUND", "--window-size=1400,2000",
+                              f"--screenshot={screenshot}", "--dump-dom", "file://" + page],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    check(browser.returncode == 0, f"chromium exited {browser.returncode}: {browser.stderr[-2000:]}")
+    console = [line for line in browser.stderr.splitlines() if ":CONSOLE" in line]
+    check(not console, f"console messages: {console}")
+    dom = ReportPage()
+    dom.feed(browser.stdout)
+    check(not dom.fetches, f"the page fetches {dom.fetches}")
+    for chart in ("loss", "val-bpb", "lr", "gnorm", "tokens-per-s", "time-first", "time-second"):
+        check(chart in dom.charts, f"no {chart} chart in {sorted(dom.charts)}")
+        check(dom.charts[chart] and all(points >= 2 for points in dom.charts[chart][:2]),
+              f"chart {chart} has polylines of {dom.charts[chart]} points")
+    check(["optim.matrix_lr", "0.02", "0.01"] in dom.differs, f"config differences {dom.differs}")
+    check(not any(row[0] == "model.depth" for row in dom.differs), "model.depth is the same in both")
+    from PIL import Image, ImageStat
+    image = Image.open(screenshot).convert("L")
+    deviation = ImageStat.Stat(image).stddev[0]
+    check(image.size[0] >= 1000 and deviation > 10, f"the screenshot looks blank (pixel deviation {deviation})")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nanoforge", required=True)
+    parser.add_argument("case", choices=["forwards", "killed_and_resumed", "report_in_browser"])
+    args = parser.parse_args()
+    work = tempfile.mkdtemp(prefix=f"nanoforge_watch_{args.case}_")
+    try:
+        runs = Runs(args.nanoforge, work)
+        globals()["case_" + args.case](runs)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"PASSED: {args.case}")
+
+
+if __name__ == "__main__":
+    main()
