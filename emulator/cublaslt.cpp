@@ -4,10 +4,16 @@
 // GPU. It refuses what cuBLASLt refuses: inconsistent shapes, leading dimensions that let columns overlap,
 // unsupported types, an algorithm used for another problem, and operands less aligned than the preference
 // promised when the algorithm was chosen. bf16 operands are widened exactly and multiplied with fp32
-// accumulation (OpenBLAS's sgemm); the result is rounded to the output type once.
+// accumulation (OpenBLAS's sgemm); the result is rounded to the output type once. FP8 (e4m3/e5m2) A and B
+// are decoded with cuda_fp8.h's conversion and multiplied by their scale (CUBLASLT_MATMUL_DESC_A/B_SCALE_
+// POINTER, device floats read when the GEMM runs) in fp32 before the same GEMM, under the constraints
+// NVIDIA documents for FP8 on sm_89/sm_90 (also required here on sm_12x): A transposed and B not ("TN"),
+// not both e5m2, K and the leading dimensions of A and B multiples of 16 bytes, A and B 16-byte aligned,
+// tensorwise scales present, a bf16 or f32 D, and a GPU of compute capability 8.9 or newer.
 #include <cblas.h>
 #include <cublasLt.h>
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -38,7 +44,10 @@ struct MatmulDesc {
   int32_t transa = CUBLAS_OP_N, transb = CUBLAS_OP_N, transc = CUBLAS_OP_N;
   uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   const void* bias = nullptr;
-  int32_t bias_type = -1;  // -1: the type of D
+  int32_t bias_type = -1;         // -1: the type of D
+  const void* a_scale = nullptr;  // FP8: device float, multiplies A
+  const void* b_scale = nullptr;
+  int8_t fast_accumulation = 0;  // accepted; the emulator always accumulates in full fp32
 };
 
 struct Layout {
@@ -72,8 +81,15 @@ cublasStatus_t read_attribute(T& field, const void* buffer, size_t bytes, const 
   return CUBLAS_STATUS_SUCCESS;
 }
 
+bool is_fp8(cudaDataType_t type) {
+  return type == CUDA_R_8F_E4M3 || type == CUDA_R_8F_E5M2;
+}
+
 size_t type_bytes(cudaDataType_t type) {
   switch (type) {
+    case CUDA_R_8F_E4M3:
+    case CUDA_R_8F_E5M2:
+      return 1;
     case CUDA_R_16BF:
     case CUDA_R_16F:
       return 2;
@@ -90,6 +106,10 @@ const char* type_name(cudaDataType_t type) {
       return "bf16";
     case CUDA_R_32F:
       return "f32";
+    case CUDA_R_8F_E4M3:
+      return "e4m3";
+    case CUDA_R_8F_E5M2:
+      return "e5m2";
     default:
       return "an unsupported type";
   }
@@ -109,6 +129,11 @@ size_t extent_elements(const Layout& l) {
 
 float load(const void* base, cudaDataType_t type, size_t offset) {
   if (type == CUDA_R_32F) return static_cast<const float*>(base)[offset];
+  if (is_fp8(type)) {
+    const __nv_fp8_storage_t code = static_cast<const __nv_fp8_storage_t*>(base)[offset];
+    return __half2float(
+        __half(__nv_cvt_fp8_to_halfraw(code, type == CUDA_R_8F_E4M3 ? __NV_E4M3 : __NV_E5M2)));
+  }
   return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[offset]);
 }
 
@@ -140,6 +165,36 @@ struct Shape {
   uint64_t m = 0, n = 0, k = 0;
 };
 
+// NVIDIA's FP8 constraints (cuBLASLt documentation, cublasLtMatmul: FP8 data types): see the header.
+cublasStatus_t check_fp8_problem(const MatmulDesc& d, const Layout& a, const Layout& b, const Layout& out) {
+  const DeviceProfile& profile = device_profile();
+  if (profile.major * 10 + profile.minor < 89) {
+    return refuse(
+        CUBLAS_STATUS_NOT_SUPPORTED,
+        fmt::format("FP8 GEMMs need compute capability 8.9 or newer; this GPU is {}", profile.architecture));
+  }
+  if (!is_fp8(a.type) || !is_fp8(b.type) || (a.type == CUDA_R_8F_E5M2 && b.type == CUDA_R_8F_E5M2)) {
+    return refuse(CUBLAS_STATUS_NOT_SUPPORTED,
+                  fmt::format("A is {} and B {}: FP8 GEMMs take two FP8 operands, not both e5m2",
+                              type_name(a.type), type_name(b.type)));
+  }
+  if (d.transa != CUBLAS_OP_T || d.transb != CUBLAS_OP_N || a.order != CUBLASLT_ORDER_COL ||
+      b.order != CUBLASLT_ORDER_COL) {
+    return refuse(CUBLAS_STATUS_NOT_SUPPORTED,
+                  "FP8 GEMMs take column-major A transposed and B not transposed (the \"TN\" layout)");
+  }
+  const uint64_t k = a.rows;  // op(A) = A^T: K is A's row count
+  if (k % 16 != 0 || a.ld % 16 != 0 || b.ld % 16 != 0) {
+    return refuse(CUBLAS_STATUS_NOT_SUPPORTED,
+                  fmt::format("FP8 GEMMs need K ({}) and the leading dimensions of A ({}) and B ({}) to be "
+                              "multiples of 16",
+                              k, a.ld, b.ld));
+  }
+  if (out.type != CUDA_R_16BF && out.type != CUDA_R_32F)
+    return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "an FP8 GEMM's D must be bf16 or f32 here");
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 cublasStatus_t check_problem(const MatmulDesc& d, const Layout& a, const Layout& b, const Layout& c,
                              const Layout& out, Shape* shape) {
   if (d.compute != CUBLAS_COMPUTE_32F && d.compute != CUBLAS_COMPUTE_32F_FAST_16BF)
@@ -161,9 +216,13 @@ cublasStatus_t check_problem(const MatmulDesc& d, const Layout& a, const Layout&
     return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fmt::format("epilogue {} is not emulated", d.epilogue));
   if ((d.epilogue & CUBLASLT_EPILOGUE_BIAS) != 0 && d.bias == nullptr)
     return refuse(CUBLAS_STATUS_INVALID_VALUE, "a bias epilogue needs CUBLASLT_MATMUL_DESC_BIAS_POINTER");
-  if ((a.type != CUDA_R_16BF && a.type != CUDA_R_32F) || b.type != a.type)
+  if (is_fp8(a.type) || is_fp8(b.type)) {
+    if (const cublasStatus_t status = check_fp8_problem(d, a, b, out); status != CUBLAS_STATUS_SUCCESS)
+      return status;
+  } else if ((a.type != CUDA_R_16BF && a.type != CUDA_R_32F) || b.type != a.type) {
     return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fmt::format("A is {} and B {}: both bf16 or both f32",
                                                            type_name(a.type), type_name(b.type)));
+  }
   if ((out.type != CUDA_R_16BF && out.type != CUDA_R_32F) || c.type != out.type)
     return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fmt::format("C is {} and D {}: the same type, bf16 or f32",
                                                            type_name(c.type), type_name(out.type)));
@@ -232,13 +291,18 @@ void compute(const MatmulDesc& d, const Layout& a, const Layout& b, const Layout
              const void* c_data, void* d_data) {
   const bool ta = d.transa == CUBLAS_OP_T, tb = d.transb == CUBLAS_OP_T;
   std::vector<float> op_a(s.m * s.k), op_b(s.k * s.n), product(s.m * s.n, 0.0f);
+  // FP8 operands times their tensorwise scale, rounded to fp32 (1 for other types).
+  const float a_scale = is_fp8(a.type) ? *static_cast<const float*>(d.a_scale) : 1.0f;
+  const float b_scale = is_fp8(b.type) ? *static_cast<const float*>(d.b_scale) : 1.0f;
   for (uint64_t i = 0; i < s.m; ++i) {
     for (uint64_t p = 0; p < s.k; ++p)
-      op_a[i * s.k + p] = load(a_data, a.type, ta ? element_offset(a, p, i) : element_offset(a, i, p));
+      op_a[i * s.k + p] =
+          load(a_data, a.type, ta ? element_offset(a, p, i) : element_offset(a, i, p)) * a_scale;
   }
   for (uint64_t p = 0; p < s.k; ++p) {
     for (uint64_t j = 0; j < s.n; ++j)
-      op_b[p * s.n + j] = load(b_data, b.type, tb ? element_offset(b, j, p) : element_offset(b, p, j));
+      op_b[p * s.n + j] =
+          load(b_data, b.type, tb ? element_offset(b, j, p) : element_offset(b, p, j)) * b_scale;
   }
   if (s.k > 0) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(s.m), static_cast<int>(s.n),
@@ -382,6 +446,12 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
       return read_attribute(d.bias, buffer, bytes, "CUBLASLT_MATMUL_DESC_BIAS_POINTER");
     case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
       return read_attribute(d.bias_type, buffer, bytes, "CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE");
+    case CUBLASLT_MATMUL_DESC_A_SCALE_POINTER:
+      return read_attribute(d.a_scale, buffer, bytes, "CUBLASLT_MATMUL_DESC_A_SCALE_POINTER");
+    case CUBLASLT_MATMUL_DESC_B_SCALE_POINTER:
+      return read_attribute(d.b_scale, buffer, bytes, "CUBLASLT_MATMUL_DESC_B_SCALE_POINTER");
+    case CUBLASLT_MATMUL_DESC_FAST_ACCUM:
+      return read_attribute(d.fast_accumulation, buffer, bytes, "CUBLASLT_MATMUL_DESC_FAST_ACCUM");
     default:
       return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fmt::format("matmul descriptor attribute {} is not emulated",
                                                              static_cast<int>(attribute)));
@@ -521,6 +591,15 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   }
   const void* pointers[4] = {a_data, b_data, c_data, d_data};
   const char* names[4] = {"A", "B", "C", "D"};
+  if (is_fp8(a.type) && (d.a_scale == nullptr || d.b_scale == nullptr)) {
+    return refuse(
+        CUBLAS_STATUS_INVALID_VALUE,
+        "FP8 GEMMs need CUBLASLT_MATMUL_DESC_A_SCALE_POINTER and B_SCALE_POINTER (tensorwise scales)");
+  }
+  if (is_fp8(a.type) && (pointer_alignment(a_data) < 16 || pointer_alignment(b_data) < 16)) {
+    return refuse(CUBLAS_STATUS_NOT_SUPPORTED,
+                  fmt::format("FP8 GEMMs need 16-byte aligned A and B ({} and {})", a_data, b_data));
+  }
   for (int i = 0; i < 4; ++i) {
     if (pointer_alignment(pointers[i]) < algorithm->data[2 + i]) {
       return refuse(
@@ -542,6 +621,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   check_operand(b_data, b, device, "B");
   if (beta_value != 0.0f) check_operand(c_data, c, device, "C");
   check_operand(d_data, out, device, "D");
+  for (const void* scale : {d.a_scale, d.b_scale}) {
+    if (scale != nullptr && find_allocation(scale, sizeof(float)) == nullptr)
+      fatal(fmt::format("the FP8 scale at {} is not GPU memory", scale));
+  }
   const size_t d_bytes = extent_elements(out) * type_bytes(out.type);
   for (int i = 0; i < 2; ++i) {
     const size_t bytes = extent_elements(*(i == 0 ? &a : &b)) * type_bytes(a.type);

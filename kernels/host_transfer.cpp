@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "kernels/device_buffer.h"
+#include "kernels/fp8_format.h"
 
 namespace nanoforge {
 namespace {
@@ -36,6 +37,10 @@ float bf16_value(uint16_t bits) {
   return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
 }
 
+fp8::Format fp8_format(DType dtype) {
+  return dtype == DType::kF8E4M3 ? fp8::Format::kE4m3 : fp8::Format::kE5m2;
+}
+
 }  // namespace
 
 template <class Host>
@@ -55,6 +60,14 @@ void upload(TensorView dst, const Host* src) {
       std::vector<uint16_t> staged(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i)
         staged[i] = bf16_bits(static_cast<float>(src[i]));
+      copy_from_host(dst, staged.data());
+      return;
+    }
+    case DType::kF8E4M3:
+    case DType::kF8E5M2: {  // unscaled codes, rounded to nearest even and saturated (kernels/fp8_format.h)
+      std::vector<uint8_t> staged(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i)
+        staged[i] = fp8::encode(static_cast<float>(src[i]), fp8_format(dst.dtype));
       copy_from_host(dst, staged.data());
       return;
     }
@@ -86,6 +99,15 @@ std::vector<Host> download(TensorView src) {
       std::vector<Host> values(n);
       for (size_t i = 0; i < n; ++i)
         values[i] = static_cast<Host>(bf16_value(staged[i]));
+      return values;
+    }
+    case DType::kF8E4M3:
+    case DType::kF8E5M2: {  // the codes' values, unscaled
+      std::vector<uint8_t> staged(n);
+      copy_to_host(staged.data(), src);
+      std::vector<Host> values(n);
+      for (size_t i = 0; i < n; ++i)
+        values[i] = static_cast<Host>(fp8::decode(staged[i], fp8_format(src.dtype)));
       return values;
     }
   }

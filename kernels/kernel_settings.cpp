@@ -6,8 +6,9 @@
 namespace nanoforge::ops {
 
 std::string KernelSettings::describe() const {
-  return fmt::format("attention {}, mlp gemm {}, deterministic {}", attention_implementation_name(attention),
-                     mlp_gemm_name(mlp_gemm), deterministic ? "on" : "off");
+  return fmt::format("attention {}, mlp gemm {}, deterministic {}, fp8 {}",
+                     attention_implementation_name(attention), mlp_gemm_name(mlp_gemm),
+                     deterministic ? "on" : "off", fp8 ? "on" : "off");
 }
 
 }  // namespace nanoforge::ops

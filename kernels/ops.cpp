@@ -226,6 +226,30 @@ void relu_squared_linear_backward(TensorView d_pre, TensorView d_y, TensorView w
   relu_squared_backward(d_pre, d_pre, act);
 }
 
+// The FP8 ops mix code tensors with float ones: the CPU template's T is the float tensor's (x, out), and an
+// empty output view has no device.
+namespace {
+void check_one_device(const char* op, Device device, std::initializer_list<const TensorView*> tensors) {
+  for (const TensorView* t : tensors) {
+    if (t->data == nullptr) continue;
+    NANOFORGE_CHECK(t->device == device, "{}: {} is not on {}", op, t->describe(), device_name(device));
+  }
+}
+}  // namespace
+
+void fp8_quantize(TensorView q, TensorView q_transposed, TensorView inv_scale, TensorView x,
+                  int64_t first_column) {
+  check_one_device("fp8_quantize", x.device, {&q, &q_transposed, &inv_scale});
+  NANOFORGE_CALL(fp8_quantize, void, (q, q_transposed, inv_scale, x, first_column), x.device, x.dtype);
+}
+
+void fp8_matmul(TensorView out, int64_t out_first_column, TensorView a, TensorView a_inv_scale, TensorView b,
+                TensorView b_inv_scale, double beta) {
+  check_one_device("fp8_matmul", out.device, {&a, &a_inv_scale, &b, &b_inv_scale});
+  NANOFORGE_CALL(fp8_matmul, void, (out, out_first_column, a, a_inv_scale, b, b_inv_scale, beta), out.device,
+                 out.dtype);
+}
+
 bool softcap_leaves_capped_logits(Device device) {
   return device == Device::kCpu;
 }

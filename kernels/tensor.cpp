@@ -15,6 +15,9 @@ int64_t dtype_bytes(DType dtype) {
       return 2;
     case DType::kI32:
       return 4;
+    case DType::kF8E4M3:
+    case DType::kF8E5M2:
+      return 1;
   }
   return 0;
 }
@@ -29,6 +32,10 @@ const char* dtype_name(DType dtype) {
       return "bf16";
     case DType::kI32:
       return "i32";
+    case DType::kF8E4M3:
+      return "f8e4m3";
+    case DType::kF8E5M2:
+      return "f8e5m2";
   }
   return "?";
 }

@@ -14,10 +14,12 @@
 namespace nanoforge {
 
 enum class DType : uint8_t {
-  kF32,   // fp32: the CPU backend, master weights, optimizer state, losses
-  kF64,   // fp64: the CPU backend in double precision, for gradient checks against finite differences
-  kBF16,  // bf16: CUDA activations
-  kI32,   // token ids and targets
+  kF32,     // fp32: the CPU backend, master weights, optimizer state, losses
+  kF64,     // fp64: the CPU backend in double precision, for gradient checks against finite differences
+  kBF16,    // bf16: CUDA activations
+  kI32,     // token ids and targets
+  kF8E4M3,  // FP8 codes, 4 exponent and 3 mantissa bits (kernels/fp8_format.h): FP8 GEMM inputs and weights
+  kF8E5M2,  // FP8 codes, 5 exponent and 2 mantissa bits: FP8 GEMM output gradients
 };
 
 enum class Device : uint8_t { kCpu, kCuda };

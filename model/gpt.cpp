@@ -21,21 +21,9 @@ namespace {
 using ops::Accumulate;
 using ops::Transpose;
 
-// y (N, out) = x (N, in) @ weight^T, or y += that.
-void linear_forward(TensorView y, TensorView x, TensorView weight, Accumulate mode) {
-  ops::matmul(y, x, Transpose::kNo, weight, Transpose::kYes, 1.0, mode == Accumulate::kYes ? 1.0 : 0.0);
-}
-
 // d_weight += d_y^T x.
 void add_weight_gradient(TensorView d_weight, TensorView d_y, TensorView x) {
   ops::matmul(d_weight, d_y, Transpose::kYes, x, Transpose::kNo, 1.0, 1.0);
-}
-
-// d_weight += d_y^T x; d_x = d_y @ weight (or +=).
-void linear_backward(TensorView d_x, Accumulate mode, TensorView d_weight, TensorView d_y, TensorView x,
-                     TensorView weight) {
-  add_weight_gradient(d_weight, d_y, x);
-  ops::matmul(d_x, d_y, Transpose::kNo, weight, Transpose::kNo, 1.0, mode == Accumulate::kYes ? 1.0 : 0.0);
 }
 
 // A (B, T, heads, D) tensor as (B*T, heads*D) for GEMMs.
@@ -73,7 +61,8 @@ GPT::GPT(const GPTConfig& config, Device device, DType dtype)
       layout_(config),
       device_(device),
       dtype_(dtype),
-      param_dtype_(parameter_dtype(device, dtype)) {
+      param_dtype_(parameter_dtype(device, dtype)),
+      fp8_linears_(Fp8Linears::of(config)) {
   const absl::Status valid = config.validate();
   NANOFORGE_CHECK(valid.ok(), "GPT: invalid config: {}", valid.ToString());
   if (device == Device::kCuda) {
@@ -142,10 +131,68 @@ void GPT::plan(int64_t batch, int64_t seq) {
   if (activations_.batch == batch && activations_.seq == seq) return;
   ArenaAllocator measure(device_, dtype_);
   plan_activations(config_, batch, seq, measure, activations_);
+  if (fp8_scratch_wanted_) plan_fp8_scratch(config_, fp8_linears_, batch * seq, measure, fp8_scratch_);
   activation_buffer_ = DeviceBuffer();  // release the old plan before allocating the new one
   activation_buffer_ = DeviceBuffer(device_, measure.used_bytes());
   ArenaAllocator arena(activation_buffer_, dtype_);
   plan_activations(config_, batch, seq, arena, activations_);
+  fp8_scratch_ = Fp8Scratch();
+  if (fp8_scratch_wanted_) plan_fp8_scratch(config_, fp8_linears_, batch * seq, arena, fp8_scratch_);
+}
+
+void GPT::set_kernel_settings(const ops::KernelSettings& settings) {
+  NANOFORGE_CHECK(!settings.fp8 || dtype_ != DType::kF64,
+                  "GPT: FP8 runs on f32 (CPU) or bf16 (GPU) activations, not f64");
+  kernel_settings_ = settings;
+  if (settings.fp8 && !fp8_scratch_wanted_) {
+    fp8_scratch_wanted_ = true;
+    activations_.batch = activations_.seq = 0;  // plan() again, with the FP8 scratch from now on
+  }
+}
+
+// The lm_head weight and its gradient over every padded row (the views of ModelWeights stop at vocab_size;
+// the rows are contiguous from the start).
+namespace {
+TensorView padded_rows(const TensorView& rows, int64_t padded) {
+  return TensorView(rows.data, {padded, rows.shape[1]}, rows.dtype, rows.device);
+}
+}  // namespace
+
+void GPT::lm_head_forward() {
+  Activations& a = activations_;
+  const TensorView w = compute_weights_.lm_head;
+  if (!(fp8() && fp8_linears_.lm_head) || fp8_scratch_.padded_logits.data == nullptr) {
+    fp8_linear_forward(fp8_scratch_, a.logits, a.final_norm, w, whole(w.shape[0], fp8_linears_.lm_head),
+                       Accumulate::kNo);
+    return;
+  }
+  const int64_t padded = config_.padded_vocab_size();
+  fp8_linear_forward(fp8_scratch_, fp8_scratch_.padded_logits, a.final_norm, padded_rows(w, padded),
+                     whole(padded, true), Accumulate::kNo);
+  ops::copy_columns(a.logits, 0, fp8_scratch_.padded_logits, 0, config_.vocab_size);
+}
+
+void GPT::lm_head_backward() {
+  Activations& a = activations_;
+  const TensorView w = compute_weights_.lm_head, g = weight_grads_.lm_head;
+  if (!(fp8() && fp8_linears_.lm_head) || fp8_scratch_.padded_logits.data == nullptr) {
+    fp8_linear_backward(fp8_scratch_, a.d_norm, Accumulate::kNo, g, a.logits, a.final_norm, w,
+                        whole(w.shape[0], fp8_linears_.lm_head));
+    return;
+  }
+  // The padded logits' gradient is 0 past vocab_size (nanochat slices them off before the loss).
+  const int64_t padded = config_.padded_vocab_size();
+  ops::fill(fp8_scratch_.padded_logits, 0.0);
+  ops::copy_columns(fp8_scratch_.padded_logits, 0, a.logits, 0, config_.vocab_size);
+  fp8_linear_backward(fp8_scratch_, a.d_norm, Accumulate::kNo, padded_rows(g, padded),
+                      fp8_scratch_.padded_logits, a.final_norm, padded_rows(w, padded), whole(padded, true));
+}
+
+std::array<LinearSegment, 3> GPT::vkq_segments() const {
+  const int64_t kv = config_.kv_dim(), q = config_.n_head * config_.head_dim();
+  return {{{0, kv, fp8() && fp8_linears_.c_v},
+           {kv, kv, fp8() && fp8_linears_.c_k},
+           {2 * kv, q, fp8() && fp8_linears_.c_q}}};
 }
 
 void GPT::zero_grad() {
@@ -203,7 +250,7 @@ void GPT::forward_pass(TensorView ids, TensorView targets, const double* loss_sc
   ops::backout_forward(a.final_norm, a.layers.back().residual, a.layers[config_.backout_layer()].residual,
                        w.backout_lambda);
   ops::rmsnorm_forward(a.final_norm, a.final_rstd, a.final_norm, 1.0);
-  linear_forward(a.logits, a.final_norm, w.lm_head, Accumulate::kNo);
+  lm_head_forward();
   if (loss_scale != nullptr) {
     ops::softcap_cross_entropy_forward_backward(a.losses, a.logits_lse, a.logits, a.targets, kLogitSoftcap,
                                                 *loss_scale);
@@ -222,7 +269,7 @@ void GPT::block_forward(int64_t layer) {
   // Attention, on norm(resid_lambda * x_in + x0_lambda * x0).
   ops::residual_mix_rmsnorm_forward(l.residual, l.norm1, l.rstd1, x_in, a.x0, w.resid_lambda, w.x0_lambda);
   // v, k and q from one GEMM, then transformed in place inside it (docs/model.md).
-  linear_forward(as_rows(l.vkq), l.norm1, w.c_vkq, Accumulate::kNo);
+  fp8_linear_forward(fp8_scratch_, as_rows(l.vkq), l.norm1, w.c_vkq, vkq_segments(), Accumulate::kNo);
   const VkqSlices x = vkq_slices(l.vkq, config_.n_kv_head);
   if (config_.has_value_embed(layer)) {
     ops::value_embed_gate_forward(x.v, l.value_gate, l.norm1, w.ve_gate, w.value_embed, a.ids);
@@ -231,11 +278,19 @@ void GPT::block_forward(int64_t layer) {
   ops::rotary_rmsnorm_forward(x.k, l.k_rstd, rotary_cos_, rotary_sin_, kQKNormScale);
   ops::attention_forward(l.attention, l.lse, x.q, x.k, x.v, config_.window(layer), attention_scale(),
                          a.attention_workspace, kernel_settings_);
-  linear_forward(l.residual, as_rows(l.attention), w.c_proj, Accumulate::kYes);
+  fp8_linear_forward(fp8_scratch_, l.residual, as_rows(l.attention), w.c_proj,
+                     whole(config_.n_embd, fp8_linears_.c_proj), Accumulate::kYes);
   // MLP.
   ops::rmsnorm_forward(l.norm2, l.rstd2, l.residual, 1.0);
-  ops::linear_relu_squared_forward(l.fc_act, l.norm2, w.fc, kernel_settings_);
-  linear_forward(l.residual, l.fc_act, w.mlp_proj, Accumulate::kYes);
+  if (fp8() && fp8_linears_.mlp_fc) {  // the FP8 GEMM, then the activation in place
+    fp8_linear_forward(fp8_scratch_, l.fc_act, l.norm2, w.fc, whole(config_.mlp_dim(), true),
+                       Accumulate::kNo);
+    ops::relu_squared_forward(l.fc_act, l.fc_act);
+  } else {
+    ops::linear_relu_squared_forward(l.fc_act, l.norm2, w.fc, kernel_settings_);
+  }
+  fp8_linear_forward(fp8_scratch_, l.residual, l.fc_act, w.mlp_proj,
+                     whole(config_.n_embd, fp8_linears_.mlp_proj), Accumulate::kYes);
 }
 
 void GPT::backward() {
@@ -248,7 +303,7 @@ void GPT::backward() {
   const int64_t C = config_.n_embd;
 
   // The logits hold their gradient (forward_for_backward).
-  linear_backward(a.d_norm, Accumulate::kNo, g.lm_head, a.logits, a.final_norm, w.lm_head);
+  lm_head_backward();
   ops::rmsnorm_backward(a.d_residual, a.d_norm, a.final_norm, a.final_rstd, 1.0, Accumulate::kNo);
   ops::backout_backward(a.d_backout, g.backout_lambda, a.d_residual,
                         a.layers[config_.backout_layer()].residual, w.backout_lambda);
@@ -276,20 +331,28 @@ void GPT::block_backward(int64_t layer) {
   const BlockWeights& w = compute_weights_.blocks[layer];
   const BlockWeights& g = weight_grads_.blocks[layer];
   // MLP: residual += mlp_proj(relu(fc(norm2))^2).
-  add_weight_gradient(g.mlp_proj, a.d_residual, l.fc_act);
-  ops::relu_squared_linear_backward(a.d_fc, a.d_residual, w.mlp_proj, l.fc_act, kernel_settings_);
-  linear_backward(a.d_norm, Accumulate::kNo, g.fc, a.d_fc, l.norm2, w.fc);
+  if (fp8() && fp8_linears_.mlp_proj) {  // the FP8 GEMMs, then the activation's gradient in place
+    fp8_linear_backward(fp8_scratch_, a.d_fc, Accumulate::kNo, g.mlp_proj, a.d_residual, l.fc_act, w.mlp_proj,
+                        whole(config_.n_embd, true));
+    ops::relu_squared_backward(a.d_fc, a.d_fc, l.fc_act);
+  } else {
+    add_weight_gradient(g.mlp_proj, a.d_residual, l.fc_act);
+    ops::relu_squared_linear_backward(a.d_fc, a.d_residual, w.mlp_proj, l.fc_act, kernel_settings_);
+  }
+  fp8_linear_backward(fp8_scratch_, a.d_norm, Accumulate::kNo, g.fc, a.d_fc, l.norm2, w.fc,
+                      whole(config_.mlp_dim(), fp8_linears_.mlp_fc));
   ops::rmsnorm_backward(a.d_residual, a.d_norm, l.norm2, l.rstd2, 1.0, Accumulate::kYes);
   // Attention: residual += c_proj(attention(q, k, v)).
-  linear_backward(as_rows(a.d_attention), Accumulate::kNo, g.c_proj, a.d_residual, as_rows(l.attention),
-                  w.c_proj);
+  fp8_linear_backward(fp8_scratch_, as_rows(a.d_attention), Accumulate::kNo, g.c_proj, a.d_residual,
+                      as_rows(l.attention), w.c_proj, whole(config_.n_embd, fp8_linears_.c_proj));
   // d_v, d_k, d_q land in d_vkq's head slices, the fused projection's output gradient.
   const VkqSlices x = vkq_slices(l.vkq, config_.n_kv_head), d = vkq_slices(a.d_vkq, config_.n_kv_head);
   ops::attention_backward(d.q, d.k, d.v, a.d_attention, x.q, x.k, x.v, l.attention, l.lse,
                           config_.window(layer), attention_scale(), a.attention_workspace, kernel_settings_);
   ops::rotary_rmsnorm_backward(d.q, x.q, l.q_rstd, rotary_cos_, rotary_sin_, kQKNormScale);
   ops::rotary_rmsnorm_backward(d.k, x.k, l.k_rstd, rotary_cos_, rotary_sin_, kQKNormScale);
-  linear_backward(a.d_norm, Accumulate::kNo, g.c_vkq, as_rows(a.d_vkq), l.norm1, w.c_vkq);
+  fp8_linear_backward(fp8_scratch_, a.d_norm, Accumulate::kNo, g.c_vkq, as_rows(a.d_vkq), l.norm1, w.c_vkq,
+                      vkq_segments());
   if (config_.has_value_embed(layer)) {
     ops::value_embed_gate_backward(a.d_norm, g.ve_gate, g.value_embed, d.v, l.norm1, l.value_gate, w.ve_gate,
                                    w.value_embed, a.ids, kernel_settings_);

@@ -7,6 +7,7 @@
 // GEMM matrices are read from a bf16 copy (model/compute_weights.h) that refresh_compute_weights() renews.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -16,6 +17,8 @@
 #include "kernels/kernel_settings.h"
 #include "model/activations.h"
 #include "model/compute_weights.h"
+#include "model/fp8_linear.h"
+#include "model/fp8_linears.h"
 #include "model/gpt_config.h"
 #include "model/model_weights.h"
 #include "model/param_layout.h"
@@ -44,7 +47,9 @@ class GPT {
 
   // The kernels this model's ops run on the GPU (attention, MLP GEMM, deterministic reductions), passed to
   // every op that reads them; the defaults until set. Two models in one process may differ.
-  void set_kernel_settings(const ops::KernelSettings& settings) { kernel_settings_ = settings; }
+  // The first settings with fp8 on make the next plan() allocate the FP8 scratch, kept from then on, so
+  // turning FP8 off for an evaluation and on again allocates nothing. FP8 needs f32 or bf16 activations.
+  void set_kernel_settings(const ops::KernelSettings& settings);
   const ops::KernelSettings& kernel_settings() const { return kernel_settings_; }
 
   // Writes params() (and counts as weights_changed()).
@@ -78,6 +83,12 @@ class GPT {
   // window (sequence_len) then cuts.
   void plan(int64_t batch, int64_t seq);
   int64_t activation_bytes() const { return activation_buffer_.bytes(); }
+
+  // FP8 training (nanochat's base_train --fp8, KernelSettings::fp8): every Linear base_train's filter accepts
+  // runs its three GEMMs in FP8 with tensorwise scales (model/fp8_linear.h).
+  bool fp8() const { return kernel_settings_.fp8; }
+  // The filter's verdict on this model's Linears (what FP8 converts).
+  const Fp8Linears& fp8_linears() const { return fp8_linears_; }
 
   // ids, targets: (B, T) i32 on the model's device, targets -1 ignored. Returns the mean cross-entropy over
   // the targets that are not ignored (NaN when all are, as PyTorch does). On the GPU the compute copies must
@@ -131,6 +142,14 @@ class GPT {
   }
   void block_forward(int64_t layer);
   void block_backward(int64_t layer);
+  void lm_head_forward();   // logits = final_norm @ lm_head^T, in FP8 when converted
+  void lm_head_backward();  // its input and weight gradients
+  // The weight rows of each nanochat Linear inside the fused c_vkq (v, k, q) and whether each is in FP8.
+  std::array<LinearSegment, 3> vkq_segments() const;
+  // One whole weight of `rows` rows as a single segment, in FP8 when `converted` and fp8().
+  std::array<LinearSegment, 1> whole(int64_t rows, bool converted) const {
+    return {{{0, rows, fp8() && converted}}};
+  }
 
   GPTConfig config_;
   ParamLayout layout_;
@@ -149,6 +168,9 @@ class GPT {
   TensorView rotary_cos_, rotary_sin_;  // (max_positions, D/2)
   DeviceBuffer activation_buffer_;
   Activations activations_;
+  bool fp8_scratch_wanted_ = false;  // FP8 was turned on once: plan() takes the FP8 scratch
+  Fp8Linears fp8_linears_;           // the filter's verdict; used when fp8()
+  Fp8Scratch fp8_scratch_;           // planned with the activations once FP8 was on
   // What the logits buffer holds: the last forward()'s logits, or forward_for_backward()'s gradient until
   // backward() has used it.
   enum class LogitsHold { kNothing, kLogits, kGradient };

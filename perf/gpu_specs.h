@@ -14,6 +14,7 @@ struct GpuSpec {
   std::string description;  // "NVIDIA H200 SXM (HGX, NVLink 4)"
   // Hardware.
   double tensor_flops = 0;        // dense bf16 tensor-core FLOP/s: perf/peak_flops.h's row (MFU's peak)
+  double fp8_tensor_flops = 0;    // dense FP8 (e4m3/e5m2) tensor-core FLOP/s, fp32 accumulation
   double fp32_flops = 0;          // CUDA-core fp32 FLOP/s (an FMA is 2)
   double sfu_ops_per_s = 0;       // special-function-unit instructions (ex2, rcp) a second, all SMs
   double memory_bytes_per_s = 0;  // DRAM bandwidth

@@ -86,6 +86,39 @@ OpCost copy(TensorView dst, TensorView src) {
   return streaming(b(dst) + b(src), n(dst));
 }
 
+// One column block each way: the rows' elements read and written.
+OpCost copy_columns(TensorView dst, int64_t /*dst_first_column*/, TensorView /*src*/,
+                    int64_t /*src_first_column*/, int64_t columns) {
+  const double elements = static_cast<double>(dst.shape[0]) * static_cast<double>(columns);
+  return streaming(2 * elements * dtype_bytes(dst.dtype), elements);
+}
+
+// The amax pass and the quantise pass (kernels/cuda/fp8.cu) each read the block; the codes are written once
+// per layout asked for.
+OpCost fp8_quantize(TensorView q, TensorView q_transposed, TensorView /*inv_scale*/, TensorView x,
+                    int64_t /*first_column*/) {
+  const TensorView& shaped = q.data != nullptr ? q : q_transposed;
+  const double elements = n(shaped);
+  const double x_bytes = elements * dtype_bytes(x.dtype);
+  const double code_bytes =
+      (q.data != nullptr ? elements : 0) + (q_transposed.data != nullptr ? elements : 0);
+  return streaming(2 * x_bytes + code_bytes, 3 * elements, 2);  // |x|, the scaling multiply, the conversion
+}
+
+// cuBLASLt's FP8 GEMM at the FP8 tensor-core rate.
+OpCost fp8_matmul(TensorView out, int64_t /*out_first_column*/, TensorView a, TensorView /*a_inv_scale*/,
+                  TensorView b_, TensorView /*b_inv_scale*/, double beta) {
+  const double m = static_cast<double>(a.shape[0]), k = static_cast<double>(a.shape[1]);
+  const double cols = static_cast<double>(b_.shape[0]);
+  OpCost cost;
+  cost.kind = CostClass::kFp8Gemm;
+  cost.tensor_flops = 2 * m * cols * k;
+  cost.bytes = b(a) + b(b_) + (beta != 0 ? 2 : 1) * m * cols * dtype_bytes(out.dtype);
+  cost.gemm_rows = a.shape[0];
+  cost.gemm_cols = b_.shape[0];
+  return cost;
+}
+
 OpCost accumulate(TensorView into, TensorView add) {
   return streaming(2 * b(into) + b(add), n(into));
 }

@@ -12,10 +12,11 @@
 
 namespace nanoforge {
 
-// Which peak an op's arithmetic runs against, at which efficiency: the tensor cores (cuBLASLt's GEMMs, our
-// MLP GEMM, our flash attention, cuDNN's attention) or the CUDA cores.
+// Which peak an op's arithmetic runs against, at which efficiency: the tensor cores (cuBLASLt's GEMMs, its
+// FP8 GEMMs at the FP8 rate, our MLP GEMM, our flash attention, cuDNN's attention) or the CUDA cores.
 enum class CostClass : uint8_t {
   kGemm,
+  kFp8Gemm,
   kOwnGemm,
   kAttentionForward,
   kAttentionBackward,

@@ -35,6 +35,7 @@ Bound main_bound(const RowTotals& totals) {
 double tensor_efficiency(CostClass kind, const GpuSpec& gpu) {
   switch (kind) {
     case CostClass::kGemm:
+    case CostClass::kFp8Gemm:  // assumed: cuBLASLt reaches the same fraction of its FP8 peak
       return gpu.gemm_efficiency;
     case CostClass::kOwnGemm:
       return gpu.own_gemm_efficiency;
@@ -81,10 +82,11 @@ double gemm_wave_fill(int64_t rows, int64_t cols, int sms) {
 
 OpTimePrediction predict_op(const OpCost& cost, const GpuSpec& gpu) {
   double fill = 1.0;
-  if (cost.kind == CostClass::kGemm || cost.kind == CostClass::kOwnGemm) {
+  if (cost.kind == CostClass::kGemm || cost.kind == CostClass::kFp8Gemm || cost.kind == CostClass::kOwnGemm) {
     fill = gemm_wave_fill(cost.gemm_rows, cost.gemm_cols, gpu.sms);  // ours uses 128 x 128 tiles too
   }
-  const double tensor = cost.tensor_flops / (gpu.tensor_flops * tensor_efficiency(cost.kind, gpu) * fill);
+  const double peak = cost.kind == CostClass::kFp8Gemm ? gpu.fp8_tensor_flops : gpu.tensor_flops;
+  const double tensor = cost.tensor_flops / (peak * tensor_efficiency(cost.kind, gpu) * fill);
   const double fp32 = cost.vector_flops / (gpu.fp32_flops * gpu.fp32_efficiency);
   const double sfu = gpu.sfu_ops_per_s > 0 ? cost.sfu_ops / (gpu.sfu_ops_per_s * gpu.fp32_efficiency) : 0;
   const double memory = cost.bytes / (gpu.memory_bytes_per_s * gpu.memory_efficiency);

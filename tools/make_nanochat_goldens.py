@@ -83,6 +83,18 @@ MODEL_CASES = [
          config=dict(sequence_len=144, vocab_size=64, n_layer=4, n_head=2, n_kv_head=2, n_embd=24,
                      window_pattern="SSL"),
          batch=2, seed=2, perturb=0.1, ignored_targets=8),
+    # FP8 (base_train --fp8): the smallest shapes its filter converts (both sides of a Linear divisible by 16,
+    # the smaller >= 128). With all heads full (c_q, c_k, c_v each converted, each with its own scales) and
+    # with GQA (c_k, c_v 128 -> 64 stay in full precision beside an FP8 c_q); lm_head converted in both
+    # (vocabulary 200 padded to 256).
+    dict(name="model_fp8_mha",
+         config=dict(sequence_len=64, vocab_size=200, n_layer=1, n_head=4, n_kv_head=4, n_embd=128,
+                     window_pattern="L"),
+         batch=2, seed=3, perturb=0.02, ignored_targets=4, fp8=True),
+    dict(name="model_fp8_gqa",
+         config=dict(sequence_len=64, vocab_size=200, n_layer=1, n_head=4, n_kv_head=2, n_embd=128,
+                     window_pattern="L"),
+         batch=2, seed=4, perturb=0.02, ignored_targets=0, fp8=True),
 ]
 
 # Optimizer goldens: base_train's command line for the model and the horizon; n_kv_head, when given, replaces
@@ -195,6 +207,11 @@ class Nanochat:
         self._iterations_code = self._compile(body[start:stop])
         # In the training loop: lrm / muon_momentum / muon_weight_decay and the loop over the groups.
         self._schedule_step_code = self._compile(self._find_group_update(tree))
+        # base_train's FP8 layer filter, defined inside its `if args.fp8:` block.
+        fp8_filter = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "fp8_module_filter"]
+        if not fp8_filter:
+            fail(f"{self.base_train_path}: no def fp8_module_filter")
+        self._fp8_filter_code = self._compile(fp8_filter)
 
     def _compile(self, nodes):
         return compile(ast.Module(body=list(nodes), type_ignores=[]), self.base_train_path, "exec")
@@ -248,6 +265,16 @@ class Nanochat:
         finally:
             self.optim.COMPUTE_DTYPE = saved
 
+    def convert_to_fp8(self, model):
+        """base_train's --fp8: nanochat.fp8's tensorwise Float8Linear for every Linear its filter accepts.
+        Returns the converted layers' names."""
+        import nanochat.fp8
+        ns = {"__builtins__": builtins, "nn": torch.nn}
+        exec(self._fp8_filter_code, ns)
+        config = nanochat.fp8.Float8LinearConfig.from_recipe_name("tensorwise")
+        nanochat.fp8.convert_to_float8_training(model, config=config, module_filter_fn=ns["fp8_module_filter"])
+        return [name for name, m in model.named_modules() if isinstance(m, nanochat.fp8.Float8Linear)]
+
     def new_model(self, config):
         """A GPT as base_train builds it: on the meta device, then storage on the CPU, then init_weights()
         (which draws from torch's global generator)."""
@@ -299,10 +326,12 @@ def random_batch(generator, batch, seq, vocab, ignored=0):
     return idx, targets
 
 
-def config_attrs(group, config):
+def config_attrs(group, config, fp8=False):
     for key in ("sequence_len", "vocab_size", "n_layer", "n_head", "n_kv_head", "n_embd"):
         group.attrs[key] = np.int64(getattr(config, key))
     group.attrs["window_pattern"] = config.window_pattern
+    if fp8:
+        group.attrs["fp8"] = np.int64(1)  # nanochat's FP8 training (base_train --fp8, tensorwise)
 
 
 def config_from_file(nc, f):
@@ -355,6 +384,9 @@ def make_model_case(nc, spec, path):
     model = nc.new_model(config)
     generator = torch.Generator().manual_seed(spec["seed"])
     perturb_(model, generator, spec["perturb"])
+    fp8_linears = nc.convert_to_fp8(model) if spec.get("fp8") else []
+    if spec.get("fp8") and not fp8_linears:
+        fail(f"{path}: --fp8 converted no Linear (each needs both sides divisible by 16, the smaller >= 128)")
     idx, targets = random_batch(generator, spec["batch"], config.sequence_len, config.vocab_size,
                                 spec["ignored_targets"])
     loss, logits, grads = model_numbers(model, idx, targets)
@@ -366,8 +398,10 @@ def make_model_case(nc, spec, path):
     weights = model.state_dict()
 
     def fill(f):
-        config_attrs(f.create_group("config"), config)
+        config_attrs(f.create_group("config"), config, fp8=bool(fp8_linears))
         meta = f.create_group("meta")
+        if fp8_linears:
+            meta.attrs["fp8_linears"] = np.array(fp8_linears, dtype=STRING)
         common_meta(meta, nc, seed=np.int64(spec["seed"]), perturb=np.float64(spec["perturb"]),
                     ignored_targets=np.int64(spec["ignored_targets"]),
                     param_names=np.array(list(weights), dtype=STRING), **nc.model_facts(model))
@@ -381,13 +415,15 @@ def make_model_case(nc, spec, path):
             f.create_dataset(f"expected/grads/{name}", data=f32(g))
 
     write_atomically(path, fill)
-    print(f"{path}: loss {loss.item():.6f}, windows {model.window_sizes}, "
+    print(f"{path}: loss {loss.item():.6f}, windows {model.window_sizes}, fp8 linears {len(fp8_linears)}, "
           f"{sum(w.numel() for w in weights.values())} parameters")
 
 
 def verify_model_case(nc, f):
     config = config_from_file(nc, f)
     model = nc.new_model(config)
+    if int(f["config"].attrs.get("fp8", 0)):
+        nc.convert_to_fp8(model)
     names = [name for name, _ in model.named_parameters()]
     model.load_state_dict({name: torch.from_numpy(f["weights/" + name][()]) for name in names}, strict=True)
     idx = torch.from_numpy(f["inputs/idx"][()].astype(np.int64))
@@ -512,8 +548,10 @@ def make_optim_golden(nc, spec, path):
     buildable = spec["n_kv_head"] is None
 
     def fill(f):
-        config_attrs(f.create_group("config"), config)
+        config_attrs(f.create_group("config"), config, fp8=bool(fp8_linears))
         meta = f.create_group("meta")
+        if fp8_linears:
+            meta.attrs["fp8_linears"] = np.array(fp8_linears, dtype=STRING)
         common_meta(meta, nc, seed=np.int64(spec["seed"]), perturb=np.float64(spec["perturb"]),
                     batch=np.int64(spec["batch"]), num_steps=np.int64(len(steps)),
                     ortho_dtype=spec["ortho_dtype"], param_dtype="float32", state_steps="all",
@@ -726,6 +764,7 @@ def main():
     shape.add_argument("--seed", type=int, default=1)
     shape.add_argument("--perturb", type=float, default=0.1, help="std of the noise added to every weight")
     shape.add_argument("--ignored-targets", type=int, default=0, help="how many targets are set to -1")
+    shape.add_argument("--fp8", action="store_true", help="train in FP8 as base_train --fp8 does")
     args = parser.parse_args()
 
     torch.set_num_threads(1)
@@ -738,7 +777,8 @@ def main():
         spec = dict(config=dict(sequence_len=args.seq, vocab_size=args.vocab, n_layer=args.n_layer,
                                 n_head=args.n_head, n_kv_head=args.n_kv_head, n_embd=args.n_embd,
                                 window_pattern=args.window_pattern),
-                    batch=args.batch, seed=args.seed, perturb=args.perturb, ignored_targets=args.ignored_targets)
+                    batch=args.batch, seed=args.seed, perturb=args.perturb, ignored_targets=args.ignored_targets,
+                    fp8=args.fp8)
         nc = Nanochat(args.nanochat, args.nanochat_commit)
         os.makedirs(os.path.dirname(os.path.abspath(args.case)), exist_ok=True)
         make_model_case(nc, spec, args.case)

@@ -16,6 +16,7 @@
 
 #include "support/status.h"
 #include "train/attention_choice.h"
+#include "train/fp8_choice.h"
 #include "train/mlp_gemm_choice.h"
 
 namespace nanoforge {
@@ -47,6 +48,10 @@ std::vector<Field> fields_of(Recipe& r) {
       {"model", "mlp_gemm", &r.model.mlp_gemm,
        "GPU MLP GEMMs: auto (fused on a GB10, else cublaslt), cublaslt (and a ReLU² pass) or fused (ours, "
        "ReLU² in the epilogue)"},
+      {"model", "fp8", &r.model.fp8,
+       "FP8 training as nanochat's --fp8: tensorwise-scaled e4m3/e5m2 GEMMs in every Linear with both sides "
+       "divisible by 16 and the smaller >= 128 (GPUs of compute capability 8.9+; evaluation stays bf16)"},
+      {"model", "fp8_recipe", &r.model.fp8_recipe, "FP8 scaling: tensorwise (rowwise is not implemented)"},
       {"data", "train", &r.data.train, "training shards: a directory of shard files, or one file"},
       {"data", "val", &r.data.val, "validation shards: a directory or one file"},
       {"data", "tokenizer", &r.data.tokenizer, "tokenizer directory (nanoforge tokenizer train --out)"},
@@ -429,6 +434,7 @@ absl::Status validate_recipe(const Recipe& r) {
   }
   NANOFORGE_RETURN_IF_ERROR(validate_attention_setting(r.model.attention, r.train.device));
   NANOFORGE_RETURN_IF_ERROR(validate_mlp_gemm_setting(r.model.mlp_gemm));
+  NANOFORGE_RETURN_IF_ERROR(validate_fp8_recipe(r.model.fp8_recipe));
   NANOFORGE_RETURN_IF_ERROR(
       in_range<int64_t>("train.threads", r.train.threads, 0, kMaxThreads, " (0: all cores)"));
   for (const auto& [name, lr] : {std::pair{"optim.unembedding_lr", r.optim.unembedding_lr},

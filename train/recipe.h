@@ -29,6 +29,9 @@ struct Recipe {
     std::string attention = "auto";
     // the GPU's MLP GEMMs: auto, cublaslt or fused (train/mlp_gemm_choice.h)
     std::string mlp_gemm = "auto";
+    // nanochat's --fp8: FP8 GEMMs in the Linears base_train's filter accepts (train/fp8_choice.h)
+    bool fp8 = false;
+    std::string fp8_recipe = "tensorwise";  // --fp8-recipe
   } model;
   struct Data {
     std::string train;      // shard directory (or one shard file) for training

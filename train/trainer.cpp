@@ -38,6 +38,7 @@
 #include "train/checkpoint/model_file.h"
 #include "train/checkpoint/resume.h"
 #include "train/checkpoint/writer.h"
+#include "train/fp8_choice.h"
 #include "train/memory_plan.h"
 #include "train/metrics_log.h"
 #include "train/metrics_sidecar.h"
@@ -50,6 +51,23 @@ namespace nanoforge {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Evaluation (bits per byte, CORE, samples) runs with FP8 off, as base_train's disable_fp8: for its scope.
+class FullPrecision {
+ public:
+  explicit FullPrecision(GPT& model) : model_(model), settings_(model.kernel_settings()) {
+    ops::KernelSettings without_fp8 = settings_;
+    without_fp8.fp8 = false;
+    model_.set_kernel_settings(without_fp8);
+  }
+  ~FullPrecision() { model_.set_kernel_settings(settings_); }
+  FullPrecision(const FullPrecision&) = delete;
+  FullPrecision& operator=(const FullPrecision&) = delete;
+
+ private:
+  GPT& model_;
+  ops::KernelSettings settings_;
+};
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -335,6 +353,7 @@ absl::Status Trainer::resume(const std::string& checkpoint) {
 
 absl::Status Trainer::evaluate(int64_t step) {
   const Clock::time_point start = Clock::now();
+  const FullPrecision full_precision(model_);
   NANOFORGE_ASSIGN_OR_RETURN(BitsPerByteSums sums,
                              evaluate_bits_per_byte(model_, *val_loader_, setup_.eval_steps, token_bytes_));
   // Every rank evaluated its own rows of the validation stream; the sums are the whole set's.
@@ -352,6 +371,7 @@ absl::Status Trainer::evaluate(int64_t step) {
 
 // nanochat's CORE metric on every rank's share of the examples (train.core_*), then back to training shapes.
 absl::Status Trainer::evaluate_core_metric(int64_t step) {
+  const FullPrecision full_precision(model_);
   CoreEvalOptions options;
   options.max_per_task = recipe_.train.core.max_per_task;
   NANOFORGE_ASSIGN_OR_RETURN(const CoreResults results,
@@ -368,6 +388,7 @@ absl::Status Trainer::evaluate_core_metric(int64_t step) {
 
 absl::Status Trainer::sample(int64_t step) {
   if (!chief_) return absl::OkStatus();  // one process generates; the others go on to the next collectives
+  const FullPrecision full_precision(model_);
   for (const char* prompt : sample_prompts()) {
     std::vector<int32_t> ids = {setup_.tokenizer.bos_id()};
     setup_.tokenizer.encode(prompt, ids);
@@ -636,9 +657,13 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
                                               recipe.train.device_batch_size, recipe.train.deterministic));
   NANOFORGE_ASSIGN_OR_RETURN(const ChosenMlpGemm mlp_gemm,
                              choose_mlp_gemm(recipe.model.mlp_gemm, device, setup.model));
-  setup.kernel_settings = {attention.implementation, mlp_gemm.gemm, recipe.train.deterministic};
+  NANOFORGE_ASSIGN_OR_RETURN(const std::string fp8,
+                             choose_fp8(recipe.model.fp8, recipe.model.fp8_recipe, device, setup.model));
+  setup.kernel_settings = {attention.implementation, mlp_gemm.gemm, recipe.train.deterministic,
+                           recipe.model.fp8};
   if (communicator->rank() == 0) {
-    fmt::print("kernels: {} ({}; {})\n", setup.kernel_settings.describe(), attention.line, mlp_gemm.line);
+    fmt::print("kernels: {} ({}; {})\n{}\n", setup.kernel_settings.describe(), attention.line, mlp_gemm.line,
+               fp8);
   }
   std::optional<RunDirLock> run_dir_lock;  // held until the trainer (and its checkpoint writer) is gone
   if (communicator->rank() == 0) {

@@ -18,6 +18,7 @@
 #include "cli/flag_limits.h"
 #include "kernels/backend_info.h"
 #include "kernels/kernel_settings.h"
+#include "model/fp8_linears.h"
 #include "model/gpt_config.h"
 #include "model/param_layout.h"
 #include "perf/peak_flops.h"
@@ -61,6 +62,8 @@ ABSL_FLAG(
     "with --model-only: dense bf16 TFLOP/s to time the tensor-core work with instead of the peak table's "
     "(MFU stays against the table's, as the trainer's)");
 NANOFORGE_FLAG_LIMIT(peak_tflops, 1, 1e5, "", 0.0);
+ABSL_FLAG(bool, fp8, false,
+          "with --model-only: the step in FP8 (recipe model.fp8), printed beside the same step without it");
 ABSL_FLAG(std::string, mlp_gemm, "auto",
           "on the GPU (or --gpu with --model-only): the MLP GEMMs, auto (the trainer's choice for that GPU), "
           "cublaslt or fused");
@@ -102,7 +105,7 @@ std::string bench_json(const BenchStepOptions& options, const BenchStepResult& r
 // --model-only: the flags that make sense with it, and those that only do without it.
 absl::Status check_model_flags(bool model_only) {
   if (!model_only) {
-    for (const char* flag : {"gpu", "world", "grad_accum", "peak_tflops"}) {
+    for (const char* flag : {"gpu", "world", "grad_accum", "peak_tflops", "fp8"}) {
       if (flag_given(flag)) {
         return absl::InvalidArgumentError(fmt::format(
             "--{} belongs to the performance model: add --model-only (on a GPU, bench step measures one "
@@ -169,10 +172,24 @@ absl::Status run_step_model(const GPTConfig& config, int64_t batch) {
              absl::GetFlag(FLAGS_attention).empty() ? "auto" : absl::GetFlag(FLAGS_attention));
   StepRecordingOptions recording{config, batch, setup.world_size, setup.grad_accum_steps};
   recording.kernel_settings = settings;
-  const std::vector<StepEvent> events = record_training_step(recording);
-  const StepPrediction prediction =
-      predict_step(events, gpu, config, batch, setup.world_size, setup.grad_accum_steps);
+  recording.kernel_settings.fp8 = absl::GetFlag(FLAGS_fp8);
+  const StepPrediction prediction = predict_step(record_training_step(recording), gpu, config, batch,
+                                                 setup.world_size, setup.grad_accum_steps);
   fmt::print("{}", format_prediction(prediction));
+  if (recording.kernel_settings.fp8) {
+    // The same step without FP8, and the two side by side. MFU stays against the dense bf16 peak (as
+    // nanochat reports it), so FP8 and bf16 runs compare on one scale.
+    recording.kernel_settings.fp8 = false;
+    const StepPrediction bf16 = predict_step(record_training_step(recording), gpu, config, batch,
+                                             setup.world_size, setup.grad_accum_steps);
+    fmt::print("fp8: {}\n", Fp8Linears::of(config).summary());
+    fmt::print(
+        "step without fp8 {:.1f} ms, {:.0f} tok/s, MFU {:.1f} %  |  with fp8 {:.1f} ms, {:.0f} tok/s, MFU "
+        "{:.1f} % (against the bf16 peak)  |  {:+.1f} % tokens/s\n",
+        1e3 * bf16.step_seconds, bf16.tokens_per_second, bf16.mfu_percent, 1e3 * prediction.step_seconds,
+        prediction.tokens_per_second, prediction.mfu_percent,
+        100.0 * (prediction.tokens_per_second / bf16.tokens_per_second - 1.0));
+  }
   return print_json_record(prediction_json(setup, prediction));
 }
 
@@ -296,10 +313,11 @@ Command bench_step_command() {
       "[--device cpu|cuda] [--mlp-gemm auto|cublaslt|fused] [--attention auto|flash|cudnn] [--profile] "
       "[--json-out FILE]\n"
       "       --device cuda --model-only --gpu h200|h100|gb10 --depth D --seq T --batch B [--world N] "
-      "[--grad-accum N] [--peak-tflops T] [--mlp-gemm auto|cublaslt|fused] [--attention auto|flash|cudnn]",
+      "[--grad-accum N] [--peak-tflops T] [--mlp-gemm auto|cublaslt|fused] [--attention auto|flash|cudnn] "
+      "[--fp8]",
       {"depth",        "seq",        "batch",       "vocab",    "steps",     "warmup",     "window_pattern",
        "aspect_ratio", "head_dim",   "device",      "threads",  "profile",   "model_only", "gpu",
-       "world",        "grad_accum", "peak_tflops", "mlp_gemm", "attention", "json_out"},
+       "world",        "grad_accum", "peak_tflops", "mlp_gemm", "attention", "fp8",        "json_out"},
       run_bench_step};
 }
 

@@ -47,8 +47,12 @@ absl::Status run_model_case(const std::string& case_path, const std::string& out
     return absl::InvalidArgumentError(fmt::format("--precision must be f32 or f64, got '{}'", precision));
   }
   NANOFORGE_ASSIGN_OR_RETURN(const ParityCase parity_case, read_parity_case(case_path));
-  fmt::print("case {}: {}, batch {} x {} tokens\n", case_path, parity_case.config.describe(),
-             parity_case.idx.shape[0], parity_case.idx.shape[1]);
+  if (parity_case.fp8 && precision == "f64") {
+    return absl::InvalidArgumentError(fmt::format(
+        "{} is an FP8 case (/config@fp8 = 1): FP8 runs in f32 only; drop --precision f64", case_path));
+  }
+  fmt::print("case {}: {}{}, batch {} x {} tokens\n", case_path, parity_case.config.describe(),
+             parity_case.fp8 ? ", FP8" : "", parity_case.idx.shape[0], parity_case.idx.shape[1]);
   const ParityResult result = run_parity(parity_case, precision == "f64" ? DType::kF64 : DType::kF32);
   NANOFORGE_RETURN_IF_ERROR(write_parity_result(out_path, result));
   fmt::print("loss {:.7f}; wrote {}\n", result.loss, out_path);
@@ -57,7 +61,17 @@ absl::Status run_model_case(const std::string& case_path, const std::string& out
     fmt::print("the case has no /expected values: nothing to compare\n");
     return absl::OkStatus();
   }
-  NANOFORGE_ASSIGN_OR_RETURN(const std::vector<TensorCheck> checks, compare_with_expected(case_path, result));
+  if (!parity_case.fp8) {
+    NANOFORGE_ASSIGN_OR_RETURN(const std::vector<TensorCheck> checks,
+                               compare_with_expected(case_path, result));
+    return report(checks);
+  }
+  // An FP8 case is also run without FP8: the yardstick of its comparison (model_parity_compare.h).
+  ParityCase full_precision_case = parity_case;
+  full_precision_case.fp8 = false;
+  const ParityResult full_precision = run_parity(full_precision_case, DType::kF32);
+  NANOFORGE_ASSIGN_OR_RETURN(const std::vector<TensorCheck> checks,
+                             compare_with_expected(case_path, result, &full_precision));
   return report(checks);
 }
 

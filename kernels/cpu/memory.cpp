@@ -32,6 +32,25 @@ void accumulate(TensorView into, TensorView add) {
     out[i] += in[i];
 }
 
+template <class T>
+void copy_columns(TensorView dst, int64_t dst_first_column, TensorView src, int64_t src_first_column,
+                  int64_t columns) {
+  check_rank(dst, 2, "copy_columns", "dst");
+  check_rank(src, 2, "copy_columns", "src");
+  NANOFORGE_CHECK(dst.shape[0] == src.shape[0] && columns >= 0 && dst_first_column >= 0 &&
+                      src_first_column >= 0 && dst_first_column + columns <= dst.shape[1] &&
+                      src_first_column + columns <= src.shape[1],
+                  "copy_columns: {} columns from {} at {} into {} at {}", columns, src.describe(),
+                  src_first_column, dst.describe(), dst_first_column);
+  const T* in = src.as<T>();
+  T* out = dst.as<T>();
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < dst.shape[0]; ++r) {
+    std::memcpy(out + r * dst.shape[1] + dst_first_column, in + r * src.shape[1] + src_first_column,
+                static_cast<size_t>(columns) * sizeof(T));
+  }
+}
+
 template <class Dst, class Src>
 void convert(TensorView dst, TensorView src) {
   check_same_shape(dst, src, "convert");
@@ -48,6 +67,7 @@ NANOFORGE_CPU_INSTANTIATE_FOR(fill, int32_t);
 NANOFORGE_CPU_INSTANTIATE(copy);
 NANOFORGE_CPU_INSTANTIATE_FOR(copy, int32_t);
 NANOFORGE_CPU_INSTANTIATE(accumulate);
+NANOFORGE_CPU_INSTANTIATE(copy_columns);
 template void convert<float, double>(TensorView, TensorView);
 template void convert<double, float>(TensorView, TensorView);
 

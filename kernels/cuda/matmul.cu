@@ -1,5 +1,7 @@
 // matmul on the GPU through cuBLASLt: bf16 a and b, fp32 accumulation (CUBLAS_COMPUTE_32F, fp32 alpha and
-// beta), out bf16 (activations) or f32 (weight gradients, accumulated with beta = 1).
+// beta), out bf16 (activations) or f32 (weight gradients, accumulated with beta = 1). fp8_matmul is the same
+// GEMM on FP8 codes (e4m3/e5m2) with tensorwise scale pointers, in the one layout FP8 tensor cores take
+// (both operands K-major, cuBLASLt's "TN"), fast accumulation for the forward's e4m3 x e4m3 only.
 // Row-major to column-major: cuBLASLt sees a row-major (R, C) matrix as its column-major transpose (C, R),
 // so the row-major out = op(a) op(b) is computed as the column-major out^T = op(b)^T op(a)^T: b is
 // cuBLASLt's A and a its B, each keeping its own transpose flag.
@@ -45,10 +47,14 @@ struct GemmKey {
   int64_t m = 0, n = 0, k = 0;
   bool transpose_a = false, transpose_b = false;
   DType out_dtype = DType::kBF16;
-  uint32_t align_a = 0, align_b = 0, align_out = 0;  // bytes, powers of two up to kMaxAlignmentBytes
+  uint32_t align_a = 0, align_b = 0, align_out = 0;      // bytes, powers of two up to kMaxAlignmentBytes
+  DType a_dtype = DType::kBF16, b_dtype = DType::kBF16;  // FP8 codes for fp8_matmul
+  int64_t out_stride = 0;                                // out's row stride, >= n (a block of columns)
+  bool fast_accumulation = false;                        // FP8 only: CUBLASLT_MATMUL_DESC_FAST_ACCUM
 
   auto tied() const {
-    return std::tie(m, n, k, transpose_a, transpose_b, out_dtype, align_a, align_b, align_out);
+    return std::tie(m, n, k, transpose_a, transpose_b, out_dtype, align_a, align_b, align_out, a_dtype,
+                    b_dtype, out_stride, fast_accumulation);
   }
   bool operator<(const GemmKey& other) const { return tied() < other.tied(); }
 };
@@ -86,14 +92,25 @@ uint32_t alignment_bytes(const void* pointer) {
 }
 
 cudaDataType_t cuda_data_type(DType dtype) {
-  return dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
+  switch (dtype) {
+    case DType::kF32:
+      return CUDA_R_32F;
+    case DType::kF8E4M3:
+      return CUDA_R_8F_E4M3;
+    case DType::kF8E5M2:
+      return CUDA_R_8F_E5M2;
+    default:
+      return CUDA_R_16BF;
+  }
 }
 
-// A column-major (rows, cols) layout with leading dimension rows: a row-major (cols, rows) matrix.
-cublasLtMatrixLayout_t column_major_layout(DType dtype, int64_t rows, int64_t cols) {
+// A column-major (rows, cols) layout with leading dimension ld (rows unless a block of a wider matrix): a
+// row-major (cols, rows) matrix.
+cublasLtMatrixLayout_t column_major_layout(DType dtype, int64_t rows, int64_t cols, int64_t ld = 0) {
   cublasLtMatrixLayout_t layout = nullptr;
-  NANOFORGE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(
-      &layout, cuda_data_type(dtype), static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), rows));
+  NANOFORGE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, cuda_data_type(dtype),
+                                                    static_cast<uint64_t>(rows), static_cast<uint64_t>(cols),
+                                                    ld > 0 ? ld : rows));
   return layout;
 }
 
@@ -116,9 +133,14 @@ GemmPlan make_plan(cublasLtHandle_t handle, const GemmKey& key) {
   // Row-major b is (K, N), or (N, K) when transposed; a is (M, K), or (K, M); out is (M, N).
   const int64_t b_rows = key.transpose_b ? key.n : key.k, b_cols = key.transpose_b ? key.k : key.n;
   const int64_t a_rows = key.transpose_a ? key.k : key.m, a_cols = key.transpose_a ? key.m : key.k;
-  plan.layout_b = column_major_layout(DType::kBF16, b_cols, b_rows);
-  plan.layout_a = column_major_layout(DType::kBF16, a_cols, a_rows);
-  plan.layout_out = column_major_layout(key.out_dtype, key.n, key.m);
+  plan.layout_b = column_major_layout(key.b_dtype, b_cols, b_rows);
+  plan.layout_a = column_major_layout(key.a_dtype, a_cols, a_rows);
+  plan.layout_out = column_major_layout(key.out_dtype, key.n, key.m, key.out_stride);
+  if (key.fast_accumulation) {
+    const int8_t fast = 1;
+    NANOFORGE_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
+  }
 
   cublasLtMatmulPreference_t preference = nullptr;
   NANOFORGE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
@@ -148,11 +170,12 @@ GemmPlan make_plan(cublasLtHandle_t handle, const GemmKey& key) {
                   cublasLtGetStatusName(status));
   if (status != CUBLAS_STATUS_SUCCESS) found = 0;
   NANOFORGE_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(preference));
-  NANOFORGE_CHECK(found > 0 && result.state == CUBLAS_STATUS_SUCCESS,
-                  "matmul on CUDA: cuBLASLt has no algorithm for out ({}, {}) {} = a{} @ b{} with K = {} and "
-                  "operand alignments a {} B, b {} B, out {} B; align the views to 16 bytes",
-                  key.m, key.n, dtype_name(key.out_dtype), key.transpose_a ? "^T" : "",
-                  key.transpose_b ? "^T" : "", key.k, key.align_a, key.align_b, key.align_out);
+  NANOFORGE_CHECK(
+      found > 0 && result.state == CUBLAS_STATUS_SUCCESS,
+      "matmul on CUDA: cuBLASLt has no algorithm for out ({}, {}) {} = a{} {} @ b{} {} with K = {} and "
+      "operand alignments a {} B, b {} B, out {} B; align the views to 16 bytes",
+      key.m, key.n, dtype_name(key.out_dtype), key.transpose_a ? "^T" : "", dtype_name(key.a_dtype),
+      key.transpose_b ? "^T" : "", dtype_name(key.b_dtype), key.k, key.align_a, key.align_b, key.align_out);
   plan.algorithm = result.algo;
   return plan;
 }
@@ -242,7 +265,11 @@ void matmul(TensorView out, TensorView a, ops::Transpose transpose_a, TensorView
                     out.dtype,
                     alignment_bytes(a.data),
                     alignment_bytes(b.data),
-                    alignment_bytes(out.data)};
+                    alignment_bytes(out.data),
+                    DType::kBF16,
+                    DType::kBF16,
+                    n,
+                    false};
   NANOFORGE_CHECK(key.align_a >= 2 && key.align_b >= 2 && key.align_out >= dtype_bytes(out.dtype),
                   "matmul on CUDA: operands must be aligned to their element size (a {}, b {}, out {})",
                   a.data, b.data, out.data);
@@ -251,6 +278,62 @@ void matmul(TensorView out, TensorView a, ops::Transpose transpose_a, TensorView
   const GemmPlan plan = plan_for(key, &handle, &workspace);
   NANOFORGE_CUBLAS_CHECK(cublasLtMatmul(handle, plan.operation, &alpha_f32, b.data, plan.layout_b, a.data,
                                         plan.layout_a, &beta_f32, out.data, plan.layout_out, out.data,
+                                        plan.layout_out, &plan.algorithm, workspace, kWorkspaceBytes,
+                                        /*stream=*/nullptr));
+}
+
+void fp8_matmul(TensorView out, int64_t out_first_column, TensorView a, TensorView a_inv_scale, TensorView b,
+                TensorView b_inv_scale, double beta) {
+  constexpr const char* kOp = "fp8_matmul";
+  check_on_gpu(out, kOp, "out");
+  check_rank(out, 2, kOp, "out");
+  check_rank(a, 2, kOp, "a");
+  check_rank(b, 2, kOp, "b");
+  for (const TensorView* codes : {&a, &b}) {
+    check_on_gpu(*codes, kOp, codes == &a ? "a" : "b");
+    NANOFORGE_CHECK(codes->dtype == DType::kF8E4M3 || codes->dtype == DType::kF8E5M2,
+                    "fp8_matmul on CUDA: {} must hold FP8 codes", codes->describe());
+  }
+  NANOFORGE_CHECK(a.dtype == DType::kF8E4M3 || b.dtype == DType::kF8E4M3,
+                  "fp8_matmul on CUDA: e5m2 x e5m2 has no cuBLASLt kernel ({} @ {}^T)", a.describe(),
+                  b.describe());
+  check_tensor(a_inv_scale, DType::kF32, kOp, "a_inv_scale");
+  check_tensor(b_inv_scale, DType::kF32, kOp, "b_inv_scale");
+  NANOFORGE_CHECK(out.dtype == DType::kBF16 || out.dtype == DType::kF32,
+                  "fp8_matmul on CUDA: out must be bf16 or f32, got {}", out.describe());
+  const int64_t m = a.shape[0], k = a.shape[1], n = b.shape[0];
+  NANOFORGE_CHECK(
+      b.shape[1] == k && out.shape[0] == m && out_first_column >= 0 && out_first_column + n <= out.shape[1],
+      "fp8_matmul on CUDA: {} @ {}^T does not fit columns [{}, {}) of {}", a.describe(), b.describe(),
+      out_first_column, out_first_column + n, out.describe());
+  if (m == 0 || n == 0) return;
+  void* out_block = static_cast<char*>(out.data) + out_first_column * dtype_bytes(out.dtype);
+  const GemmKey key{m,
+                    n,
+                    k,
+                    false,
+                    true,
+                    out.dtype,
+                    alignment_bytes(a.data),
+                    alignment_bytes(b.data),
+                    alignment_bytes(out_block),
+                    a.dtype,
+                    b.dtype,
+                    out.shape[1],
+                    a.dtype == DType::kF8E4M3 && b.dtype == DType::kF8E4M3};
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+  const GemmPlan plan = plan_for(key, &handle, &workspace);
+  // cuBLASLt's A is b and its B is a (the row-major to column-major swap above), and so are their scales.
+  const void* a_scale = b_inv_scale.data;
+  const void* b_scale = a_inv_scale.data;
+  NANOFORGE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                        &a_scale, sizeof(a_scale)));
+  NANOFORGE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                        &b_scale, sizeof(b_scale)));
+  const float alpha_f32 = 1.0f, beta_f32 = static_cast<float>(beta);
+  NANOFORGE_CUBLAS_CHECK(cublasLtMatmul(handle, plan.operation, &alpha_f32, b.data, plan.layout_b, a.data,
+                                        plan.layout_a, &beta_f32, out_block, plan.layout_out, out_block,
                                         plan.layout_out, &plan.algorithm, workspace, kWorkspaceBytes,
                                         /*stream=*/nullptr));
 }

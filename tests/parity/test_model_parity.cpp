@@ -46,6 +46,40 @@ TEST(ModelParity, MhaCaseMatchesNanochat) {
   expect_case_matches(kMhaCase, 35);
 }
 
+// nanochat's FP8 training (fp8.py, tensorwise) on two 1-layer models of width 128: loss within 1e-4 and every
+// tensor either within 1e-4 or at least twice closer than the same model without FP8 (the rule and why in
+// parity/model_parity_compare.cpp). The GQA case must meet the plain rule everywhere: no FP8 rounding tie.
+void expect_fp8_case_matches(const std::string& path, bool plain_rule_everywhere) {
+  auto parity_case = read_parity_case(path);
+  ASSERT_TRUE(parity_case.ok()) << parity_case.status();
+  ASSERT_TRUE(parity_case->fp8);
+  const ParityResult result = run_parity(*parity_case, DType::kF32);
+  ParityCase full_precision_case = *parity_case;
+  full_precision_case.fp8 = false;
+  const ParityResult full_precision = run_parity(full_precision_case, DType::kF32);
+  auto checks = compare_with_expected(path, result, &full_precision);
+  ASSERT_TRUE(checks.ok()) << checks.status();
+  for (const TensorCheck& check : *checks) {
+    EXPECT_TRUE(check.passed) << check.name << ": " << check.max_error << " > " << check.tolerance;
+    if (check.name == "loss" || plain_rule_everywhere) EXPECT_TRUE(check.problem.empty()) << check.name;
+  }
+  // Without FP8 the same model is far from nanochat's FP8 numbers: the FP8 path is what matches.
+  auto without = compare_with_expected(path, full_precision);
+  ASSERT_TRUE(without.ok());
+  int far = 0;
+  for (const TensorCheck& check : *without)
+    far += check.passed ? 0 : 1;
+  EXPECT_GE(far, 10);
+}
+
+TEST(ModelParity, Fp8MhaCaseMatchesNanochatsFp8) {
+  expect_fp8_case_matches(test::golden_path("model_fp8_mha.h5"), false);
+}
+
+TEST(ModelParity, Fp8GqaCaseMatchesNanochatsFp8ToFp32Noise) {
+  expect_fp8_case_matches(test::golden_path("model_fp8_gqa.h5"), true);
+}
+
 TEST(ModelParity, ResultFileHasTheDocumentedLayout) {
   auto parity_case = read_parity_case(kGqaCase);
   ASSERT_TRUE(parity_case.ok());

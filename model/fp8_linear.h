@@ -1,0 +1,52 @@
+// The three GEMMs of a Linear layer in FP8, as nanochat's fp8.py runs them (tensorwise scales): forward
+// y = x W^T with x and W in e4m3; backward d_x = d_y W and d_W += d_y^T x with d_y in e5m2 and x, W the
+// forward's e4m3 codes again. The operands go through ops::fp8_quantize into K-major layouts (what FP8
+// tensor cores take) and ops::fp8_matmul. A weight may hold several nanochat Linears (c_vkq is c_v, c_k and
+// c_q): each segment of rows gets its own scales, and a segment the filter left out runs in full precision.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "kernels/device_buffer.h"
+#include "kernels/ops.h"
+#include "model/fp8_linears.h"
+
+namespace nanoforge {
+
+// Rows [first_row, first_row + rows) of a weight: one nanochat Linear, in FP8 or not.
+struct LinearSegment {
+  int64_t first_row = 0;
+  int64_t rows = 0;
+  bool fp8 = false;
+};
+
+// Scratch of the FP8 GEMMs, planned with the activations (model/activations.cpp) when the model trains in
+// FP8: 1-D byte views big enough for any converted Linear's operands, the three inverse scales, and a dense
+// buffer for a full-precision segment's columns.
+struct Fp8Scratch {
+  TensorView x_codes, x_codes_transposed;            // the input: (N, in) and (in, N)
+  TensorView w_codes;                                // the weight: (out, in) or (in, out)
+  TensorView g_codes, g_codes_transposed;            // the output gradient: (N, out) and (out, N)
+  TensorView x_inv_scale, w_inv_scale, g_inv_scale;  // (1) f32 each
+  TensorView columns;                                // (N, widest full-precision segment), activation dtype
+  // (N, padded vocabulary), activation dtype, when the vocabulary is padded: lm_head's FP8 GEMMs run over the
+  // padded rows, as nanochat's (its weight scales cover them; the backward's K must be a multiple of 16).
+  TensorView padded_logits;
+  bool planned() const { return x_codes.data != nullptr || x_inv_scale.data != nullptr; }
+};
+
+// Takes the scratch for N = rows token rows from `arena` (a measuring arena counts it).
+void plan_fp8_scratch(const GPTConfig& config, const Fp8Linears& linears, int64_t rows, ArenaAllocator& arena,
+                      Fp8Scratch& scratch);
+
+// y (N, out) = x (N, in) W^T, written or added, segment by segment.
+void fp8_linear_forward(const Fp8Scratch& scratch, TensorView y, TensorView x, TensorView weight,
+                        std::span<const LinearSegment> segments, ops::Accumulate mode);
+
+// d_x (N, in) = d_y W (written or added) and d_weight (out, in) += d_y^T x, segment by segment.
+void fp8_linear_backward(const Fp8Scratch& scratch, TensorView d_x, ops::Accumulate mode, TensorView d_weight,
+                         TensorView d_y, TensorView x, TensorView weight,
+                         std::span<const LinearSegment> segments);
+
+}  // namespace nanoforge
