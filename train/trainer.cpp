@@ -155,7 +155,7 @@ class Trainer {
   void print_setup() const;
   int agreed_stop(absl::Status& failure);
   template <size_t kCount>
-  std::array<double, kCount> sum_over_ranks(std::array<double, kCount> values);
+  absl::StatusOr<std::array<double, kCount>> sum_over_ranks(std::array<double, kCount> values);
 
   RunSetup setup_;
   std::optional<CoreBundle> core_bundle_;  // read before the run when train.core_bundle is set
@@ -182,15 +182,15 @@ class Trainer {
 };
 
 // Scalars all ranks sum (loss and gradient norm, bits-per-byte sums, stop requests): one f64 all-reduce for
-// all of them, through a buffer on the run's device (the NCCL engine reduces GPU buffers only).
+// all of them, through a buffer on the run's device (the NCCL engine reduces GPU buffers only). A lost rank
+// fails the all-reduce: that error is returned, for the program to exit with kCommFailureExitCode.
 template <size_t kCount>
-std::array<double, kCount> Trainer::sum_over_ranks(std::array<double, kCount> values) {
+absl::StatusOr<std::array<double, kCount>> Trainer::sum_over_ranks(std::array<double, kCount> values) {
   static_assert(kCount <= kMaxSummedScalars);
   if (communicator_.world_size() == 1) return values;
   const TensorView scalars(scalar_buffer_.data(), {static_cast<int64_t>(kCount)}, DType::kF64, setup_.device);
   upload<double>(scalars, values.data());
-  const absl::Status status = communicator_.all_reduce(scalars, ReduceOp::kSum).wait();
-  NANOFORGE_CHECK(status.ok(), "all-reduce of {} scalars failed: {}", kCount, status.ToString());
+  NANOFORGE_RETURN_IF_ERROR(communicator_.all_reduce(scalars, ReduceOp::kSum).wait());
   const std::vector<double> summed = download<double>(scalars);
   std::copy(summed.begin(), summed.end(), values.begin());
   return values;
@@ -357,8 +357,10 @@ absl::Status Trainer::evaluate(int64_t step) {
   NANOFORGE_ASSIGN_OR_RETURN(BitsPerByteSums sums,
                              evaluate_bits_per_byte(model_, *val_loader_, setup_.eval_steps, token_bytes_));
   // Every rank evaluated its own rows of the validation stream; the sums are the whole set's.
-  const auto [nats, bytes, tokens] = sum_over_ranks(
-      std::array<double, 3>{sums.nats, static_cast<double>(sums.bytes), static_cast<double>(sums.tokens)});
+  NANOFORGE_ASSIGN_OR_RETURN(const auto summed,
+                             sum_over_ranks(std::array<double, 3>{sums.nats, static_cast<double>(sums.bytes),
+                                                                  static_cast<double>(sums.tokens)}));
+  const auto [nats, bytes, tokens] = summed;
   sums.nats = nats;
   sums.bytes = static_cast<int64_t>(bytes);
   sums.tokens = static_cast<int64_t>(tokens);
@@ -495,7 +497,7 @@ absl::Status Trainer::train_step(int64_t step) {
 // A signal may reach some ranks and not others (a scheduler signals one node first), and only rank 0 learns
 // that its background save failed; every rank must stop after the same step, so the stop is agreed on.
 // Returns this rank's signal, or kSignalElsewhere when only others saw one; `failure` is set when the save
-// failed (on rank 0, to its error).
+// failed (on rank 0, to its error) or the vote itself failed (a lost rank).
 constexpr int kSignalElsewhere = -1;
 
 int Trainer::agreed_stop(absl::Status& failure) {
@@ -509,8 +511,12 @@ int Trainer::agreed_stop(absl::Status& failure) {
     if (communicator_.world_size() > 1) {
       const auto summed = sum_over_ranks(
           std::array<double, 2>{votes.local_signal != 0 ? 1.0 : 0.0, votes.local_failure.ok() ? 0.0 : 1.0});
-      votes.ranks_signalled = summed[0];
-      votes.ranks_failed = summed[1];
+      if (!summed.ok()) {  // a lost rank: the run stops on the communicator's error
+        failure = summed.status();
+        return 0;
+      }
+      votes.ranks_signalled = (*summed)[0];
+      votes.ranks_failed = (*summed)[1];
     }
   }
   if (communicator_.world_size() == 1) {  // nothing to agree on: what happened since the vote counts too

@@ -10,163 +10,47 @@
 // stuck call keeps the abort from running: exit only at timeout + 5 s lock wait + 5 s grace, ~12 s) from the
 // fix. A hang hits the hard limit of each run (40 s), which kills every rank and fails the test.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
-#include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <regex>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "tests/dist/rank_processes.h"
 #include "tests/test_paths.h"
 
 namespace nanoforge {
 namespace {
 
+using test::describe;
+using test::names_rank;
+using test::RankRun;
+
 constexpr double kTimeoutSeconds = 2;
 constexpr double kGraceSeconds = 5;  // the watchdog's exit grace for timeouts under 5 s (comm_watchdog.cpp)
 constexpr double kHardLimitSeconds = 40;
 
-struct RankRun {
-  bool exited = false;  // false: still running (or stopped) at the hard limit, then killed
-  int exit_code = -1;
-  int signal = 0;
-  double seconds = 0;
-  std::string output;
-};
-
 std::string worker_path() {
   return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "nccl_fault_worker").string();
-}
-
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
-// Starts one process per entry of `environments` (each a list of NAME=VALUE added to a clean launch
-// environment) running `arguments`, waits for all of them but `victim` (-1: all) or the hard limit, and
-// kills what is left.
-std::vector<RankRun> run_processes(const std::vector<std::vector<std::string>>& environments,
-                                   const std::vector<std::string>& arguments, int victim = -1) {
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<pid_t> pids;
-  std::vector<std::string> outputs;
-  for (size_t i = 0; i < environments.size(); ++i) {
-    char path[] = "/tmp/nanoforge_nccl_fault_XXXXXX";
-    const int fd = ::mkstemp(path);
-    outputs.emplace_back(path);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::dup2(fd, STDOUT_FILENO);
-      ::dup2(fd, STDERR_FILENO);
-      for (const char* name :
-           {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_PROCID",
-            "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_LOCALID", "SLURM_JOB_ID", "RANK", "WORLD_SIZE",
-            "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"})
-        ::unsetenv(name);
-      ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-      ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-      for (const std::string& variable : environments[i])
-        ::putenv(const_cast<char*>(variable.c_str()));
-      std::vector<char*> argv;
-      for (const std::string& argument : arguments)
-        argv.push_back(const_cast<char*>(argument.c_str()));
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    ::close(fd);
-    pids.push_back(pid);
-  }
-  std::vector<RankRun> runs(pids.size());
-  size_t running = pids.size();
-  auto waiting_for = [&] {
-    return running - (victim >= 0 && !runs[static_cast<size_t>(victim)].exited ? 1 : 0);
-  };
-  while (waiting_for() > 0) {
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    for (size_t i = 0; i < pids.size(); ++i) {
-      if (runs[i].exited) continue;
-      int status = 0;
-      if (::waitpid(pids[i], &status, WNOHANG) == pids[i]) {
-        runs[i].exited = true;
-        runs[i].seconds = seconds;
-        if (WIFEXITED(status)) runs[i].exit_code = WEXITSTATUS(status);
-        if (WIFSIGNALED(status)) runs[i].signal = WTERMSIG(status);
-        --running;
-      }
-    }
-    if (seconds > kHardLimitSeconds) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  for (size_t i = 0; i < pids.size(); ++i) {
-    if (!runs[i].exited) {
-      ::kill(pids[i], SIGKILL);  // a stalled (SIGSTOPped) victim, or a hang
-      ::waitpid(pids[i], nullptr, 0);
-    }
-    runs[i].output = read_file(outputs[i]);
-    ::unlink(outputs[i].c_str());
-  }
-  return runs;
 }
 
 // `world` ranks started torchrun-style on emulated GPUs, rank `fault`'s failure injected (empty: none).
 std::vector<RankRun> run_torchrun_style(int world, const std::string& fault, double timeout_seconds,
                                         int steps = 3) {
   const int victim = fault.empty() ? -1 : std::atoi(fault.c_str());
-  const std::string port = std::to_string(free_port());
+  const int port = test::free_port();
+  std::string emulator = "NANOFORGE_EMULATOR=devices=" + std::to_string(world);
+  if (!fault.empty()) emulator += " nccl_fault=" + fault;
   std::vector<std::vector<std::string>> environments;
   for (int rank = 0; rank < world; ++rank) {
-    environments.push_back({"RANK=" + std::to_string(rank), "WORLD_SIZE=" + std::to_string(world),
-                            "LOCAL_RANK=" + std::to_string(rank), "MASTER_ADDR=127.0.0.1",
-                            "MASTER_PORT=" + port,
-                            "NANOFORGE_RENDEZVOUS_SECRET=nccl-fault-tests-secret-0123456789",
-                            "NANOFORGE_EMULATOR=devices=" + std::to_string(world) +
-                                (fault.empty() ? "" : " nccl_fault=" + fault)});
+    environments.push_back(test::torchrun_environment(rank, world, port));
+    environments.back().push_back(emulator);
   }
-  return run_processes(
-      environments, {worker_path(), std::to_string(timeout_seconds), std::to_string(steps), "3000"}, victim);
-}
-
-// Whether one of nanoforge's own error lines (not the emulator's) names `rank` after the reporting rank.
-bool names_rank(const std::string& output, int rank) {
-  const std::regex named("(^|\\n)nanoforge[^\\n]*: rank \\d+: [^\\n]*rank " + std::to_string(rank) +
-                         "[ :)(,]");
-  return std::regex_search(output, named);
-}
-
-std::string describe(const std::vector<RankRun>& runs) {
-  std::string text;
-  for (size_t rank = 0; rank < runs.size(); ++rank) {
-    text += "--- rank " + std::to_string(rank) + (runs[rank].exited ? "" : " (killed at the hard limit)") +
-            ", exit " + std::to_string(runs[rank].exit_code) + " after " +
-            std::to_string(runs[rank].seconds) + " s:\n" + runs[rank].output;
-  }
-  return text;
+  return test::run_processes(environments,
+                             {worker_path(), std::to_string(timeout_seconds), std::to_string(steps), "3000"},
+                             victim, kHardLimitSeconds);
 }
 
 // Every rank but `lost` exited with status 75 within `limit_seconds`, naming `lost`.
@@ -240,8 +124,9 @@ TEST(NcclLaunch, TorchrunStyleComputesWhatMpirunComputes) {
   ASSERT_EQ(torchrun[0].exit_code, 0) << describe(torchrun);
   ASSERT_EQ(torchrun[1].exit_code, 0) << describe(torchrun);
   const std::vector<RankRun> mpirun =
-      run_processes({{"NANOFORGE_EMULATOR=devices=2", "OMPI_MCA_rmaps_base_oversubscribe=1"}},
-                    {test::mpiexec(), "-np", "2", "--oversubscribe", worker_path(), "60", "4", "3000"});
+      test::run_processes({{"NANOFORGE_EMULATOR=devices=2", "OMPI_MCA_rmaps_base_oversubscribe=1"}},
+                          {test::mpiexec(), "-np", "2", "--oversubscribe", worker_path(), "60", "4", "3000"},
+                          -1, kHardLimitSeconds);
   ASSERT_TRUE(mpirun[0].exited) << describe(mpirun);
   ASSERT_EQ(mpirun[0].exit_code, 0) << describe(mpirun);
   const std::string expected = checksum_of(torchrun[0].output);
