@@ -26,7 +26,7 @@ void matmul_without_an_algorithm() {
 TEST(CublasLt, NoAlgorithmFallsBackOrNamesShape) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(matmul_without_an_algorithm(),
-               "cuBLASLt has no algorithm for out \\(48, 80\\) f32 = a @ b with K = 64");
+               "cuBLASLt has no algorithm for out \\(48, 80\\) f32 = a bf16 @ b bf16 with K = 64");
 }
 
 TEST(CublasLt, NoAlgorithmSwitchAnswersAsCublasLtDoes) {
