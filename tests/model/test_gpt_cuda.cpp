@@ -189,14 +189,15 @@ TEST(GptCuda, Fp8LossLogitsAndGradientsMatchTheCpuFp8) {
   const double to_fp8 = relative_frobenius_error(gpu_fp8.logits, cpu_fp8.logits, 0, N * kVocab);
   const double to_full = relative_frobenius_error(gpu_fp8.logits, cpu.logits, 0, N * kVocab);
   std::printf("logits: %.3e from the CPU's FP8, %.3e from its full precision\n", to_fp8, to_full);
-  EXPECT_LE(to_fp8, 2 * kLogitsRelative);
+  EXPECT_LE(to_fp8, 5 * kLogitsRelative);
   EXPECT_LT(to_fp8, to_full);
-  for (const ParamInfo& param : ParamLayout(config).params()) {
+  const ParamLayout layout(config);
+  for (const ParamInfo& param : layout.params()) {
     SCOPED_TRACE(param.name);
     int64_t used = param.numel;
     if (param.shape.size() == 2 && param.shape[0] == config.padded_vocab_size())
       used = kVocab * param.shape[1];
-    const double tolerance = 2 * (param.numel < 64 ? kScalarGradientRelative : kGradientRelative);
+    const double tolerance = 5 * (param.numel < 64 ? kScalarGradientRelative : kGradientRelative);
     const double error =
         relative_frobenius_error(gpu_fp8.grads, cpu_fp8.grads, param.offset, param.offset + used);
     std::printf("%-44s %12.3e %10.1e\n", param.name.c_str(), error, tolerance);
