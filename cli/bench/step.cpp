@@ -26,6 +26,7 @@
 #include "support/status.h"
 #include "support/version.h"
 #include "train/attention_choice.h"
+#include "train/fp8_choice.h"
 #include "train/memory_plan.h"
 #include "train/mlp_gemm_choice.h"
 #include "train/run_setup.h"
@@ -63,7 +64,7 @@ ABSL_FLAG(
     "(MFU stays against the table's, as the trainer's)");
 NANOFORGE_FLAG_LIMIT(peak_tflops, 1, 1e5, "", 0.0);
 ABSL_FLAG(bool, fp8, false,
-          "with --model-only: the step in FP8 (recipe model.fp8), printed beside the same step without it");
+          "the step in FP8 (recipe model.fp8); with --model-only printed beside the same step without it");
 ABSL_FLAG(std::string, mlp_gemm, "auto",
           "on the GPU (or --gpu with --model-only): the MLP GEMMs, auto (the trainer's choice for that GPU), "
           "cublaslt or fused");
@@ -105,7 +106,7 @@ std::string bench_json(const BenchStepOptions& options, const BenchStepResult& r
 // --model-only: the flags that make sense with it, and those that only do without it.
 absl::Status check_model_flags(bool model_only) {
   if (!model_only) {
-    for (const char* flag : {"gpu", "world", "grad_accum", "peak_tflops", "fp8"}) {
+    for (const char* flag : {"gpu", "world", "grad_accum", "peak_tflops"}) {
       if (flag_given(flag)) {
         return absl::InvalidArgumentError(fmt::format(
             "--{} belongs to the performance model: add --model-only (on a GPU, bench step measures one "
@@ -256,6 +257,10 @@ absl::Status run_bench_step(const std::vector<std::string>& /*arguments*/) {
 
   fmt::print("model: {}\n{}", options.config.describe(),
              format_param_counts(ParamLayout(options.config).counts()));
+  NANOFORGE_ASSIGN_OR_RETURN(const std::string fp8, choose_fp8(absl::GetFlag(FLAGS_fp8), "tensorwise",
+                                                               options.device, options.config));
+  options.kernel_settings.fp8 = absl::GetFlag(FLAGS_fp8);
+  fmt::print("{}\n", fp8);
   if (options.device == Device::kCuda) {
     NANOFORGE_ASSIGN_OR_RETURN(const ChosenMlpGemm mlp_gemm, choose_mlp_gemm(absl::GetFlag(FLAGS_mlp_gemm),
                                                                              options.device, options.config));
