@@ -25,8 +25,10 @@ struct Child {
 Child spawn_train(const std::string& recipe, const std::string& run, const std::string& log, bool resume) {
   const pid_t pid = fork();
   if (pid == 0) {
+    // One open file for both streams: with two, stdout's buffered text (written at exit, from its own
+    // offset 0) would overwrite the error that stderr had appended.
     freopen(log.c_str(), "w", stdout);
-    freopen(log.c_str(), "a", stderr);
+    dup2(fileno(stdout), fileno(stderr));
     execl(nanoforge_binary(), nanoforge_binary(), "train", "--recipe", recipe.c_str(), "--run-dir",
           run.c_str(), resume ? "--resume" : "--noresume", static_cast<char*>(nullptr));
     _exit(127);
