@@ -78,11 +78,8 @@ void fp8_linear_forward(const Fp8Scratch& scratch, TensorView y, TensorView x, T
     ops::matmul(y, x, Transpose::kNo, weight, Transpose::kYes, 1.0, beta);
     return;
   }
-  TensorView x_codes;
-  {
-    x_codes = codes(scratch.x_codes, rows, in, DType::kF8E4M3);
-    ops::fp8_quantize(x_codes, TensorView(), scratch.x_inv_scale, x, 0);
-  }
+  const TensorView x_codes = codes(scratch.x_codes, rows, in, DType::kF8E4M3);
+  ops::fp8_quantize(x_codes, TensorView(), scratch.x_inv_scale, x, 0);
   for (const LinearSegment& segment : segments) {
     const TensorView w = weight.rows(segment.first_row, segment.rows);
     if (segment.fp8) {
@@ -106,11 +103,8 @@ void fp8_linear_backward(const Fp8Scratch& scratch, TensorView d_x, Accumulate m
     ops::matmul(d_x, d_y, Transpose::kNo, weight, Transpose::kNo, 1.0, mode == Accumulate::kYes ? 1.0 : 0.0);
     return;
   }
-  TensorView x_codes_transposed;
-  {
-    x_codes_transposed = codes(scratch.x_codes_transposed, in, rows, DType::kF8E4M3);
-    ops::fp8_quantize(TensorView(), x_codes_transposed, scratch.x_inv_scale, x, 0);
-  }
+  const TensorView x_codes_transposed = codes(scratch.x_codes_transposed, in, rows, DType::kF8E4M3);
+  ops::fp8_quantize(TensorView(), x_codes_transposed, scratch.x_inv_scale, x, 0);
   bool first = true;
   for (const LinearSegment& segment : segments) {
     const double d_x_beta = first && mode == Accumulate::kNo ? 0.0 : 1.0;
