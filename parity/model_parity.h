@@ -18,7 +18,8 @@ namespace nanoforge {
 struct ParityCase {
   std::string path;
   GPTConfig config;
-  bool fp8 = false;  // /config@fp8 = 1: nanochat's FP8 training (base_train --fp8), run with KernelSettings::fp8
+  // /config@fp8 = 1: nanochat's FP8 training (base_train --fp8), run with KernelSettings::fp8
+  bool fp8 = false;
   std::map<std::string, HostArray<float>> weights;  // by state-dict name
   HostArray<int64_t> idx, targets;                  // (B, T)
 };

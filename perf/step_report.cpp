@@ -13,10 +13,9 @@ std::string format_assumptions(const GpuSpec& gpu) {
       "way, "
       "{} SMs\n"
       "assumed efficiencies: GEMM {:.0f}% (x wave fill of 128x128 tiles; our fused MLP GEMM {:.0f}%), "
-      "attention forward {:.0f}% / backward {:.0f}% (cuDNN's {:.0f}% / {:.0f}%), fp32 {:.0f}%, memory {:.0f}%, "
-      "link {:.0f}% + {:.0f} us "
-      "a collective; at least {:.0f} us a "
-      "kernel, {:.0f} us a host read-back\n",
+      "attention forward {:.0f}% / backward {:.0f}% (cuDNN's {:.0f}% / {:.0f}%), fp32 {:.0f}%, "
+      "memory {:.0f}%, link {:.0f}% + {:.0f} us a collective; at least {:.0f} us a kernel, {:.0f} us a host "
+      "read-back\n",
       gpu.description, gpu.tensor_flops / 1e12, gpu.fp32_flops / 1e12, gpu.memory_bytes_per_s / 1e9,
       gpu.link_bytes_per_s / 1e9, gpu.sms, 100 * gpu.gemm_efficiency, 100 * gpu.own_gemm_efficiency,
       100 * gpu.attention_forward_efficiency, 100 * gpu.attention_backward_efficiency,

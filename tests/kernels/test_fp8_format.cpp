@@ -113,6 +113,8 @@ TEST_P(Fp8Format, ScaleIsFp8MaxOverAmaxInFloat64) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, Fp8Format, ::testing::Values(Format::kE4m3, Format::kE5m2),
-                         [](const auto& info) { return std::string(nanoforge::fp8::traits(info.param).name); });
+                         [](const auto& info) {
+                           return std::string(nanoforge::fp8::traits(info.param).name);
+                         });
 
 }  // namespace
