@@ -11,6 +11,8 @@
 #include <limits>
 #include <string_view>
 
+#include "kernels/tensor.h"
+
 namespace nanoforge::fp8 {
 
 enum class Format { kE4m3, kE5m2 };
@@ -102,6 +104,11 @@ inline float inverse_scale(float scale) {
 // One element of the quantisation: x * scale in float32, clamped to +-max_finite, rounded to a code.
 inline std::uint8_t quantize(float x, float scale, Format format) {
   return encode(x * scale, format);
+}
+
+// The format of an FP8 tensor's dtype; the caller has checked that it is kF8E4M3 or kF8E5M2.
+constexpr Format format_of(DType dtype) {
+  return dtype == DType::kF8E4M3 ? Format::kE4m3 : Format::kE5m2;
 }
 
 }  // namespace nanoforge::fp8

@@ -37,10 +37,6 @@ float bf16_value(uint16_t bits) {
   return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
 }
 
-fp8::Format fp8_format(DType dtype) {
-  return dtype == DType::kF8E4M3 ? fp8::Format::kE4m3 : fp8::Format::kE5m2;
-}
-
 }  // namespace
 
 template <class Host>
@@ -67,7 +63,7 @@ void upload(TensorView dst, const Host* src) {
     case DType::kF8E5M2: {  // unscaled codes, rounded to nearest even and saturated (kernels/fp8_format.h)
       std::vector<uint8_t> staged(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i)
-        staged[i] = fp8::encode(static_cast<float>(src[i]), fp8_format(dst.dtype));
+        staged[i] = fp8::encode(static_cast<float>(src[i]), fp8::format_of(dst.dtype));
       copy_from_host(dst, staged.data());
       return;
     }
@@ -107,7 +103,7 @@ std::vector<Host> download(TensorView src) {
       copy_to_host(staged.data(), src);
       std::vector<Host> values(n);
       for (size_t i = 0; i < n; ++i)
-        values[i] = static_cast<Host>(fp8::decode(staged[i], fp8_format(src.dtype)));
+        values[i] = static_cast<Host>(fp8::decode(staged[i], fp8::format_of(src.dtype)));
       return values;
     }
   }

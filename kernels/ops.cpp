@@ -30,6 +30,9 @@ const TensorView* tensor_of(const TensorView& t) {
 const TensorView* tensor_of(const HeadSlice& slice) {
   return &slice.whole;
 }
+const TensorView* tensor_of(const AmaxOutput& amax) {
+  return amax.wanted() ? &amax.value : nullptr;
+}
 template <class NotATensor>
 const TensorView* tensor_of(const NotATensor& /*value*/) {
   return nullptr;
@@ -211,7 +214,7 @@ void linear_relu_squared_forward(TensorView act, TensorView x, TensorView w, con
   }
   NANOFORGE_CHECK(act.data != x.data, "linear_relu_squared_forward: act must not alias x");
   matmul(act, x, Transpose::kNo, w, Transpose::kYes, 1.0, 0.0);
-  relu_squared_forward(act, act);
+  relu_squared_forward(act, act, AmaxOutput());
 }
 
 void relu_squared_linear_backward(TensorView d_pre, TensorView d_y, TensorView w, TensorView act,
@@ -227,7 +230,7 @@ void relu_squared_linear_backward(TensorView d_pre, TensorView d_y, TensorView w
 }
 
 // The FP8 ops mix code tensors with float ones: the CPU template's T is the float tensor's (x, out), and an
-// empty output view has no device.
+// empty output view has no device. Their shapes are checked here, for both backends.
 namespace {
 void check_one_device(const char* op, Device device, std::initializer_list<const TensorView*> tensors) {
   for (const TensorView* t : tensors) {
@@ -235,17 +238,53 @@ void check_one_device(const char* op, Device device, std::initializer_list<const
     NANOFORGE_CHECK(t->device == device, "{}: {} is not on {}", op, t->describe(), device_name(device));
   }
 }
+bool is_fp8(const TensorView& t) {
+  return t.dtype == DType::kF8E4M3 || t.dtype == DType::kF8E5M2;
+}
+void check_one_f32(const char* op, const char* name, const TensorView& t) {
+  NANOFORGE_CHECK(t.data != nullptr && t.dtype == DType::kF32 && t.numel() == 1, "{}: {} {} must be one f32",
+                  op, name, t.describe());
+}
 }  // namespace
 
-void fp8_quantize(TensorView q, TensorView q_transposed, TensorView inv_scale, TensorView x,
-                  int64_t first_column) {
-  check_one_device("fp8_quantize", x.device, {&q, &q_transposed, &inv_scale});
-  NANOFORGE_CALL(fp8_quantize, void, (q, q_transposed, inv_scale, x, first_column), x.device, x.dtype);
+void fp8_quantize(TensorView q, TensorView q_transposed, TensorView inv_scale, TensorView amax,
+                  Fp8Amax amax_source, TensorView x, int64_t first_column) {
+  constexpr const char* kOp = "fp8_quantize";
+  check_one_device(kOp, x.device, {&q, &q_transposed, &inv_scale, &amax});
+  const bool has_q = q.data != nullptr, has_t = q_transposed.data != nullptr;
+  NANOFORGE_CHECK(has_q || has_t, "fp8_quantize: no output (q and q_transposed are both empty)");
+  NANOFORGE_CHECK(x.rank == 2, "fp8_quantize: x {} must be a matrix", x.describe());
+  const TensorView& shaped = has_q ? q : q_transposed;
+  NANOFORGE_CHECK(is_fp8(shaped) && shaped.rank == 2, "fp8_quantize: {} is no FP8 matrix", shaped.describe());
+  const int64_t rows = x.shape[0], cols = has_q ? q.shape[1] : q_transposed.shape[0];
+  NANOFORGE_CHECK(!has_q || q.shape[0] == rows, "fp8_quantize: q {} for x {}", q.describe(), x.describe());
+  NANOFORGE_CHECK(!has_t || (q_transposed.rank == 2 && q_transposed.shape[0] == cols &&
+                             q_transposed.shape[1] == rows && q_transposed.dtype == shaped.dtype),
+                  "fp8_quantize: q_transposed {} for {} x {} codes of {}", q_transposed.describe(), cols,
+                  rows, dtype_name(shaped.dtype));
+  NANOFORGE_CHECK(first_column >= 0 && first_column + cols <= x.shape[1],
+                  "fp8_quantize: columns [{}, {}) outside x {}", first_column, first_column + cols,
+                  x.describe());
+  check_one_f32(kOp, "inv_scale", inv_scale);
+  check_one_f32(kOp, "amax", amax);
+  NANOFORGE_CALL(fp8_quantize, void, (q, q_transposed, inv_scale, amax, amax_source, x, first_column),
+                 x.device, x.dtype);
 }
 
 void fp8_matmul(TensorView out, int64_t out_first_column, TensorView a, TensorView a_inv_scale, TensorView b,
                 TensorView b_inv_scale, double beta) {
-  check_one_device("fp8_matmul", out.device, {&a, &a_inv_scale, &b, &b_inv_scale});
+  constexpr const char* kOp = "fp8_matmul";
+  check_one_device(kOp, out.device, {&a, &a_inv_scale, &b, &b_inv_scale});
+  NANOFORGE_CHECK(out.rank == 2 && a.rank == 2 && b.rank == 2 && is_fp8(a) && is_fp8(b),
+                  "fp8_matmul: out {}, a {} and b {} must be matrices, a and b FP8 codes", out.describe(),
+                  a.describe(), b.describe());
+  const int64_t m = a.shape[0], k = a.shape[1], n = b.shape[0];
+  NANOFORGE_CHECK(
+      b.shape[1] == k && out.shape[0] == m && out_first_column >= 0 && out_first_column + n <= out.shape[1],
+      "fp8_matmul: {} @ {}^T does not fit columns [{}, {}) of {}", a.describe(), b.describe(),
+      out_first_column, out_first_column + n, out.describe());
+  check_one_f32(kOp, "a_inv_scale", a_inv_scale);
+  check_one_f32(kOp, "b_inv_scale", b_inv_scale);
   NANOFORGE_CALL(fp8_matmul, void, (out, out_first_column, a, a_inv_scale, b, b_inv_scale, beta), out.device,
                  out.dtype);
 }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "kernels/fp8_amax.h"
 #include "kernels/head_slice.h"
 #include "kernels/kernel_settings.h"
 #include "kernels/tensor.h"

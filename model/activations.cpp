@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "kernels/ops.h"
+#include "model/fp8_linear.h"
 
 namespace nanoforge {
 
@@ -66,10 +67,15 @@ void plan_activations(const GPTConfig& config, int64_t batch, int64_t seq, Arena
   a.d_fc = arena.take({N, hidden});
 }
 
-int64_t activation_bytes(const GPTConfig& config, Device device, DType dtype, int64_t batch, int64_t seq) {
+int64_t activation_bytes(const GPTConfig& config, Device device, DType dtype, int64_t batch, int64_t seq,
+                         bool fp8) {
   ArenaAllocator measure(device, dtype);
   Activations activations;
   plan_activations(config, batch, seq, measure, activations);
+  if (fp8) {
+    Fp8Scratch scratch;
+    plan_fp8_scratch(config, Fp8Linears::of(config), batch * seq, measure, scratch);
+  }
   return measure.used_bytes();
 }
 

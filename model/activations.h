@@ -62,7 +62,9 @@ DType statistics_dtype(DType activation_dtype);
 void plan_activations(const GPTConfig& config, int64_t batch, int64_t seq, ArenaAllocator& arena,
                       Activations& activations);
 
-// The bytes the plan of (batch, seq) takes on `device` with activations of `dtype`, measured, not allocated.
-int64_t activation_bytes(const GPTConfig& config, Device device, DType dtype, int64_t batch, int64_t seq);
+// The bytes the plan of (batch, seq) takes on `device` with activations of `dtype`, measured, not allocated;
+// with `fp8`, the FP8 GEMMs' scratch too (model/fp8_linear.h), as a model training in FP8 plans it.
+int64_t activation_bytes(const GPTConfig& config, Device device, DType dtype, int64_t batch, int64_t seq,
+                         bool fp8);
 
 }  // namespace nanoforge

@@ -19,7 +19,15 @@ namespace nanoforge {
 namespace {
 
 using ops::Accumulate;
+using ops::AmaxOutput;
+using ops::Fp8Amax;
 using ops::Transpose;
+
+// The amax output for the op that writes a Linear's input: the Linear's slot when it runs in FP8 (its
+// forward then finds the amax given), else none.
+AmaxOutput input_amax(const Fp8AmaxSlots& slots, bool fp8_linear) {
+  return fp8_linear ? AmaxOutput{slots.x} : AmaxOutput();
+}
 
 // d_weight += d_y^T x.
 void add_weight_gradient(TensorView d_weight, TensorView d_y, TensorView x) {
@@ -161,14 +169,16 @@ TensorView padded_rows(const TensorView& rows, int64_t padded) {
 void GPT::lm_head_forward() {
   Activations& a = activations_;
   const TensorView w = compute_weights_.lm_head;
+  // The final norm took x's amax (forward()).
+  const Fp8AmaxSlots amax = fp8_scratch_.lm_head_amax();
   if (!(fp8() && fp8_linears_.lm_head) || fp8_scratch_.padded_logits.data == nullptr) {
-    fp8_linear_forward(fp8_scratch_, a.logits, a.final_norm, w, whole(w.shape[0], fp8_linears_.lm_head),
-                       Accumulate::kNo);
+    fp8_linear_forward(fp8_scratch_, amax, Fp8Amax::kGiven, a.logits, a.final_norm, w,
+                       whole(w.shape[0], fp8_linears_.lm_head), Accumulate::kNo);
     return;
   }
   const int64_t padded = config_.padded_vocab_size();
-  fp8_linear_forward(fp8_scratch_, fp8_scratch_.padded_logits, a.final_norm, padded_rows(w, padded),
-                     whole(padded, true), Accumulate::kNo);
+  fp8_linear_forward(fp8_scratch_, amax, Fp8Amax::kGiven, fp8_scratch_.padded_logits, a.final_norm,
+                     padded_rows(w, padded), whole(padded, true), Accumulate::kNo);
   ops::copy_columns(a.logits, 0, fp8_scratch_.padded_logits, 0, config_.vocab_size);
 }
 
@@ -176,16 +186,17 @@ void GPT::lm_head_backward() {
   Activations& a = activations_;
   const TensorView w = compute_weights_.lm_head, g = weight_grads_.lm_head;
   if (!(fp8() && fp8_linears_.lm_head) || fp8_scratch_.padded_logits.data == nullptr) {
-    fp8_linear_backward(fp8_scratch_, a.d_norm, Accumulate::kNo, g, a.logits, a.final_norm, w,
-                        whole(w.shape[0], fp8_linears_.lm_head));
+    fp8_linear_backward(fp8_scratch_, fp8_scratch_.lm_head_amax(), a.d_norm, Accumulate::kNo, g, a.logits,
+                        a.final_norm, w, whole(w.shape[0], fp8_linears_.lm_head));
     return;
   }
   // The padded logits' gradient is 0 past vocab_size (nanochat slices them off before the loss).
   const int64_t padded = config_.padded_vocab_size();
   ops::fill(fp8_scratch_.padded_logits, 0.0);
   ops::copy_columns(fp8_scratch_.padded_logits, 0, a.logits, 0, config_.vocab_size);
-  fp8_linear_backward(fp8_scratch_, a.d_norm, Accumulate::kNo, padded_rows(g, padded),
-                      fp8_scratch_.padded_logits, a.final_norm, padded_rows(w, padded), whole(padded, true));
+  fp8_linear_backward(fp8_scratch_, fp8_scratch_.lm_head_amax(), a.d_norm, Accumulate::kNo,
+                      padded_rows(g, padded), fp8_scratch_.padded_logits, a.final_norm,
+                      padded_rows(w, padded), whole(padded, true));
 }
 
 std::array<LinearSegment, 3> GPT::vkq_segments() const {
@@ -238,7 +249,7 @@ void GPT::forward_pass(TensorView ids, TensorView targets, const double* loss_sc
 
   weights_needed(ready_after_layer_[0]);  // the embeddings and scalars
   ops::embedding_forward(a.embedding, w.wte, a.ids);
-  ops::rmsnorm_forward(a.embedding, a.embedding_rstd, a.embedding, 1.0);
+  ops::rmsnorm_forward(a.embedding, a.embedding_rstd, a.embedding, 1.0, AmaxOutput());
   ops::smear_forward(a.x0.reshaped({a.batch, a.seq, C}), a.smear_gate,
                      a.embedding.reshaped({a.batch, a.seq, C}), w.smear_gate, w.smear_lambda);
   for (int64_t layer = 0; layer < config_.n_layer; ++layer) {
@@ -249,7 +260,8 @@ void GPT::forward_pass(TensorView ids, TensorView targets, const double* loss_sc
 
   ops::backout_forward(a.final_norm, a.layers.back().residual, a.layers[config_.backout_layer()].residual,
                        w.backout_lambda);
-  ops::rmsnorm_forward(a.final_norm, a.final_rstd, a.final_norm, 1.0);
+  ops::rmsnorm_forward(a.final_norm, a.final_rstd, a.final_norm, 1.0,
+                       input_amax(fp8_scratch_.lm_head_amax(), fp8() && fp8_linears_.lm_head));
   lm_head_forward();
   if (loss_scale != nullptr) {
     ops::softcap_cross_entropy_forward_backward(a.losses, a.logits_lse, a.logits, a.targets, kLogitSoftcap,
@@ -266,10 +278,16 @@ void GPT::block_forward(int64_t layer) {
   LayerActivations& l = a.layers[layer];
   const BlockWeights& w = compute_weights_.blocks[layer];
   const TensorView x_in = layer == 0 ? a.x0 : a.layers[layer - 1].residual;
+  // The amax of each FP8 Linear's input comes from the kernel that writes it, except the attention's output.
+  const Fp8AmaxSlots vkq_amax = fp8_scratch_.block_amax(layer, BlockLinear::kVkq);
+  const Fp8AmaxSlots fc_amax = fp8_scratch_.block_amax(layer, BlockLinear::kMlpFc);
+  const Fp8AmaxSlots mlp_proj_amax = fp8_scratch_.block_amax(layer, BlockLinear::kMlpProj);
   // Attention, on norm(resid_lambda * x_in + x0_lambda * x0).
-  ops::residual_mix_rmsnorm_forward(l.residual, l.norm1, l.rstd1, x_in, a.x0, w.resid_lambda, w.x0_lambda);
+  ops::residual_mix_rmsnorm_forward(l.residual, l.norm1, l.rstd1, x_in, a.x0, w.resid_lambda, w.x0_lambda,
+                                    input_amax(vkq_amax, any_fp8(vkq_segments())));
   // v, k and q from one GEMM, then transformed in place inside it (docs/model.md).
-  fp8_linear_forward(fp8_scratch_, as_rows(l.vkq), l.norm1, w.c_vkq, vkq_segments(), Accumulate::kNo);
+  fp8_linear_forward(fp8_scratch_, vkq_amax, Fp8Amax::kGiven, as_rows(l.vkq), l.norm1, w.c_vkq,
+                     vkq_segments(), Accumulate::kNo);
   const VkqSlices x = vkq_slices(l.vkq, config_.n_kv_head);
   if (config_.has_value_embed(layer)) {
     ops::value_embed_gate_forward(x.v, l.value_gate, l.norm1, w.ve_gate, w.value_embed, a.ids);
@@ -278,18 +296,22 @@ void GPT::block_forward(int64_t layer) {
   ops::rotary_rmsnorm_forward(x.k, l.k_rstd, rotary_cos_, rotary_sin_, kQKNormScale);
   ops::attention_forward(l.attention, l.lse, x.q, x.k, x.v, config_.window(layer), attention_scale(),
                          a.attention_workspace, kernel_settings_);
-  fp8_linear_forward(fp8_scratch_, l.residual, as_rows(l.attention), w.c_proj,
+  fp8_linear_forward(fp8_scratch_, fp8_scratch_.block_amax(layer, BlockLinear::kAttentionProj),
+                     Fp8Amax::kCompute, l.residual, as_rows(l.attention), w.c_proj,
                      whole(config_.n_embd, fp8_linears_.c_proj), Accumulate::kYes);
   // MLP.
-  ops::rmsnorm_forward(l.norm2, l.rstd2, l.residual, 1.0);
+  ops::rmsnorm_forward(l.norm2, l.rstd2, l.residual, 1.0, input_amax(fc_amax, fp8() && fp8_linears_.mlp_fc));
+  const bool mlp_proj_fp8 = fp8() && fp8_linears_.mlp_proj;
+  Fp8Amax mlp_proj_x_amax = Fp8Amax::kCompute;
   if (fp8() && fp8_linears_.mlp_fc) {  // the FP8 GEMM, then the activation in place
-    fp8_linear_forward(fp8_scratch_, l.fc_act, l.norm2, w.fc, whole(config_.mlp_dim(), true),
-                       Accumulate::kNo);
-    ops::relu_squared_forward(l.fc_act, l.fc_act);
+    fp8_linear_forward(fp8_scratch_, fc_amax, Fp8Amax::kGiven, l.fc_act, l.norm2, w.fc,
+                       whole(config_.mlp_dim(), true), Accumulate::kNo);
+    ops::relu_squared_forward(l.fc_act, l.fc_act, input_amax(mlp_proj_amax, mlp_proj_fp8));
+    mlp_proj_x_amax = Fp8Amax::kGiven;
   } else {
     ops::linear_relu_squared_forward(l.fc_act, l.norm2, w.fc, kernel_settings_);
   }
-  fp8_linear_forward(fp8_scratch_, l.residual, l.fc_act, w.mlp_proj,
+  fp8_linear_forward(fp8_scratch_, mlp_proj_amax, mlp_proj_x_amax, l.residual, l.fc_act, w.mlp_proj,
                      whole(config_.n_embd, fp8_linears_.mlp_proj), Accumulate::kYes);
 }
 
@@ -332,27 +354,30 @@ void GPT::block_backward(int64_t layer) {
   const BlockWeights& g = weight_grads_.blocks[layer];
   // MLP: residual += mlp_proj(relu(fc(norm2))^2).
   if (fp8() && fp8_linears_.mlp_proj) {  // the FP8 GEMMs, then the activation's gradient in place
-    fp8_linear_backward(fp8_scratch_, a.d_fc, Accumulate::kNo, g.mlp_proj, a.d_residual, l.fc_act, w.mlp_proj,
+    fp8_linear_backward(fp8_scratch_, fp8_scratch_.block_amax(layer, BlockLinear::kMlpProj), a.d_fc,
+                        Accumulate::kNo, g.mlp_proj, a.d_residual, l.fc_act, w.mlp_proj,
                         whole(config_.n_embd, true));
     ops::relu_squared_backward(a.d_fc, a.d_fc, l.fc_act);
   } else {
     add_weight_gradient(g.mlp_proj, a.d_residual, l.fc_act);
     ops::relu_squared_linear_backward(a.d_fc, a.d_residual, w.mlp_proj, l.fc_act, kernel_settings_);
   }
-  fp8_linear_backward(fp8_scratch_, a.d_norm, Accumulate::kNo, g.fc, a.d_fc, l.norm2, w.fc,
+  fp8_linear_backward(fp8_scratch_, fp8_scratch_.block_amax(layer, BlockLinear::kMlpFc), a.d_norm,
+                      Accumulate::kNo, g.fc, a.d_fc, l.norm2, w.fc,
                       whole(config_.mlp_dim(), fp8_linears_.mlp_fc));
   ops::rmsnorm_backward(a.d_residual, a.d_norm, l.norm2, l.rstd2, 1.0, Accumulate::kYes);
   // Attention: residual += c_proj(attention(q, k, v)).
-  fp8_linear_backward(fp8_scratch_, as_rows(a.d_attention), Accumulate::kNo, g.c_proj, a.d_residual,
-                      as_rows(l.attention), w.c_proj, whole(config_.n_embd, fp8_linears_.c_proj));
+  fp8_linear_backward(fp8_scratch_, fp8_scratch_.block_amax(layer, BlockLinear::kAttentionProj),
+                      as_rows(a.d_attention), Accumulate::kNo, g.c_proj, a.d_residual, as_rows(l.attention),
+                      w.c_proj, whole(config_.n_embd, fp8_linears_.c_proj));
   // d_v, d_k, d_q land in d_vkq's head slices, the fused projection's output gradient.
   const VkqSlices x = vkq_slices(l.vkq, config_.n_kv_head), d = vkq_slices(a.d_vkq, config_.n_kv_head);
   ops::attention_backward(d.q, d.k, d.v, a.d_attention, x.q, x.k, x.v, l.attention, l.lse,
                           config_.window(layer), attention_scale(), a.attention_workspace, kernel_settings_);
   ops::rotary_rmsnorm_backward(d.q, x.q, l.q_rstd, rotary_cos_, rotary_sin_, kQKNormScale);
   ops::rotary_rmsnorm_backward(d.k, x.k, l.k_rstd, rotary_cos_, rotary_sin_, kQKNormScale);
-  fp8_linear_backward(fp8_scratch_, a.d_norm, Accumulate::kNo, g.c_vkq, as_rows(a.d_vkq), l.norm1, w.c_vkq,
-                      vkq_segments());
+  fp8_linear_backward(fp8_scratch_, fp8_scratch_.block_amax(layer, BlockLinear::kVkq), a.d_norm,
+                      Accumulate::kNo, g.c_vkq, as_rows(a.d_vkq), l.norm1, w.c_vkq, vkq_segments());
   if (config_.has_value_embed(layer)) {
     ops::value_embed_gate_backward(a.d_norm, g.ve_gate, g.value_embed, d.v, l.norm1, l.value_gate, w.ve_gate,
                                    w.value_embed, a.ids, kernel_settings_);

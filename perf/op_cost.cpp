@@ -63,6 +63,11 @@ OpCost reduce_then_scale(const TensorView& x) {
   return streaming(3 * b(x), 2 * n(x), 3);
 }
 
+// A fused amax (kernels/cuda/amax.cuh) costs the zeroing of its word, one more launch, and no bytes.
+int amax_launches(const ops::AmaxOutput& amax) {
+  return amax.wanted() ? 1 : 0;
+}
+
 }  // namespace
 
 namespace cost {
@@ -93,16 +98,19 @@ OpCost copy_columns(TensorView dst, int64_t /*dst_first_column*/, TensorView /*s
   return streaming(2 * elements * dtype_bytes(dst.dtype), elements);
 }
 
-// The amax pass and the quantise pass (kernels/cuda/fp8.cu) each read the block; the codes are written once
-// per layout asked for.
-OpCost fp8_quantize(TensorView q, TensorView q_transposed, TensorView /*inv_scale*/, TensorView x,
-                    int64_t /*first_column*/) {
+// The amax pass (unless the amax is given) and the quantise pass (kernels/cuda/fp8.cu) each read the block;
+// the codes are written once per layout asked for.
+OpCost fp8_quantize(TensorView q, TensorView q_transposed, TensorView /*inv_scale*/, TensorView /*amax*/,
+                    ops::Fp8Amax amax_source, TensorView x, int64_t /*first_column*/) {
   const TensorView& shaped = q.data != nullptr ? q : q_transposed;
   const double elements = n(shaped);
   const double x_bytes = elements * dtype_bytes(x.dtype);
   const double code_bytes =
       (q.data != nullptr ? elements : 0) + (q_transposed.data != nullptr ? elements : 0);
-  return streaming(2 * x_bytes + code_bytes, 3 * elements, 2);  // |x|, the scaling multiply, the conversion
+  const bool amax_pass = amax_source == ops::Fp8Amax::kCompute;
+  // |x|, the scaling multiply, the conversion; launches: the amax word's zeroing and the amax pass, the
+  // quantise pass.
+  return streaming((amax_pass ? 2 : 1) * x_bytes + code_bytes, 3 * elements, amax_pass ? 3 : 1);
 }
 
 // cuBLASLt's FP8 GEMM at the FP8 tensor-core rate.
@@ -158,8 +166,9 @@ OpCost embedding_backward(TensorView d_table, TensorView d_out, TensorView ids,
                    n(d_out));
 }
 
-OpCost rmsnorm_forward(TensorView out, TensorView rstd, TensorView x, double /*scale*/) {
-  return streaming(b(x) + b(out) + b(rstd), n(x));
+OpCost rmsnorm_forward(TensorView out, TensorView rstd, TensorView x, double /*scale*/,
+                       ops::AmaxOutput amax) {
+  return streaming(b(x) + b(out) + b(rstd), n(x), 1 + amax_launches(amax));
 }
 
 OpCost rmsnorm_backward(TensorView d_x, TensorView d_out, TensorView out, TensorView rstd, double /*scale*/,
@@ -244,8 +253,8 @@ OpCost cudnn_attention_backward(HeadSlice d_q, HeadSlice d_k, HeadSlice d_v, Ten
   return cost;
 }
 
-OpCost relu_squared_forward(TensorView out, TensorView x) {
-  return streaming(b(x) + b(out), n(x));
+OpCost relu_squared_forward(TensorView out, TensorView x, ops::AmaxOutput amax) {
+  return streaming(b(x) + b(out), n(x), 1 + amax_launches(amax));
 }
 
 OpCost relu_squared_backward(TensorView d_x, TensorView d_out, TensorView out) {
@@ -306,9 +315,10 @@ OpCost value_embed_gate_backward(TensorView /*d_u*/, TensorView /*d_gate_weight*
 }
 
 OpCost residual_mix_rmsnorm_forward(TensorView residual, TensorView out, TensorView rstd, TensorView x,
-                                    TensorView x0, TensorView /*resid_lambda*/, TensorView /*x0_lambda*/) {
+                                    TensorView x0, TensorView /*resid_lambda*/, TensorView /*x0_lambda*/,
+                                    ops::AmaxOutput amax) {
   // One warp per row: x and x0 read, the residual, the normalised row and rstd written.
-  return streaming(b(x) + b(x0) + b(residual) + b(out) + b(rstd), 2 * n(x));
+  return streaming(b(x) + b(x0) + b(residual) + b(out) + b(rstd), 2 * n(x), 1 + amax_launches(amax));
 }
 
 OpCost residual_mix_rmsnorm_backward(TensorView d_residual, TensorView d_x0, TensorView /*d_resid_lambda*/,

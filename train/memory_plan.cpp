@@ -100,7 +100,8 @@ std::string MemoryPlan::table() const {
 }
 
 MemoryPlan plan_training_memory(const GPTConfig& config, const std::vector<ParamGroup>& groups, Device device,
-                                int64_t batch, int64_t seq, int rank, int world_size, int64_t bucket_bytes) {
+                                int64_t batch, int64_t seq, int rank, int world_size, int64_t bucket_bytes,
+                                bool fp8) {
   MemoryPlan plan;
   plan.device = device;
   plan.dtype = training_dtype(device);
@@ -110,7 +111,7 @@ MemoryPlan plan_training_memory(const GPTConfig& config, const std::vector<Param
   plan.params = model.params;
   plan.grads = model.grads;
   plan.compute_weights = model.compute_weights;
-  plan.activations = activation_bytes(config, device, plan.dtype, batch, seq) + model.rotary_tables;
+  plan.activations = activation_bytes(config, device, plan.dtype, batch, seq, fp8) + model.rotary_tables;
   const DType param_dtype = device == Device::kCuda ? DType::kF32 : plan.dtype;
   const DataParallelOptimizer::MemoryBytes optimizer =
       DataParallelOptimizer::memory_bytes(groups, device, param_dtype, rank, world_size, bucket_bytes);
@@ -180,7 +181,7 @@ absl::Status check_memory_plan(const MemoryPlan& plan, const AvailableMemory& av
                   gigabytes(available.bytes), advice, plan.table()));
 }
 
-absl::Status check_model_fits(const GPTConfig& config, Device device, int64_t batch, int64_t seq,
+absl::Status check_model_fits(const GPTConfig& config, Device device, int64_t batch, int64_t seq, bool fp8,
                               const std::string& batch_setting) {
   // Activations grow with batch x seq x vocab: beyond 2^31 tokens at once the sizes would not even be
   // computable (and no machine holds them).
@@ -195,8 +196,8 @@ absl::Status check_model_fits(const GPTConfig& config, Device device, int64_t ba
   const GPT::MemoryBytes model = GPT::memory_bytes(config, device, dtype);
   const int64_t fixed = model.params + model.grads + model.compute_weights + model.rotary_tables +
                         (device == Device::kCuda ? kGpuRuntimeReserveBytes : 0);
-  const int64_t per_row = activation_bytes(config, device, dtype, 1, seq);
-  const int64_t needed = fixed + activation_bytes(config, device, dtype, batch, seq);
+  const int64_t per_row = activation_bytes(config, device, dtype, 1, seq, fp8);
+  const int64_t needed = fixed + activation_bytes(config, device, dtype, batch, seq, fp8);
   NANOFORGE_ASSIGN_OR_RETURN(const AvailableMemory available, available_memory(device));
   if (needed <= available.bytes) return absl::OkStatus();
   const int64_t fitting =

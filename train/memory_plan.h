@@ -44,9 +44,11 @@ struct MemoryPlan {
 };
 
 // The plan of rank `rank` of `world_size` training `config` with `groups` (nanochat_param_groups) on
-// `device`, batches of (batch, seq), gradient buckets of `bucket_bytes`. Allocates nothing.
+// `device`, batches of (batch, seq), gradient buckets of `bucket_bytes`, in FP8 (model.fp8) or not.
+// Allocates nothing.
 MemoryPlan plan_training_memory(const GPTConfig& config, const std::vector<ParamGroup>& groups, Device device,
-                                int64_t batch, int64_t seq, int rank, int world_size, int64_t bucket_bytes);
+                                int64_t batch, int64_t seq, int rank, int world_size, int64_t bucket_bytes,
+                                bool fp8);
 
 struct AvailableMemory {
   int64_t bytes = 0;
@@ -65,8 +67,9 @@ absl::Status check_memory_plan(const MemoryPlan& plan, const AvailableMemory& av
 
 // What a GPT of `config` with activations planned for (batch, seq) allocates on `device` — `nanoforge eval`,
 // `sample` and `bench step` — checked before it is created against what the device has free; the error
-// names `batch_setting` (the flag that sets the batch) and the largest batch that fits.
-absl::Status check_model_fits(const GPTConfig& config, Device device, int64_t batch, int64_t seq,
+// names `batch_setting` (the flag that sets the batch) and the largest batch that fits. `fp8`: the model
+// will train in FP8 and plan its scratch.
+absl::Status check_model_fits(const GPTConfig& config, Device device, int64_t batch, int64_t seq, bool fp8,
                               const std::string& batch_setting);
 
 }  // namespace nanoforge

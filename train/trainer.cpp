@@ -614,7 +614,7 @@ absl::Status check_run_fits(const RunSetup& setup, const Communicator& communica
   const MemoryPlan plan = plan_training_memory(
       setup.model, setup.param_groups, setup.device, setup.recipe.train.device_batch_size,
       setup.model.sequence_len, communicator.rank(), communicator.world_size(),
-      static_cast<int64_t>(setup.recipe.dist.bucket_mb * 1024 * 1024));
+      static_cast<int64_t>(setup.recipe.dist.bucket_mb * 1024 * 1024), setup.recipe.model.fp8);
   if (communicator.rank() == 0) fmt::print("{}", plan.table());
   NANOFORGE_ASSIGN_OR_RETURN(const AvailableMemory available, available_memory(setup.device));
   const absl::Status fits = check_memory_plan(plan, available);

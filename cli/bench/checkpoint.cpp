@@ -48,7 +48,8 @@ absl::Status run_bench_checkpoint(const std::vector<std::string>& /*arguments*/)
   const std::vector<ParamGroup> groups = nanochat_param_groups(config, layout, {}, 1.0, 0.28);
   NANOFORGE_ASSIGN_OR_RETURN(const AvailableMemory available, available_memory(Device::kCpu));
   NANOFORGE_RETURN_IF_ERROR(check_memory_plan(
-      plan_training_memory(config, groups, Device::kCpu, 1, 2, 0, 1, int64_t{25} << 20), available));
+      plan_training_memory(config, groups, Device::kCpu, 1, 2, 0, 1, int64_t{25} << 20, /*fp8=*/false),
+      available));
   // A folder of its own, even inside a --dir that holds a run: a checkpoint written into a run directory
   // would become that run's `latest`.
   const std::filesystem::path parent = absl::GetFlag(FLAGS_dir).empty()

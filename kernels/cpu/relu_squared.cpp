@@ -3,12 +3,13 @@
 // is r exactly unless r * r underflows, so the model keeps only relu(x)^2.
 #include <cmath>
 
+#include "kernels/cpu/amax.h"
 #include "kernels/cpu/cpu_ops.h"
 
 namespace nanoforge::cpu {
 
 template <class T>
-void relu_squared_forward(TensorView out, TensorView x) {
+void relu_squared_forward(TensorView out, TensorView x, ops::AmaxOutput amax) {
   check_same_shape(out, x, "relu_squared_forward");
   const T* in = x.as<T>();
   T* result = out.as<T>();
@@ -18,6 +19,7 @@ void relu_squared_forward(TensorView out, TensorView x) {
     const T r = in[i] > T{0} ? in[i] : T{0};  // not std::max: its reference return blocks vectorisation
     result[i] = r * r;
   }
+  write_amax<T>(amax, out);
 }
 
 template <class T>

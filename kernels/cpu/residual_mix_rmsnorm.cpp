@@ -3,6 +3,7 @@
 // of the unfused sequence (the mix, then rmsnorm_rows.h), so the results are bitwise those of the separate
 // mix and norm ops this pass replaced. Lambda gradients are ordered sums over rows (thread-count
 // independent).
+#include "kernels/cpu/amax.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/ordered_sums.h"
 #include "kernels/cpu/rmsnorm_rows.h"
@@ -25,7 +26,8 @@ void check_rstd(const TensorView& rstd, int64_t rows, const char* op) {
 
 template <class T>
 void residual_mix_rmsnorm_forward(TensorView residual, TensorView out, TensorView rstd, TensorView x,
-                                  TensorView x0, TensorView resid_lambda, TensorView x0_lambda) {
+                                  TensorView x0, TensorView resid_lambda, TensorView x0_lambda,
+                                  ops::AmaxOutput amax) {
   for (const TensorView* t : {&residual, &out, &x0})
     check_same_shape(*t, x, kForward);
   check_scalar(resid_lambda, kForward, "resid_lambda");
@@ -46,6 +48,7 @@ void residual_mix_rmsnorm_forward(TensorView residual, TensorView out, TensorVie
       mixed[offset + c] = a * in[offset + c] + b * in0[offset + c];
     inv_rms[r] = rmsnorm_row_forward(normed + offset, mixed + offset, width, T{1});
   }
+  write_amax<T>(amax, out);
 }
 
 template <class T>

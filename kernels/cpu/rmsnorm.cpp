@@ -1,13 +1,14 @@
 // CPU RMSNorm without a learned weight (nanochat's norm), one row per iteration (rmsnorm_rows.h). The
 // backward uses the saved output and rstd instead of the input:
 //   d_x = rstd * (scale * d_out - out * mean(d_out * out) / scale).
+#include "kernels/cpu/amax.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/rmsnorm_rows.h"
 
 namespace nanoforge::cpu {
 
 template <class T>
-void rmsnorm_forward(TensorView out, TensorView rstd, TensorView x, double scale) {
+void rmsnorm_forward(TensorView out, TensorView rstd, TensorView x, double scale, ops::AmaxOutput amax) {
   check_same_shape(out, x, "rmsnorm_forward");
   const int64_t width = x.dim(-1);
   const int64_t rows = x.numel() / width;
@@ -19,6 +20,7 @@ void rmsnorm_forward(TensorView out, TensorView rstd, TensorView x, double scale
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r)
     inv_rms[r] = rmsnorm_row_forward(result + r * width, in + r * width, width, factor);
+  write_amax<T>(amax, out);
 }
 
 template <class T>

@@ -1,7 +1,7 @@
 // FP8 quantisation on the GPU (nanochat's fp8.py _to_fp8, tensorwise) and copy_columns. Two passes: the
-// absolute maximum of the column block (a max, so one atomicMax per block on the value's bits gives the same
-// result in any order: non-negative floats order like their bits, and NaN's bits above infinity's let a NaN
-// win, as torch's max does), then one pass that derives the scale from it in float64, as fp8.py does, and
+// absolute maximum of the column block (amax.cuh; skipped when the amax is given: the kernel that produced x
+// took it, or an earlier quantisation of the same block), then one pass that derives the scale from it in
+// float64, as fp8.py does, and
 // writes the codes through a shared-memory tile, in x's layout and/or transposed (the K-major operands of
 // the weight-gradient GEMM), so transposing costs no second pass. The codes are cuda_fp8.h's conversion with
 // saturation: round to nearest even, +-max for overflow, NaN kept (fp8.py's clamp, then the cast).
@@ -10,11 +10,11 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cuda/amax.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/reductions.cuh"
-#include "kernels/cuda/scratch.h"
 #include "kernels/cuda/vector_pack.cuh"
 #include "kernels/fp8_format.h"
 
@@ -24,13 +24,6 @@ namespace {
 constexpr int kTile = 32;            // a 32 x 32 tile of x per block in the quantise pass
 constexpr int kTileRowsPerPass = 8;  // 32 x 8 threads, each handling 4 rows of the tile
 constexpr int kAmaxThreads = 256;
-
-__device__ inline unsigned max_warp(unsigned value) {
-#pragma unroll
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
-    value = max(value, __shfl_xor_sync(0xffffffffu, value, offset));
-  return value;
-}
 
 // amax_bits = max over the block's elements of the bits of |x[r, first + c]|, r < rows, c < cols.
 template <class T>
@@ -42,17 +35,17 @@ __global__ void amax_kernel(const T* x, int64_t rows, int64_t row_stride, int64_
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
     const int64_t r = i / cols, c = i % cols;
-    local = max(local, __float_as_uint(fabsf(to_float(x[r * row_stride + first + c]))));
+    local = max(local, abs_bits(to_float(x[r * row_stride + first + c])));
   }
-  local = max_warp(local);
+  local = warp_max_bits(local);
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize,
             warp = static_cast<int>(threadIdx.x) / kWarpSize;
   if (lane == 0) warp_max[warp] = local;
   __syncthreads();
   if (warp == 0) {
     local = lane < kAmaxThreads / kWarpSize ? warp_max[lane] : 0u;
-    local = max_warp(local);
-    if (lane == 0) atomicMax(amax_bits, local);
+    local = warp_max_bits(local);
+    if (lane == 0) raise_amax(amax_bits, local);
   }
 }
 
@@ -110,50 +103,40 @@ int grid_for(int64_t elements, int threads) {
 }
 
 template <class T>
-void launch_quantize(TensorView q, TensorView q_t, TensorView inv_scale, TensorView x, int64_t first,
-                     int64_t cols, DType format) {
+void launch_quantize(TensorView q, TensorView q_t, TensorView inv_scale, TensorView amax, ops::Fp8Amax source,
+                     TensorView x, int64_t first, int64_t cols, DType format) {
   const int64_t rows = x.shape[0];
-  auto* amax_bits = static_cast<unsigned*>(device_scratch(sizeof(unsigned)));
-  NANOFORGE_CUDA_CHECK(cudaMemsetAsync(amax_bits, 0, sizeof(unsigned), nullptr));
-  launch_kernel<amax_kernel<T>>(grid_for(rows * cols, kAmaxThreads), kAmaxThreads)(
-      x.as<T>(), rows, x.shape[1], first, cols, amax_bits);
-  NANOFORGE_CUDA_CHECK_LAUNCH("fp8_quantize (amax)");
-  const fp8::Format host_format = format == DType::kF8E4M3 ? fp8::Format::kE4m3 : fp8::Format::kE5m2;
+  auto* amax_bits = static_cast<unsigned*>(amax.data);
+  if (source == ops::Fp8Amax::kCompute) {
+    NANOFORGE_CUDA_CHECK(cudaMemsetAsync(amax_bits, 0, sizeof(unsigned), nullptr));
+    launch_kernel<amax_kernel<T>>(grid_for(rows * cols, kAmaxThreads), kAmaxThreads)(
+        x.as<T>(), rows, x.shape[1], first, cols, amax_bits);
+    NANOFORGE_CUDA_CHECK_LAUNCH("fp8_quantize (amax)");
+  }
   const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile),
                   static_cast<unsigned>((rows + kTile - 1) / kTile));
   launch_kernel<quantize_kernel<T>>(grid, dim3(kTile, kTileRowsPerPass))(
       static_cast<uint8_t*>(q.data), static_cast<uint8_t*>(q_t.data), inv_scale.as<float>(), x.as<T>(), rows,
-      x.shape[1], first, cols, amax_bits, fp8::traits(host_format).max_finite,
+      x.shape[1], first, cols, amax_bits, fp8::traits(fp8::format_of(format)).max_finite,
       format == DType::kF8E4M3 ? __NV_E4M3 : __NV_E5M2);
   NANOFORGE_CUDA_CHECK_LAUNCH("fp8_quantize");
 }
 
 }  // namespace
 
-void fp8_quantize(TensorView q, TensorView q_transposed, TensorView inv_scale, TensorView x,
-                  int64_t first_column) {
-  check_rank(x, 2, "fp8_quantize", "x");
-  const bool has_q = q.data != nullptr, has_t = q_transposed.data != nullptr;
-  NANOFORGE_CHECK(has_q || has_t, "fp8_quantize: no output");
-  const TensorView& shaped = has_q ? q : q_transposed;
-  const DType format = shaped.dtype;
-  NANOFORGE_CHECK(format == DType::kF8E4M3 || format == DType::kF8E5M2, "fp8_quantize: {} is no FP8 tensor",
-                  shaped.describe());
+// kernels/ops.cpp checked the shapes and the scalars.
+void fp8_quantize(TensorView q, TensorView q_transposed, TensorView inv_scale, TensorView amax,
+                  ops::Fp8Amax amax_source, TensorView x, int64_t first_column) {
+  const bool has_q = q.data != nullptr;
+  const DType format = has_q ? q.dtype : q_transposed.dtype;
   const int64_t rows = x.shape[0], cols = has_q ? q.shape[1] : q_transposed.shape[0];
-  NANOFORGE_CHECK(!has_q || (q.rank == 2 && q.shape[0] == rows), "fp8_quantize: q {} for x {}", q.describe(),
-                  x.describe());
-  NANOFORGE_CHECK(!has_t || (q_transposed.rank == 2 && q_transposed.shape[0] == cols &&
-                             q_transposed.shape[1] == rows && q_transposed.dtype == format),
-                  "fp8_quantize: q_transposed {} for {} x {}", q_transposed.describe(), cols, rows);
-  NANOFORGE_CHECK(first_column >= 0 && first_column + cols <= x.shape[1],
-                  "fp8_quantize: columns [{}, {}) of {}", first_column, first_column + cols, x.describe());
-  check_tensor(inv_scale, DType::kF32, "fp8_quantize", "inv_scale");
   if (rows == 0 || cols == 0) return;
   if (x.dtype == DType::kF32) {
-    launch_quantize<float>(q, q_transposed, inv_scale, x, first_column, cols, format);
+    launch_quantize<float>(q, q_transposed, inv_scale, amax, amax_source, x, first_column, cols, format);
   } else {
     check_tensor(x, DType::kBF16, "fp8_quantize", "x");
-    launch_quantize<__nv_bfloat16>(q, q_transposed, inv_scale, x, first_column, cols, format);
+    launch_quantize<__nv_bfloat16>(q, q_transposed, inv_scale, amax, amax_source, x, first_column, cols,
+                                   format);
   }
 }
 

@@ -2,16 +2,18 @@
 // kernels/cpu/residual_mix_rmsnorm.cpp, one pass where the unfused sequence took two (forward) or two plus
 // the mix's reduction (backward). One warp per row of C channels, as rmsnorm.cu.
 // Forward: residual = bf16(a x + b x0) is written and its sum of squares taken in the same sweep; the second
-// sweep re-reads the lane's own residual packs (L1/L2, just written) to write the normalised row. DRAM: read
-// x, x0, write residual and out (4 N C bf16) instead of the 5 N C of the mix and the norm apart.
-// Backward: the norm's gradient is added to d_residual and rounded to bf16 (as the unfused ops stored it),
-// and from that same value come d_x = a g (over d_residual), d_x0 += b g and the lambda dot products; the
-// dot products are summed per block into partials and folded in a fixed order (reductions.cuh), so they are
-// the same bits on every run. The row loop strides over a grid capped by the shape alone (launch_shape.cuh).
+// sweep re-reads the lane's own residual packs (L1/L2, just written) to write the normalised row, and can
+// take the max of it, the amax of the FP8 GEMM that reads it (amax.cuh). DRAM: read x, x0, write residual and
+// out (4 N C bf16) instead of the 5 N C of the mix and the norm apart. Backward: the norm's gradient is added
+// to d_residual and rounded to bf16 (as the unfused ops stored it), and from that same value come d_x = a g
+// (over d_residual), d_x0 += b g and the lambda dot products; the dot products are summed per block into
+// partials and folded in a fixed order (reductions.cuh), so they are the same bits on every run. The row loop
+// strides over a grid capped by the shape alone (launch_shape.cuh).
 #include <initializer_list>
 #include <limits>
 #include <utility>
 
+#include "kernels/cuda/amax.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/launch.cuh"
@@ -30,11 +32,12 @@ constexpr int kSumThreads = 256;            // the block that folds the partials
 
 // residual, out, x, x0: (rows, width) bf16, row-major; x may be x0; rstd (rows) f32.
 //   residual = bf16(a x + b x0);  rstd = 1 / sqrt(mean(residual^2) + eps);  out = residual * rstd
+// amax_bits, unless null, is raised to max |out| (amax.cuh).
 template <int kCount>
 __global__ void residual_mix_rmsnorm_forward_kernel(__nv_bfloat16* residual, __nv_bfloat16* out, float* rstd,
                                                     const __nv_bfloat16* x, const __nv_bfloat16* x0,
                                                     const float* resid_lambda, const float* x0_lambda,
-                                                    int64_t rows, int width, float eps) {
+                                                    int64_t rows, int width, float eps, unsigned* amax_bits) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
   if (row >= rows) return;  // the whole warp leaves together, so the shuffles below stay full-warp
   const int lane = threadIdx.x % kWarpSize;
@@ -60,14 +63,18 @@ __global__ void residual_mix_rmsnorm_forward_kernel(__nv_bfloat16* residual, __n
   const float inv_rms = 1.0f / sqrtf(sum_squares / static_cast<float>(width) + eps);
   if (lane == 0) rstd[row] = inv_rms;
 
+  unsigned local_amax = 0;
   for (int p = lane; p < packs; p += kWarpSize) {
     const Pack<__nv_bfloat16, kCount> mixed = pack_at<kCount>(residual + offset, p);  // this lane's own write
     Pack<__nv_bfloat16, kCount> result;
 #pragma unroll
-    for (int k = 0; k < kCount; ++k)
+    for (int k = 0; k < kCount; ++k) {
       result.values[k] = __float2bfloat16_rn(__bfloat162float(mixed.values[k]) * inv_rms);
+      local_amax = max(local_amax, abs_bits(__bfloat162float(result.values[k])));
+    }
     pack_at<kCount>(out + offset, p) = result;
   }
+  warp_raise_amax(amax_bits, local_amax);
 }
 
 // d_residual, d_x0, d_out, out, x, x0: (rows, width) bf16, row-major; rstd (rows) f32; partials (gridDim.x,
@@ -176,12 +183,14 @@ RowShape check_rows(std::initializer_list<std::pair<const TensorView*, const cha
 }  // namespace
 
 void residual_mix_rmsnorm_forward(TensorView residual, TensorView out, TensorView rstd, TensorView x,
-                                  TensorView x0, TensorView resid_lambda, TensorView x0_lambda) {
+                                  TensorView x0, TensorView resid_lambda, TensorView x0_lambda,
+                                  ops::AmaxOutput amax) {
   constexpr const char* kOp = "residual_mix_rmsnorm_forward";
   const RowShape shape =
       check_rows({{&residual, "residual"}, {&out, "out"}, {&x, "x"}, {&x0, "x0"}}, x, rstd, kOp);
   check_scalar(resid_lambda, kOp, "resid_lambda");
   check_scalar(x0_lambda, kOp, "x0_lambda");
+  unsigned* amax_bits = amax_word(amax, kOp);  // zeroed: the max of nothing is 0
   if (shape.rows == 0) return;
   const bool packable = rows_packable<__nv_bfloat16>(shape.width, {residual.data, out.data, x.data, x0.data});
   with_pack_count<__nv_bfloat16>(packable, [&](auto count) {
@@ -189,7 +198,7 @@ void residual_mix_rmsnorm_forward(TensorView residual, TensorView out, TensorVie
         blocks_for(shape.rows, kRowsPerBlock, std::numeric_limits<int>::max()), kThreadsPerBlock)(
         residual.as<__nv_bfloat16>(), out.as<__nv_bfloat16>(), rstd.as<float>(), x.as<__nv_bfloat16>(),
         x0.as<__nv_bfloat16>(), resid_lambda.as<float>(), x0_lambda.as<float>(), shape.rows, shape.width,
-        static_cast<float>(ops::kRmsNormEps));
+        static_cast<float>(ops::kRmsNormEps), amax_bits);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
 }

@@ -2,9 +2,11 @@
 // twin of kernels/cpu/rmsnorm.cpp: same math, bf16 activations, fp32 statistics and accumulation.
 // One warp per row: rows are short (C = 1280 channels, or a 128-wide head for QK-norm), so a warp covers one
 // with a few 16-byte loads per lane and reduces it with shuffles, no shared memory and no block barrier. Each
-// kernel reads its row twice (reduce, then write); the second pass hits L1/L2, as the row was just read.
+// kernel reads its row twice (reduce, then write); the second pass hits L1/L2, as the row was just read. The
+// forward can take the max of what it writes, the amax of the FP8 GEMM that reads it (amax.cuh).
 #include <limits>
 
+#include "kernels/cuda/amax.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/launch.cuh"
@@ -20,9 +22,10 @@ constexpr int kThreadsPerBlock = kRowsPerBlock * kWarpSize;
 // x, out: (rows, width) bf16, row-major, out may alias x; rstd: (rows) f32. Each row is width / kCount packs;
 // lane l handles packs l, l + 32, ...
 //   rstd = 1 / sqrt(mean(x^2) + eps);  out = x * (rstd * scale)
+// amax_bits, unless null, is raised to max |out| (amax.cuh).
 template <int kCount>
 __global__ void rmsnorm_forward_kernel(__nv_bfloat16* out, float* rstd, const __nv_bfloat16* x, int64_t rows,
-                                       int width, float scale, float eps) {
+                                       int width, float scale, float eps, unsigned* amax_bits) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
   if (row >= rows) return;  // the whole warp leaves together, so the shuffles below stay full-warp
   const int lane = threadIdx.x % kWarpSize;
@@ -44,14 +47,18 @@ __global__ void rmsnorm_forward_kernel(__nv_bfloat16* out, float* rstd, const __
   if (lane == 0) rstd[row] = inv_rms;
 
   const float multiplier = inv_rms * scale;
+  unsigned local_amax = 0;
   for (int p = lane; p < packs; p += kWarpSize) {
     const Pack<__nv_bfloat16, kCount> in = pack_at<kCount>(x_row, p);
     Pack<__nv_bfloat16, kCount> result;
 #pragma unroll
-    for (int k = 0; k < kCount; ++k)
+    for (int k = 0; k < kCount; ++k) {
       result.values[k] = __float2bfloat16_rn(__bfloat162float(in.values[k]) * multiplier);
+      local_amax = max(local_amax, abs_bits(__bfloat162float(result.values[k])));
+    }
     pack_at<kCount>(out_row, p) = result;
   }
+  warp_raise_amax(amax_bits, local_amax);
 }
 
 // d_x, d_out, out: (rows, width) bf16, row-major; rstd: (rows) f32. d_x may alias d_out: a lane writes only
@@ -120,7 +127,7 @@ int row_blocks(int64_t rows) {
 
 }  // namespace
 
-void rmsnorm_forward(TensorView out, TensorView rstd, TensorView x, double scale) {
+void rmsnorm_forward(TensorView out, TensorView rstd, TensorView x, double scale, ops::AmaxOutput amax) {
   constexpr const char* kOp = "rmsnorm_forward";
   check_tensor(x, DType::kBF16, kOp, "x");
   check_tensor(out, DType::kBF16, kOp, "out");
@@ -129,12 +136,13 @@ void rmsnorm_forward(TensorView out, TensorView rstd, TensorView x, double scale
   const RowShape shape = row_shape(x, kOp);
   NANOFORGE_CHECK(rstd.numel() == shape.rows, "{} on CUDA: rstd {} must hold one value per row of x {}", kOp,
                   rstd.describe(), x.describe());
+  unsigned* amax_bits = amax_word(amax, kOp);  // zeroed: the max of nothing is 0
   if (shape.rows == 0) return;
   const bool packable = rows_packable<__nv_bfloat16>(shape.width, {out.data, x.data});
   with_pack_count<__nv_bfloat16>(packable, [&](auto count) {
     launch_kernel<rmsnorm_forward_kernel<decltype(count)::value>>(row_blocks(shape.rows), kThreadsPerBlock)(
         out.as<__nv_bfloat16>(), rstd.as<float>(), x.as<__nv_bfloat16>(), shape.rows, shape.width,
-        static_cast<float>(scale), static_cast<float>(ops::kRmsNormEps));
+        static_cast<float>(scale), static_cast<float>(ops::kRmsNormEps), amax_bits);
   });
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
 }

@@ -1,11 +1,13 @@
 // The CPU FP8 ops against their definitions: fp8_quantize's codes are kernels/fp8_format.h's codes of x times
 // the scale of the block's own amax (values outside the block cannot change it), in both layouts, with
 // inv_scale = 1 / scale; fp8_matmul is the GEMM of the decoded, scaled operands (torch._scaled_mm on a CPU)
-// into a block of columns, beta honoured; copy_columns moves exactly its block.
+// into a block of columns, beta honoured; copy_columns moves exactly its block. A given amax replaces the
+// block's own, and the ops that produce an FP8 GEMM's input write the amax of what they wrote.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -14,6 +16,11 @@
 
 namespace nanoforge {
 namespace {
+
+// One f32 on the CPU as a (1) view.
+TensorView scalar(float& value) {
+  return TensorView(&value, {1}, DType::kF32, Device::kCpu);
+}
 
 std::vector<float> normal(int64_t count, float stddev, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -29,15 +36,16 @@ TEST(Fp8Ops, QuantizeUsesTheBlocksOwnAmaxInBothLayouts) {
   std::vector<float> x = normal(rows * cols, 2.0f, 1);
   x[3 * cols + 2] = 1e6f;  // outside the block: must not enter its amax
   std::vector<uint8_t> q(rows * width), q_t(width * rows);
-  float inv_scale = 0;
+  float inv_scale = 0, amax_written = -1;
   ops::fp8_quantize(TensorView(q.data(), {rows, width}, DType::kF8E4M3, Device::kCpu),
-                    TensorView(q_t.data(), {width, rows}, DType::kF8E4M3, Device::kCpu),
-                    TensorView(&inv_scale, {1}, DType::kF32, Device::kCpu),
+                    TensorView(q_t.data(), {width, rows}, DType::kF8E4M3, Device::kCpu), scalar(inv_scale),
+                    scalar(amax_written), ops::Fp8Amax::kCompute,
                     TensorView(x.data(), {rows, cols}, DType::kF32, Device::kCpu), first);
   float amax = 0;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < width; ++c)
       amax = std::max(amax, std::fabs(x[r * cols + first + c]));
+  EXPECT_EQ(amax_written, amax);
   const float scale = fp8::tensorwise_scale(amax, fp8::Format::kE4m3);
   EXPECT_EQ(inv_scale, 1.0f / scale);
   int saturated = 0;
@@ -52,12 +60,73 @@ TEST(Fp8Ops, QuantizeUsesTheBlocksOwnAmaxInBothLayouts) {
   EXPECT_GE(saturated, 1);  // the amax element lands exactly on +-448
 }
 
+// A given amax is used as it is (here one 4x the block's own), and the block is not read for another.
+TEST(Fp8Ops, QuantizeWithAGivenAmaxScalesByIt) {
+  const std::vector<float> x = normal(8 * 32, 1.0f, 4);
+  float block_amax = 0;
+  for (float v : x)
+    block_amax = std::max(block_amax, std::fabs(v));
+  float given = 4 * block_amax, inv_scale = 0;
+  std::vector<uint8_t> q(8 * 32);
+  ops::fp8_quantize(TensorView(q.data(), {8, 32}, DType::kF8E4M3, Device::kCpu), TensorView(),
+                    scalar(inv_scale), scalar(given), ops::Fp8Amax::kGiven,
+                    TensorView(const_cast<float*>(x.data()), {8, 32}, DType::kF32, Device::kCpu), 0);
+  EXPECT_EQ(given, 4 * block_amax);  // read, not overwritten
+  const float scale = fp8::tensorwise_scale(given, fp8::Format::kE4m3);
+  EXPECT_EQ(inv_scale, 1.0f / scale);
+  for (size_t i = 0; i < x.size(); ++i)
+    EXPECT_EQ(q[i], fp8::encode(x[i] * scale, fp8::Format::kE4m3)) << i;
+}
+
+// The ops that produce an FP8 GEMM's input write max |out| when asked, and the same outputs either way.
+TEST(Fp8Ops, ProducersWriteTheAmaxOfWhatTheyWrote) {
+  const int64_t rows = 6, width = 32;
+  const std::vector<float> x = normal(rows * width, 3.0f, 5), x0 = normal(rows * width, 1.0f, 6);
+  auto max_abs = [](const std::vector<float>& values) {
+    float m = 0;
+    for (float v : values)
+      m = std::max(m, std::fabs(v));
+    return m;
+  };
+  auto view = [&](const std::vector<float>& v) {
+    return TensorView(const_cast<float*>(v.data()), {rows, width}, DType::kF32, Device::kCpu);
+  };
+  std::vector<float> out(rows * width), plain(rows * width), residual(rows * width), rstd(rows);
+  const TensorView rstd_view(rstd.data(), {rows}, DType::kF32, Device::kCpu);
+  float amax = -1;
+
+  ops::rmsnorm_forward(view(out), rstd_view, view(x), 1.0, ops::AmaxOutput{scalar(amax)});
+  ops::rmsnorm_forward(view(plain), rstd_view, view(x), 1.0, ops::AmaxOutput());
+  EXPECT_EQ(out, plain);
+  EXPECT_EQ(amax, max_abs(out));
+
+  float a = 0.7f, b = -0.4f;
+  amax = -1;
+  ops::residual_mix_rmsnorm_forward(view(residual), view(out), rstd_view, view(x), view(x0), scalar(a),
+                                    scalar(b), ops::AmaxOutput{scalar(amax)});
+  ops::residual_mix_rmsnorm_forward(view(residual), view(plain), rstd_view, view(x), view(x0), scalar(a),
+                                    scalar(b), ops::AmaxOutput());
+  EXPECT_EQ(out, plain);
+  EXPECT_EQ(amax, max_abs(out));
+
+  amax = -1;
+  ops::relu_squared_forward(view(out), view(x), ops::AmaxOutput{scalar(amax)});
+  EXPECT_EQ(amax, max_abs(out));
+  EXPECT_GT(amax, 0.0f);
+
+  // A NaN anywhere makes the amax NaN (torch.max), so every code of the next quantisation is NaN.
+  std::vector<float> with_nan = x;
+  with_nan[7] = std::numeric_limits<float>::quiet_NaN();
+  ops::rmsnorm_forward(view(out), rstd_view, view(with_nan), 1.0, ops::AmaxOutput{scalar(amax)});
+  EXPECT_TRUE(std::isnan(amax));
+}
+
 TEST(Fp8Ops, QuantizeIntoTheTransposedLayoutAloneInE5m2) {
   std::vector<float> x = normal(4 * 16, 1.0f, 2);
   std::vector<uint8_t> q_t(16 * 4, 0xAB);
-  float inv_scale = 0;
+  float inv_scale = 0, amax_written = 0;
   ops::fp8_quantize(TensorView(), TensorView(q_t.data(), {16, 4}, DType::kF8E5M2, Device::kCpu),
-                    TensorView(&inv_scale, {1}, DType::kF32, Device::kCpu),
+                    scalar(inv_scale), scalar(amax_written), ops::Fp8Amax::kCompute,
                     TensorView(x.data(), {4, 16}, DType::kF32, Device::kCpu), 0);
   float amax = 0;
   for (float v : x)

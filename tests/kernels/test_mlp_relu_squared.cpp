@@ -39,7 +39,7 @@ TEST(MlpReluSquared, BackwardMatchesFiniteDifferencesThroughBothLayers) {
   HostTensor<double> w = random_tensor<double>({C, M}, 93), weights = random_tensor<double>({N, C}, 94);
   HostTensor<double> act({N, M}), y({N, C});
   const Objective objective = [&] {
-    ops::relu_squared_forward(act.view(), pre.view());
+    ops::relu_squared_forward(act.view(), pre.view(), ops::AmaxOutput());
     ops::matmul(y.view(), act.view(), ops::Transpose::kNo, w.view(), ops::Transpose::kYes, 1.0, 0.0);
     return weighted_sum(weights, y);
   };

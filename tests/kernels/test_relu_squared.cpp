@@ -28,7 +28,7 @@ void check_relu_squared_formula() {
     const double r = std::max(double(value), 0.0);
     expected.push_back(static_cast<T>(r * r));
   }
-  ops::relu_squared_forward(out.view(), x.view());
+  ops::relu_squared_forward(out.view(), x.view(), ops::AmaxOutput());
   EXPECT_TRUE(all_close(out, expected, 0));  // one correctly rounded product per element: exact
 
   // d_x = 2 sqrt(out) d_out = 2 relu(x) d_out: sqrt(fl(r r)) is r exactly unless r r underflows (|r| below
@@ -43,7 +43,7 @@ void check_relu_squared_formula() {
   EXPECT_TRUE(all_close(d_x, expected_grad, 0));
 
   // out may alias x.
-  ops::relu_squared_forward(x.view(), x.view());
+  ops::relu_squared_forward(x.view(), x.view(), ops::AmaxOutput());
   EXPECT_TRUE(bitwise_equal(x, out));
 }
 
@@ -61,7 +61,7 @@ TEST(ReluSquared, BackwardMatchesFiniteDifferences) {
   HostTensor<double> w = random_tensor<double>(x.shape, 82);
   HostTensor<double> out(x.shape);
   const Objective objective = [&] {
-    ops::relu_squared_forward(out.view(), x.view());
+    ops::relu_squared_forward(out.view(), x.view(), ops::AmaxOutput());
     return weighted_sum(w, out);
   };
   HostTensor<double> d_x(x.shape, std::numeric_limits<double>::quiet_NaN());
@@ -78,7 +78,7 @@ TEST(ReluSquared, BackwardMatchesFiniteDifferences) {
 TEST(ReluSquaredContracts, RejectsMismatchedShapes) {
   use_threadsafe_death_tests();
   HostTensor<double> x({4, 8}), out({8, 4});
-  EXPECT_DEATH(ops::relu_squared_forward(out.view(), x.view()), "shapes differ");
+  EXPECT_DEATH(ops::relu_squared_forward(out.view(), x.view(), ops::AmaxOutput()), "shapes differ");
   EXPECT_DEATH(ops::relu_squared_backward(x.view(), out.view(), x.view()), "shapes differ");
 }
 

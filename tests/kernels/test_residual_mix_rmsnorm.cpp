@@ -27,7 +27,7 @@ struct MixNormTensors {
 
   void forward() {
     ops::residual_mix_rmsnorm_forward(residual.view(), out.view(), rstd.view(), x.view(), x0.view(),
-                                      resid_lambda.view(), x0_lambda.view());
+                                      resid_lambda.view(), x0_lambda.view(), ops::AmaxOutput());
   }
 };
 
@@ -93,7 +93,8 @@ TEST(ResidualMixRmsNorm, BackwardWithXBeingX0MatchesFiniteDifferences) {
   HostTensor<double> w_out = random_tensor<double>(t.x.shape, 141);
   const Objective objective = [&] {
     ops::residual_mix_rmsnorm_forward(t.residual.view(), t.out.view(), t.rstd.view(), t.x0.view(),
-                                      t.x0.view(), t.resid_lambda.view(), t.x0_lambda.view());
+                                      t.x0.view(), t.resid_lambda.view(), t.x0_lambda.view(),
+                                      ops::AmaxOutput());
     const ObjectiveValue a = weighted_sum(w_residual, t.residual), b = weighted_sum(w_out, t.out);
     return ObjectiveValue{a.value + b.value, a.magnitude + b.magnitude};
   };
@@ -136,16 +137,18 @@ TEST(ResidualMixRmsNormContracts, RejectsBadShapes) {
   use_threadsafe_death_tests();
   MixNormTensors<double> t({4, 8}, 150);
   HostTensor<double> two({2}, 1.0), wrong({8, 4}), short_rstd({3});
-  EXPECT_DEATH(ops::residual_mix_rmsnorm_forward(t.residual.view(), t.out.view(), t.rstd.view(), t.x.view(),
-                                                 t.x0.view(), two.view(), t.x0_lambda.view()),
-               "resid_lambda must have one element");
-  EXPECT_DEATH(ops::residual_mix_rmsnorm_forward(t.residual.view(), t.out.view(), t.rstd.view(), t.x.view(),
-                                                 wrong.view(), t.resid_lambda.view(), t.x0_lambda.view()),
-               "shapes differ");
   EXPECT_DEATH(
-      ops::residual_mix_rmsnorm_forward(t.residual.view(), t.out.view(), short_rstd.view(), t.x.view(),
-                                        t.x0.view(), t.resid_lambda.view(), t.x0_lambda.view()),
-      "rstd .* must hold 4 rows");
+      ops::residual_mix_rmsnorm_forward(t.residual.view(), t.out.view(), t.rstd.view(), t.x.view(),
+                                        t.x0.view(), two.view(), t.x0_lambda.view(), ops::AmaxOutput()),
+      "resid_lambda must have one element");
+  EXPECT_DEATH(ops::residual_mix_rmsnorm_forward(t.residual.view(), t.out.view(), t.rstd.view(), t.x.view(),
+                                                 wrong.view(), t.resid_lambda.view(), t.x0_lambda.view(),
+                                                 ops::AmaxOutput()),
+               "shapes differ");
+  EXPECT_DEATH(ops::residual_mix_rmsnorm_forward(t.residual.view(), t.out.view(), short_rstd.view(),
+                                                 t.x.view(), t.x0.view(), t.resid_lambda.view(),
+                                                 t.x0_lambda.view(), ops::AmaxOutput()),
+               "rstd .* must hold 4 rows");
 }
 
 }  // namespace

@@ -49,12 +49,12 @@ void check_rmsnorm_forward(double scale, double rel) {
   HostTensor<T> x = rmsnorm_input<T>(50);
   HostTensor<T> out(x.shape, T{-5}), rstd({2, 9}, T{-5});
   const RmsNormReference expected = reference_rmsnorm(x.as_double(), 96, scale);
-  ops::rmsnorm_forward(out.view(), rstd.view(), x.view(), scale);
+  ops::rmsnorm_forward(out.view(), rstd.view(), x.view(), scale, ops::AmaxOutput());
   EXPECT_TRUE(all_close(out, expected.out, rel));
   EXPECT_TRUE(all_close(rstd, expected.rstd, rel));
   // In place (out aliases x): the same values, bitwise.
   HostTensor<T> in_place = x, rstd_in_place({2, 9});
-  ops::rmsnorm_forward(in_place.view(), rstd_in_place.view(), in_place.view(), scale);
+  ops::rmsnorm_forward(in_place.view(), rstd_in_place.view(), in_place.view(), scale, ops::AmaxOutput());
   EXPECT_TRUE(bitwise_equal(in_place, out));
   EXPECT_TRUE(bitwise_equal(rstd_in_place, rstd));
 }
@@ -77,7 +77,7 @@ void check_rmsnorm_backward(double scale, Accumulate mode) {
   HostTensor<double> w = random_tensor<double>(x.shape, 52);
   HostTensor<double> out(x.shape), rstd({5, 3});
   const Objective objective = [&] {
-    ops::rmsnorm_forward(out.view(), rstd.view(), x.view(), scale);
+    ops::rmsnorm_forward(out.view(), rstd.view(), x.view(), scale, ops::AmaxOutput());
     return weighted_sum(w, out);
   };
   objective();
@@ -113,8 +113,8 @@ TEST(RmsNorm, BackwardF32MatchesF64) {
   HostTensor<double> x64 = x.cast<double>(), w64 = w.cast<double>();
   HostTensor<float> out(x.shape), rstd({6}), d_x(x.shape);
   HostTensor<double> out64(x.shape), rstd64({6}), d_x64(x.shape);
-  ops::rmsnorm_forward(out.view(), rstd.view(), x.view(), 1.2);
-  ops::rmsnorm_forward(out64.view(), rstd64.view(), x64.view(), 1.2);
+  ops::rmsnorm_forward(out.view(), rstd.view(), x.view(), 1.2, ops::AmaxOutput());
+  ops::rmsnorm_forward(out64.view(), rstd64.view(), x64.view(), 1.2, ops::AmaxOutput());
   ops::rmsnorm_backward(d_x.view(), w.view(), out.view(), rstd.view(), 1.2, Accumulate::kNo);
   ops::rmsnorm_backward(d_x64.view(), w64.view(), out64.view(), rstd64.view(), 1.2, Accumulate::kNo);
   EXPECT_TRUE(all_close(d_x, d_x64.as_double(), 1e-5));
@@ -123,8 +123,10 @@ TEST(RmsNorm, BackwardF32MatchesF64) {
 TEST(RmsNormContracts, RejectsMismatchedShapes) {
   use_threadsafe_death_tests();
   HostTensor<double> x({4, 8}), out({4, 7}), rstd({4}), short_rstd({3});
-  EXPECT_DEATH(ops::rmsnorm_forward(out.view(), rstd.view(), x.view(), 1.0), "shapes differ");
-  EXPECT_DEATH(ops::rmsnorm_forward(x.view(), short_rstd.view(), x.view(), 1.0), "must hold 4 rows");
+  EXPECT_DEATH(ops::rmsnorm_forward(out.view(), rstd.view(), x.view(), 1.0, ops::AmaxOutput()),
+               "shapes differ");
+  EXPECT_DEATH(ops::rmsnorm_forward(x.view(), short_rstd.view(), x.view(), 1.0, ops::AmaxOutput()),
+               "must hold 4 rows");
   EXPECT_DEATH(ops::rmsnorm_backward(x.view(), out.view(), x.view(), rstd.view(), 1.0, Accumulate::kNo),
                "shapes differ");
 }

@@ -22,7 +22,7 @@ TensorView shaped(std::initializer_list<int64_t> dims, DType dtype) {
 TEST(OpCost, RmsnormForwardReadsXWritesOutAndRstd) {
   // x, out (4, 8) bf16: 64 bytes each; rstd (4) f32: 16 bytes.
   const OpCost cost = cost::rmsnorm_forward(shaped({4, 8}, DType::kBF16), shaped({4}, DType::kF32),
-                                            shaped({4, 8}, DType::kBF16), 1.0);
+                                            shaped({4, 8}, DType::kBF16), 1.0, ops::AmaxOutput());
   EXPECT_EQ(cost.bytes, 64 + 64 + 16);
   EXPECT_EQ(cost.kernels, 1);
   EXPECT_EQ(cost.tensor_flops, 0);
@@ -151,7 +151,7 @@ TEST(CostRecording, OpsAreRecordedUnderTheProfilersNameAndDoNotRun) {
     OpCostRecorder priced(recorded);
     const ops::ScopedOpRecording recording(priced);
     ops::fill(x, 7.0);
-    ops::relu_squared_forward(x, x);
+    ops::relu_squared_forward(x, x, ops::AmaxOutput());
     EXPECT_EQ(ops::squared_norm(x), 0.0);  // recorded, not computed
   }
   EXPECT_EQ(recorded.names, (std::vector<std::string>{"fill", "relu_squared_forward", "squared_norm"}));

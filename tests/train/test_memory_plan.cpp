@@ -9,6 +9,7 @@
 #include "dist/single_communicator.h"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/device_buffer.h"
+#include "model/fp8_linears.h"
 #include "model/gpt.h"
 #include "optim/data_parallel_optimizer.h"
 #include "optim/named_tensor.h"
@@ -43,7 +44,7 @@ TEST(MemoryPlan, IsWhatACpuRunAllocates) {
   const int64_t allocated = device_bytes_in_use(Device::kCpu) - before;
 
   const MemoryPlan plan = plan_training_memory(config, groups_of(config, model.layout()), Device::kCpu,
-                                               kBatch, kSeq, 0, 1, kBucketBytes);
+                                               kBatch, kSeq, 0, 1, kBucketBytes, /*fp8=*/false);
   EXPECT_EQ(plan.params, model.params().bytes());
   EXPECT_EQ(plan.grads, model.grads().bytes());
   EXPECT_EQ(plan.compute_weights, 0);
@@ -55,6 +56,25 @@ TEST(MemoryPlan, IsWhatACpuRunAllocates) {
   EXPECT_GT(plan.checkpoint_snapshot,
             2 * plan.params);  // the weights, and a state tensor per parameter at least
   EXPECT_NE(plan.table().find("total"), std::string::npos);
+}
+
+// A run in FP8 plans the scratch of the FP8 GEMMs with its activations, as the model then takes it.
+TEST(MemoryPlan, Fp8RunPlansTheScratchTheModelTakes) {
+  const GPTConfig config = small_model();
+  ASSERT_GT(Fp8Linears::of(config).converted, 0);
+  GPT model(config, Device::kCpu, DType::kF32);
+  ops::KernelSettings settings;
+  settings.fp8 = true;
+  model.set_kernel_settings(settings);
+  model.plan(kBatch, kSeq);
+  const std::vector<ParamGroup> groups = groups_of(config, model.layout());
+  const MemoryPlan fp8 =
+      plan_training_memory(config, groups, Device::kCpu, kBatch, kSeq, 0, 1, kBucketBytes, true);
+  const MemoryPlan plain =
+      plan_training_memory(config, groups, Device::kCpu, kBatch, kSeq, 0, 1, kBucketBytes, false);
+  EXPECT_EQ(fp8.activations,
+            model.activation_bytes() + GPT::memory_bytes(config, Device::kCpu, DType::kF32).rotary_tables);
+  EXPECT_GT(fp8.activations, plain.activations);
 }
 
 TEST(MemoryPlan, GpuKeepsFp32MasterAndStateWithBf16MuonScratch) {
@@ -81,9 +101,10 @@ TEST(MemoryPlan, GpuPlanHalvesTheActivationsAndAddsTheBf16Matrices) {
   const GPTConfig config = small_model();
   const ParamLayout layout(config);
   const std::vector<ParamGroup> groups = groups_of(config, layout);
-  const MemoryPlan cpu = plan_training_memory(config, groups, Device::kCpu, kBatch, kSeq, 0, 1, kBucketBytes);
+  const MemoryPlan cpu =
+      plan_training_memory(config, groups, Device::kCpu, kBatch, kSeq, 0, 1, kBucketBytes, false);
   const MemoryPlan gpu =
-      plan_training_memory(config, groups, Device::kCuda, kBatch, kSeq, 0, 1, kBucketBytes);
+      plan_training_memory(config, groups, Device::kCuda, kBatch, kSeq, 0, 1, kBucketBytes, false);
   EXPECT_EQ(gpu.dtype, DType::kBF16);
   EXPECT_EQ(gpu.params, cpu.params);
   EXPECT_EQ(gpu.optimizer_state, cpu.optimizer_state);

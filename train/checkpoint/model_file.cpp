@@ -46,7 +46,8 @@ absl::StatusOr<CheckpointModel> load_checkpoint_model(const std::string& path,
         fmt::format("{}/model.h5: vocabulary of {} tokens, but its tokenizer {} has {}", checkpoint,
                     config.vocab_size, tokenizer_path, tokenizer->vocab_size()));
   }
-  NANOFORGE_RETURN_IF_ERROR(check_model_fits(config, device, batch.rows, config.sequence_len, batch.setting));
+  NANOFORGE_RETURN_IF_ERROR(
+      check_model_fits(config, device, batch.rows, config.sequence_len, /*fp8=*/false, batch.setting));
   auto model = std::make_unique<GPT>(config, device, training_dtype(device));
   NANOFORGE_RETURN_IF_ERROR(load_model_weights(checkpoint, *model));
   model->refresh_compute_weights();

@@ -116,14 +116,14 @@ TEST_P(CudaElementwise, ReluSquaredIsTheCpuResultRounded) {
   // relu(x)^2 of bf16 values is exact in fp32 on both sides. The backward reads the forward's output as the
   // GPU stores it (bf16) on both sides, where both compute 2 sqrt(out) d_out with the same fp32 operations.
   std::vector<float> out_cpu(x.size()), d_x_cpu(x.size());
-  ops::relu_squared_forward(cpu_view(out_cpu, s), cpu_view(x, s));
+  ops::relu_squared_forward(cpu_view(out_cpu, s), cpu_view(x, s), ops::AmaxOutput());
   std::vector<float> stored_out = rounded_to_bf16(out_cpu);
   ops::relu_squared_backward(cpu_view(d_x_cpu, s), cpu_view(d_out, s), cpu_view(stored_out, s));
 
   const Bf16OnGpu x_gpu(x, s), d_out_gpu(d_out, s);
   const Bf16OnGpu out_gpu(std::vector<float>(x.size(), 3.0f), s),
       d_x_gpu(std::vector<float>(x.size(), 3.0f), s);
-  ops::relu_squared_forward(out_gpu.view(), x_gpu.view());
+  ops::relu_squared_forward(out_gpu.view(), x_gpu.view(), ops::AmaxOutput());
   ops::relu_squared_backward(d_x_gpu.view(), d_out_gpu.view(), out_gpu.view());
   const std::vector<float> out = out_gpu.values();
   const std::vector<float> d_x = d_x_gpu.values();
@@ -132,7 +132,7 @@ TEST_P(CudaElementwise, ReluSquaredIsTheCpuResultRounded) {
 
   // out may alias x, d_x may alias d_out: the same bits in place.
   const Bf16OnGpu in_place(x, s);
-  ops::relu_squared_forward(in_place.view(), in_place.view());
+  ops::relu_squared_forward(in_place.view(), in_place.view(), ops::AmaxOutput());
   expect_same_values(in_place.values(), out, "relu_squared_forward in place");
   const Bf16OnGpu gradient_in_place(d_out, s);
   ops::relu_squared_backward(gradient_in_place.view(), gradient_in_place.view(), out_gpu.view());
@@ -203,7 +203,8 @@ TEST(CudaElementwiseContract, RejectsWrongDtypesAndShapes) {
   const TensorView lambda(nullptr, {1}, DType::kF32, Device::kCuda);
   const TensorView lambda_bf16(nullptr, {1}, DType::kBF16, Device::kCuda);
   const TensorView two_lambdas(nullptr, {2}, DType::kF32, Device::kCuda);
-  EXPECT_DEATH(ops::relu_squared_forward(f32, f32), "relu_squared_forward on CUDA: out must be bf16");
+  EXPECT_DEATH(ops::relu_squared_forward(f32, f32, ops::AmaxOutput()),
+               "relu_squared_forward on CUDA: out must be bf16");
   EXPECT_DEATH(ops::relu_squared_backward(bf16, bf16, other_shape), "relu_squared_backward");
   EXPECT_DEATH(ops::backout_forward(bf16, bf16, bf16, lambda_bf16),
                "backout_forward on CUDA: lambda must be f32");

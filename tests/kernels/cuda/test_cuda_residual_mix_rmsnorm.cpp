@@ -57,15 +57,15 @@ TEST_P(CudaResidualMixRmsNorm, ForwardAndBackwardMatchCpu) {
   std::vector<float> x_values = x, x0_values = x0, residual_cpu(numel), out_unused(numel),
                      rstd_unused(s.rows);
   ops::residual_mix_rmsnorm_forward(cpu(residual_cpu), cpu(out_unused), cpu_view(rstd_unused, {s.rows}),
-                                    cpu(x_values), cpu(x0_values), cpu_view(a_cpu, {1}),
-                                    cpu_view(b_cpu, {1}));
+                                    cpu(x_values), cpu(x0_values), cpu_view(a_cpu, {1}), cpu_view(b_cpu, {1}),
+                                    ops::AmaxOutput());
   const PaddedOnGpu<uint16_t> x_gpu = on_gpu(x), x0_gpu = on_gpu(x0);
   const PaddedOnGpu<uint16_t> residual_gpu = on_gpu(std::vector<float>(numel, 3.0f));
   const PaddedOnGpu<uint16_t> out_gpu = on_gpu(std::vector<float>(numel, 3.0f));
   const DeviceBuffer rstd_gpu(Device::kCuda, s.rows * dtype_bytes(DType::kF32));
   const TensorView rstd_view = cuda_view(rstd_gpu, {s.rows}, DType::kF32);
   ops::residual_mix_rmsnorm_forward(gpu(residual_gpu), gpu(out_gpu), rstd_view, gpu(x_gpu), gpu(x0_gpu),
-                                    a_gpu, b_gpu);
+                                    a_gpu, b_gpu, ops::AmaxOutput());
   std::vector<float> residual = from_bf16_bits(residual_gpu.contents());
   const std::vector<float> out = from_bf16_bits(out_gpu.contents());
   std::vector<float> rstd = download<float>(rstd_gpu);
@@ -80,7 +80,8 @@ TEST_P(CudaResidualMixRmsNorm, ForwardAndBackwardMatchCpu) {
   std::vector<float> zeros(numel, 0.0f), one{1.0f}, zero{0.0f}, mixed_unused(numel), out_cpu(numel),
       rstd_cpu(s.rows);
   ops::residual_mix_rmsnorm_forward(cpu(mixed_unused), cpu(out_cpu), cpu_view(rstd_cpu, {s.rows}),
-                                    cpu(residual), cpu(zeros), cpu_view(one, {1}), cpu_view(zero, {1}));
+                                    cpu(residual), cpu(zeros), cpu_view(one, {1}), cpu_view(zero, {1}),
+                                    ops::AmaxOutput());
   for (int64_t r = 0; r < s.rows; ++r) {
     // Sums of squares (positive terms) within sum_bound() relatively: rstd within half that.
     ASSERT_NEAR(rstd[r], rstd_cpu[r], sum_bound() * rstd_cpu[r]) << "rstd row " << r;
@@ -180,11 +181,14 @@ TEST(CudaResidualMixRmsNormContract, RejectsWrongDtypesAndShapes) {
   const TensorView lambda(nullptr, {1}, DType::kF32, Device::kCuda);
   const TensorView lambda_bf16(nullptr, {1}, DType::kBF16, Device::kCuda);
   const TensorView two_lambdas(nullptr, {2}, DType::kF32, Device::kCuda);
-  EXPECT_DEATH(ops::residual_mix_rmsnorm_forward(bf16, bf16, rstd, bf16, bf16, lambda_bf16, lambda),
-               "residual_mix_rmsnorm_forward on CUDA: resid_lambda must be f32");
-  EXPECT_DEATH(ops::residual_mix_rmsnorm_forward(f32, bf16, rstd, bf16, bf16, lambda, lambda),
-               "residual_mix_rmsnorm_forward on CUDA: residual must be bf16");
-  EXPECT_DEATH(ops::residual_mix_rmsnorm_forward(bf16, bf16, short_rstd, bf16, bf16, lambda, lambda),
+  EXPECT_DEATH(
+      ops::residual_mix_rmsnorm_forward(bf16, bf16, rstd, bf16, bf16, lambda_bf16, lambda, ops::AmaxOutput()),
+      "residual_mix_rmsnorm_forward on CUDA: resid_lambda must be f32");
+  EXPECT_DEATH(
+      ops::residual_mix_rmsnorm_forward(f32, bf16, rstd, bf16, bf16, lambda, lambda, ops::AmaxOutput()),
+      "residual_mix_rmsnorm_forward on CUDA: residual must be bf16");
+  EXPECT_DEATH(ops::residual_mix_rmsnorm_forward(bf16, bf16, short_rstd, bf16, bf16, lambda, lambda,
+                                                 ops::AmaxOutput()),
                "must hold one value per row");
   EXPECT_DEATH(ops::residual_mix_rmsnorm_backward(bf16, bf16, two_lambdas, lambda, bf16, bf16, rstd, bf16,
                                                   bf16, lambda, lambda),

@@ -47,7 +47,7 @@ ForwardResult cuda_forward(const std::vector<float>& x, int64_t width, double sc
   const DeviceBuffer rstd_gpu(Device::kCuda, kRows * dtype_bytes(DType::kF32));
   ops::rmsnorm_forward(cuda_view(out_gpu, {kRows, width}, DType::kBF16),
                        cuda_view(rstd_gpu, {kRows}, DType::kF32),
-                       cuda_view(x_gpu, {kRows, width}, DType::kBF16), scale);
+                       cuda_view(x_gpu, {kRows, width}, DType::kBF16), scale, ops::AmaxOutput());
   return {from_bf16_bits(download<uint16_t>(out_gpu)), download<float>(rstd_gpu)};
 }
 
@@ -88,7 +88,7 @@ TEST_P(CudaRmsNorm, ForwardMatchesCpu) {
   std::vector<float> out_cpu(x.size());
   std::vector<float> rstd_cpu(kRows);
   ops::rmsnorm_forward(cpu_view(out_cpu, {kRows, width()}), cpu_view(rstd_cpu, {kRows}),
-                       cpu_view(x, {kRows, width()}), scale());
+                       cpu_view(x, {kRows, width()}), scale(), ops::AmaxOutput());
   const ForwardResult gpu = cuda_forward(x, width(), scale());
 
   for (int64_t r = 0; r < kRows; ++r) {
@@ -154,7 +154,7 @@ TEST_P(CudaRmsNorm, InPlaceMatchesOutOfPlace) {
   const DeviceBuffer x_gpu = upload(to_bf16_bits(x));
   const DeviceBuffer rstd_gpu(Device::kCuda, kRows * dtype_bytes(DType::kF32));
   const TensorView x_view = cuda_view(x_gpu, {kRows, width()}, DType::kBF16);
-  ops::rmsnorm_forward(x_view, cuda_view(rstd_gpu, {kRows}, DType::kF32), x_view, scale());
+  ops::rmsnorm_forward(x_view, cuda_view(rstd_gpu, {kRows}, DType::kF32), x_view, scale(), ops::AmaxOutput());
   EXPECT_EQ(from_bf16_bits(download<uint16_t>(x_gpu)), out_of_place.out);
   EXPECT_EQ(download<float>(rstd_gpu), out_of_place.rstd);
 
@@ -185,8 +185,9 @@ TEST(CudaRmsNormContract, RejectsWrongDtypes) {
   const TensorView x_f32(nullptr, {4, 128}, DType::kF32, Device::kCuda);
   const TensorView rstd_f32(nullptr, {4}, DType::kF32, Device::kCuda);
   const TensorView rstd_bf16(nullptr, {4}, DType::kBF16, Device::kCuda);
-  EXPECT_DEATH(ops::rmsnorm_forward(x_f32, rstd_f32, x_f32, 1.0), "rmsnorm_forward on CUDA: x must be bf16");
-  EXPECT_DEATH(ops::rmsnorm_forward(x_bf16, rstd_bf16, x_bf16, 1.0),
+  EXPECT_DEATH(ops::rmsnorm_forward(x_f32, rstd_f32, x_f32, 1.0, ops::AmaxOutput()),
+               "rmsnorm_forward on CUDA: x must be bf16");
+  EXPECT_DEATH(ops::rmsnorm_forward(x_bf16, rstd_bf16, x_bf16, 1.0, ops::AmaxOutput()),
                "rmsnorm_forward on CUDA: rstd must be f32");
   EXPECT_DEATH(ops::rmsnorm_backward(x_bf16, x_bf16, x_bf16, rstd_bf16, 1.0, ops::Accumulate::kNo),
                "rmsnorm_backward on CUDA: rstd must be f32");
