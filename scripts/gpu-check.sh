@@ -551,7 +551,7 @@ gpu_stages() {
   bench_stage bench-d20-fused 90 --depth 20 --seq 2048 --batch 32 --vocab 32768 --steps 2 --warmup 1 --profile \
     --mlp-gemm fused
   # FP8 (model.fp8): the same d20 step with every eligible Linear in FP8, profiled (fp8_matmul and
-  # fp8_quantize rows against bench-d20's matmul rows; docs/fp8.md's predicted +27 % on an H200).
+  # fp8_quantize rows against bench-d20's matmul rows; docs/fp8.md's predicted +28 % on one H200).
   bench_stage bench-d20-fp8 90 --depth 20 --seq 2048 --batch 32 --vocab 32768 --steps 2 --warmup 1 --profile --fp8
 }
 
