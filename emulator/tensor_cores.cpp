@@ -1,10 +1,12 @@
 // wmma fragment operations and the inline-PTX mma.sync and ldmatrix (plain and .trans) on the emulator
 // (tensor_cores.h): each is one warp call; wmma goes through the launch's random element-to-lane mapping, PTX
-// through the ISA's layouts. Products multiply bf16 values exactly in fp32 and add in k order, rounding each
-// addition to nearest or, in the truncating mode, toward zero (-frounding-math keeps the compiler from
-// assuming the default mode).
+// through the ISA's layouts. Products multiply bf16 (or FP8) values exactly in fp32 and add in k order,
+// rounding each addition to nearest or, in the truncating mode, toward zero (-frounding-math keeps the
+// compiler from assuming the default mode).
 #include "emulator/tensor_cores.h"
 
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 
 #include "emulator/emulator.h"
 #include "emulator/execution.h"
+#include "emulator/runtime.h"
 
 namespace nanoforge::emulator {
 namespace {
@@ -219,6 +222,51 @@ void complete_ptx_mma(WarpCall& call) {
   }
 }
 
+struct PtxFp8MmaRecord {
+  float* d;
+  const uint32_t* a;
+  const uint32_t* b;
+  const float* c;
+  bool a_is_e5m2;
+};
+
+// Byte `index` of a register as the value of its FP8 code (cuda_fp8.h's conversion, exact in fp32).
+float fp8_value(uint32_t codes, int index, bool e5m2) {
+  const auto code = static_cast<__nv_fp8_storage_t>((codes >> (8 * index)) & 0xFFu);
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(code, e5m2 ? __NV_E5M2 : __NV_E4M3)));
+}
+
+// mma.m16n8k32 on FP8 codes with the PTX ISA's layouts (mma_ptx.cuh): g = lane / 4, t = lane % 4, byte j of
+// a register is k = 4t + j (+ 16 for a[2], a[3] and b[1]). FP8 x FP8 products are exact in fp32; the sums
+// round as multiply_add's.
+void complete_ptx_fp8_mma(WarpCall& call) {
+  constexpr int kM = 16, kN = 8, kK = 32;
+  const bool a_is_e5m2 = static_cast<const PtxFp8MmaRecord*>(call.records[0])->a_is_e5m2;
+  float a[kM][kK], b[kK][kN], c[kM][kN], d[kM][kN];
+  for (int lane = 0; lane < kLanes; ++lane) {
+    const auto& r = *static_cast<const PtxFp8MmaRecord*>(call.records[lane]);
+    if (r.a_is_e5m2 != a_is_e5m2) device_error("mma.sync.m16n8k32: lanes disagree on A's type", call.site);
+    const int g = lane / 4, t = lane % 4;
+    for (int i = 0; i < 4; ++i) {
+      const int row = g + (i % 2) * 8, col = 4 * t + (i / 2) * 16;
+      for (int j = 0; j < 4; ++j)
+        a[row][col + j] = fp8_value(r.a[i], j, a_is_e5m2);
+    }
+    for (int i = 0; i < 2; ++i) {
+      for (int j = 0; j < 4; ++j)
+        b[4 * t + i * 16 + j][g] = fp8_value(r.b[i], j, false);
+    }
+    for (int i = 0; i < 4; ++i)
+      c[g + (i / 2) * 8][2 * t + i % 2] = r.c[i];
+  }
+  multiply_add(&d[0][0], &a[0][0], &b[0][0], &c[0][0], kM, kN, kK);
+  for (int lane = 0; lane < kLanes; ++lane) {
+    const auto& r = *static_cast<const PtxFp8MmaRecord*>(call.records[lane]);
+    for (int i = 0; i < 4; ++i)
+      r.d[i] = d[lane / 4 + (i / 2) * 8][2 * (lane % 4) + i % 2];
+  }
+}
+
 struct LdmatrixRecord {
   uint32_t* r;
   const void* row;
@@ -273,6 +321,20 @@ void ptx_mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)
                       std::source_location site) {
   WarpCall call{.name = "mma.sync.m16n8k16", .mask = kFullWarp, .site = site, .complete = &complete_ptx_mma};
   PtxMmaRecord record{d, a, b, c};
+  warp_call(call, &record);
+}
+
+void ptx_mma_m16n8k32_fp8(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], const float (&c)[4],
+                          bool a_is_e5m2, std::source_location site) {
+  const DeviceProfile& profile = device_profile();
+  if (profile.major * 10 + profile.minor < 89) {
+    device_error(fmt::format("mma.sync.m16n8k32 on FP8 needs compute capability 8.9 or newer; this GPU is {}",
+                             profile.architecture),
+                 site);
+  }
+  WarpCall call{
+      .name = "mma.sync.m16n8k32.fp8", .mask = kFullWarp, .site = site, .complete = &complete_ptx_fp8_mma};
+  PtxFp8MmaRecord record{d, a, b, c, a_is_e5m2};
   warp_call(call, &record);
 }
 

@@ -37,6 +37,8 @@ void fragment_mma(float* d, const __nv_bfloat16* a, FragmentKind a_kind, const _
 // The inline-PTX instructions of kernels/cuda/mma_ptx.cuh, with the PTX ISA's fragment layouts.
 void ptx_mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], const float (&c)[4],
                       std::source_location site = std::source_location::current());
+void ptx_mma_m16n8k32_fp8(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], const float (&c)[4],
+                          bool a_is_e5m2, std::source_location site = std::source_location::current());
 void ptx_ldmatrix_x4(uint32_t (&r)[4], const void* row,
                      std::source_location site = std::source_location::current());
 void ptx_ldmatrix_x4_trans(uint32_t (&r)[4], const void* row,

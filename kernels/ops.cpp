@@ -271,6 +271,35 @@ void fp8_quantize(TensorView q, TensorView q_transposed, TensorView inv_scale, T
                  x.device, x.dtype);
 }
 
+// Our fused FP8 MLP GEMM where settings.mlp_gemm chooses it on the GPU; otherwise the FP8 GEMM and the pass
+// as two ops, as linear_relu_squared_forward and relu_squared_linear_backward.
+void fp8_linear_relu_squared_forward(TensorView act, AmaxOutput amax, TensorView x, TensorView x_inv_scale,
+                                     TensorView w, TensorView w_inv_scale, const KernelSettings& settings) {
+  if (act.device == Device::kCuda && settings.mlp_gemm == MlpGemm::kFused) {
+    check_one_device("fp8_linear_relu_squared_forward", act.device,
+                     {&amax.value, &x, &x_inv_scale, &w, &w_inv_scale});
+    return NANOFORGE_CUDA_ONLY_CALL(fp8_linear_relu_squared_forward,
+                                    (act, amax, x, x_inv_scale, w, w_inv_scale, settings));
+  }
+  fp8_matmul(act, 0, x, x_inv_scale, w, w_inv_scale, 0.0);
+  relu_squared_forward(act, act, amax);
+}
+
+void fp8_relu_squared_linear_backward(TensorView d_pre, TensorView d_y, TensorView d_y_inv_scale,
+                                      TensorView w, TensorView w_inv_scale, TensorView act,
+                                      const KernelSettings& settings) {
+  NANOFORGE_CHECK(d_pre.data != d_y.data && d_pre.data != act.data,
+                  "fp8_relu_squared_linear_backward: d_pre must alias neither d_y nor act");
+  if (d_pre.device == Device::kCuda && settings.mlp_gemm == MlpGemm::kFused) {
+    check_one_device("fp8_relu_squared_linear_backward", d_pre.device,
+                     {&d_y, &d_y_inv_scale, &w, &w_inv_scale, &act});
+    return NANOFORGE_CUDA_ONLY_CALL(fp8_relu_squared_linear_backward,
+                                    (d_pre, d_y, d_y_inv_scale, w, w_inv_scale, act, settings));
+  }
+  fp8_matmul(d_pre, 0, d_y, d_y_inv_scale, w, w_inv_scale, 0.0);
+  relu_squared_backward(d_pre, d_pre, act);
+}
+
 void fp8_matmul(TensorView out, int64_t out_first_column, TensorView a, TensorView a_inv_scale, TensorView b,
                 TensorView b_inv_scale, double beta) {
   constexpr const char* kOp = "fp8_matmul";

@@ -123,10 +123,25 @@ void fp8_linear_forward(const Fp8Scratch& scratch, const Fp8AmaxSlots& amax, Fp8
   }
 }
 
+void fp8_mlp_fc_forward(const Fp8Scratch& scratch, const Fp8AmaxSlots& amax, ops::AmaxOutput act_amax,
+                        TensorView act, TensorView x, TensorView weight,
+                        const ops::KernelSettings& settings) {
+  const int64_t rows = x.shape[0], in = x.shape[1], out = weight.shape[0];
+  const TensorView x_codes = codes(scratch.x_codes, rows, in, DType::kF8E4M3);
+  ops::fp8_quantize(x_codes, TensorView(), scratch.x_inv_scale, amax.x, Fp8Amax::kGiven, x, 0);
+  const TensorView w_codes = codes(scratch.w_codes, out, in, DType::kF8E4M3);
+  ops::fp8_quantize(w_codes, TensorView(), scratch.w_inv_scale, amax.weight[0], Fp8Amax::kCompute, weight, 0);
+  ops::fp8_linear_relu_squared_forward(act, act_amax, x_codes, scratch.x_inv_scale, w_codes,
+                                       scratch.w_inv_scale, settings);
+}
+
 void fp8_linear_backward(const Fp8Scratch& scratch, const Fp8AmaxSlots& amax, TensorView d_x, Accumulate mode,
-                         TensorView d_weight, TensorView d_y, TensorView x, TensorView weight,
-                         std::span<const LinearSegment> segments) {
+                         TensorView d_weight, TensorView d_y, TensorView x, Fp8Input x_is, TensorView weight,
+                         std::span<const LinearSegment> segments, const ops::KernelSettings& settings) {
   const int64_t rows = x.shape[0], in = x.shape[1];
+  NANOFORGE_CHECK(
+      x_is == Fp8Input::kPlain || (segments.size() == 1 && segments[0].fp8 && mode == Accumulate::kNo),
+      "fp8_linear_backward: the gradient through ReLU^2 is written, by one FP8 weight");
   if (!any_fp8(segments)) {  // the whole weight in full precision: one GEMM each way
     ops::matmul(d_weight, d_y, Transpose::kYes, x, Transpose::kNo, 1.0, 1.0);
     ops::matmul(d_x, d_y, Transpose::kNo, weight, Transpose::kNo, 1.0, mode == Accumulate::kYes ? 1.0 : 0.0);
@@ -152,8 +167,13 @@ void fp8_linear_backward(const Fp8Scratch& scratch, const Fp8AmaxSlots& amax, Te
       ops::fp8_quantize(TensorView(), w_codes_transposed, scratch.w_inv_scale, amax.weight[s],
                         Fp8Amax::kGiven, w, 0);
       // d_x = d_y W: (N, out) x (in, out)^T; d_W += d_y^T x: (out, N) x (in, N)^T.
-      ops::fp8_matmul(d_x, 0, g_codes, scratch.g_inv_scale, w_codes_transposed, scratch.w_inv_scale,
-                      d_x_beta);
+      if (x_is == Fp8Input::kReluSquared) {  // x is act: d_x = d_y W times 2 sqrt(act), in one op
+        ops::fp8_relu_squared_linear_backward(d_x, g_codes, scratch.g_inv_scale, w_codes_transposed,
+                                              scratch.w_inv_scale, x, settings);
+      } else {
+        ops::fp8_matmul(d_x, 0, g_codes, scratch.g_inv_scale, w_codes_transposed, scratch.w_inv_scale,
+                        d_x_beta);
+      }
       ops::fp8_matmul(d_w, 0, g_codes_transposed, scratch.g_inv_scale, x_codes_transposed,
                       scratch.x_inv_scale, 1.0);
     } else {

@@ -71,10 +71,23 @@ void fp8_linear_forward(const Fp8Scratch& scratch, const Fp8AmaxSlots& amax, ops
                         TensorView y, TensorView x, TensorView weight,
                         std::span<const LinearSegment> segments, ops::Accumulate mode);
 
+// The MLP's fc Linear in FP8 with nanochat's activation: act (N, out) = relu(x W^T)^2, x's amax given (the
+// norm before the MLP took it), through ops::fp8_linear_relu_squared_forward (our fused GEMM where the
+// settings choose it), which writes act's amax to act_amax when wanted: the next Linear's input.
+void fp8_mlp_fc_forward(const Fp8Scratch& scratch, const Fp8AmaxSlots& amax, ops::AmaxOutput act_amax,
+                        TensorView act, TensorView x, TensorView weight, const ops::KernelSettings& settings);
+
+// What a Linear's input x is: plain, or the MLP's act = relu(pre)^2, whose backward then gives pre's
+// gradient.
+enum class Fp8Input { kPlain, kReluSquared };
+
 // d_x (N, in) = d_y W (written or added) and d_weight (out, in) += d_y^T x, segment by segment, with x's and
-// the weights' amax as the forward pass of the same x and weight left them in `amax`.
+// the weights' amax as the forward pass of the same x and weight left them in `amax`. With x_is kReluSquared
+// (one FP8 weight, d_x written), d_x is pre's gradient, d_y W times 2 sqrt(act), in one op
+// (ops::fp8_relu_squared_linear_backward, our fused GEMM where the settings choose it).
 void fp8_linear_backward(const Fp8Scratch& scratch, const Fp8AmaxSlots& amax, TensorView d_x,
                          ops::Accumulate mode, TensorView d_weight, TensorView d_y, TensorView x,
-                         TensorView weight, std::span<const LinearSegment> segments);
+                         Fp8Input x_is, TensorView weight, std::span<const LinearSegment> segments,
+                         const ops::KernelSettings& settings);
 
 }  // namespace nanoforge

@@ -187,7 +187,8 @@ void GPT::lm_head_backward() {
   const TensorView w = compute_weights_.lm_head, g = weight_grads_.lm_head;
   if (!(fp8() && fp8_linears_.lm_head) || fp8_scratch_.padded_logits.data == nullptr) {
     fp8_linear_backward(fp8_scratch_, fp8_scratch_.lm_head_amax(), a.d_norm, Accumulate::kNo, g, a.logits,
-                        a.final_norm, w, whole(w.shape[0], fp8_linears_.lm_head));
+                        a.final_norm, Fp8Input::kPlain, w, whole(w.shape[0], fp8_linears_.lm_head),
+                        kernel_settings_);
     return;
   }
   // The padded logits' gradient is 0 past vocab_size (nanochat slices them off before the loss).
@@ -195,8 +196,8 @@ void GPT::lm_head_backward() {
   ops::fill(fp8_scratch_.padded_logits, 0.0);
   ops::copy_columns(fp8_scratch_.padded_logits, 0, a.logits, 0, config_.vocab_size);
   fp8_linear_backward(fp8_scratch_, fp8_scratch_.lm_head_amax(), a.d_norm, Accumulate::kNo,
-                      padded_rows(g, padded), fp8_scratch_.padded_logits, a.final_norm,
-                      padded_rows(w, padded), whole(padded, true));
+                      padded_rows(g, padded), fp8_scratch_.padded_logits, a.final_norm, Fp8Input::kPlain,
+                      padded_rows(w, padded), whole(padded, true), kernel_settings_);
 }
 
 std::array<LinearSegment, 3> GPT::vkq_segments() const {
@@ -303,10 +304,9 @@ void GPT::block_forward(int64_t layer) {
   ops::rmsnorm_forward(l.norm2, l.rstd2, l.residual, 1.0, input_amax(fc_amax, fp8() && fp8_linears_.mlp_fc));
   const bool mlp_proj_fp8 = fp8() && fp8_linears_.mlp_proj;
   Fp8Amax mlp_proj_x_amax = Fp8Amax::kCompute;
-  if (fp8() && fp8_linears_.mlp_fc) {  // the FP8 GEMM, then the activation in place
-    fp8_linear_forward(fp8_scratch_, fc_amax, Fp8Amax::kGiven, l.fc_act, l.norm2, w.fc,
-                       whole(config_.mlp_dim(), true), Accumulate::kNo);
-    ops::relu_squared_forward(l.fc_act, l.fc_act, input_amax(mlp_proj_amax, mlp_proj_fp8));
+  if (fp8() && fp8_linears_.mlp_fc) {  // the FP8 GEMM with the activation
+    fp8_mlp_fc_forward(fp8_scratch_, fc_amax, input_amax(mlp_proj_amax, mlp_proj_fp8), l.fc_act, l.norm2,
+                       w.fc, kernel_settings_);
     mlp_proj_x_amax = Fp8Amax::kGiven;
   } else {
     ops::linear_relu_squared_forward(l.fc_act, l.norm2, w.fc, kernel_settings_);
@@ -353,23 +353,23 @@ void GPT::block_backward(int64_t layer) {
   const BlockWeights& w = compute_weights_.blocks[layer];
   const BlockWeights& g = weight_grads_.blocks[layer];
   // MLP: residual += mlp_proj(relu(fc(norm2))^2).
-  if (fp8() && fp8_linears_.mlp_proj) {  // the FP8 GEMMs, then the activation's gradient in place
+  if (fp8() && fp8_linears_.mlp_proj) {  // the FP8 GEMMs, the input gradient through the activation
     fp8_linear_backward(fp8_scratch_, fp8_scratch_.block_amax(layer, BlockLinear::kMlpProj), a.d_fc,
-                        Accumulate::kNo, g.mlp_proj, a.d_residual, l.fc_act, w.mlp_proj,
-                        whole(config_.n_embd, true));
-    ops::relu_squared_backward(a.d_fc, a.d_fc, l.fc_act);
+                        Accumulate::kNo, g.mlp_proj, a.d_residual, l.fc_act, Fp8Input::kReluSquared,
+                        w.mlp_proj, whole(config_.n_embd, true), kernel_settings_);
   } else {
     add_weight_gradient(g.mlp_proj, a.d_residual, l.fc_act);
     ops::relu_squared_linear_backward(a.d_fc, a.d_residual, w.mlp_proj, l.fc_act, kernel_settings_);
   }
   fp8_linear_backward(fp8_scratch_, fp8_scratch_.block_amax(layer, BlockLinear::kMlpFc), a.d_norm,
-                      Accumulate::kNo, g.fc, a.d_fc, l.norm2, w.fc,
-                      whole(config_.mlp_dim(), fp8_linears_.mlp_fc));
+                      Accumulate::kNo, g.fc, a.d_fc, l.norm2, Fp8Input::kPlain, w.fc,
+                      whole(config_.mlp_dim(), fp8_linears_.mlp_fc), kernel_settings_);
   ops::rmsnorm_backward(a.d_residual, a.d_norm, l.norm2, l.rstd2, 1.0, Accumulate::kYes);
   // Attention: residual += c_proj(attention(q, k, v)).
   fp8_linear_backward(fp8_scratch_, fp8_scratch_.block_amax(layer, BlockLinear::kAttentionProj),
                       as_rows(a.d_attention), Accumulate::kNo, g.c_proj, a.d_residual, as_rows(l.attention),
-                      w.c_proj, whole(config_.n_embd, fp8_linears_.c_proj));
+                      Fp8Input::kPlain, w.c_proj, whole(config_.n_embd, fp8_linears_.c_proj),
+                      kernel_settings_);
   // d_v, d_k, d_q land in d_vkq's head slices, the fused projection's output gradient.
   const VkqSlices x = vkq_slices(l.vkq, config_.n_kv_head), d = vkq_slices(a.d_vkq, config_.n_kv_head);
   ops::attention_backward(d.q, d.k, d.v, a.d_attention, x.q, x.k, x.v, l.attention, l.lse,
@@ -377,7 +377,8 @@ void GPT::block_backward(int64_t layer) {
   ops::rotary_rmsnorm_backward(d.q, x.q, l.q_rstd, rotary_cos_, rotary_sin_, kQKNormScale);
   ops::rotary_rmsnorm_backward(d.k, x.k, l.k_rstd, rotary_cos_, rotary_sin_, kQKNormScale);
   fp8_linear_backward(fp8_scratch_, fp8_scratch_.block_amax(layer, BlockLinear::kVkq), a.d_norm,
-                      Accumulate::kNo, g.c_vkq, as_rows(a.d_vkq), l.norm1, w.c_vkq, vkq_segments());
+                      Accumulate::kNo, g.c_vkq, as_rows(a.d_vkq), l.norm1, Fp8Input::kPlain, w.c_vkq,
+                      vkq_segments(), kernel_settings_);
   if (config_.has_value_embed(layer)) {
     ops::value_embed_gate_backward(a.d_norm, g.ve_gate, g.value_embed, d.v, l.norm1, l.value_gate, w.ve_gate,
                                    w.value_embed, a.ids, kernel_settings_);

@@ -280,6 +280,28 @@ OpCost relu_squared_linear_backward(TensorView d_pre, TensorView d_y, TensorView
   return cost;
 }
 
+// Our MLP GEMM on FP8 codes (the same kernel): the GEMM's FLOPs at the FP8 rate and our GEMM's efficiency,
+// its code operands and bf16 output, the backward's read of act; the forward's amax word zeroed first.
+OpCost fp8_linear_relu_squared_forward(TensorView act, ops::AmaxOutput amax, TensorView x,
+                                       TensorView x_inv_scale, TensorView w, TensorView w_inv_scale,
+                                       const ops::KernelSettings& /*settings*/) {
+  OpCost cost = cost::fp8_matmul(act, 0, x, x_inv_scale, w, w_inv_scale, 0.0);
+  cost.kind = CostClass::kOwnFp8Gemm;
+  cost.vector_flops = 4 * n(act);  // the scales, the rounding, relu and the square in the epilogue
+  cost.kernels += amax_launches(amax);
+  return cost;
+}
+
+OpCost fp8_relu_squared_linear_backward(TensorView d_pre, TensorView d_y, TensorView d_y_inv_scale,
+                                        TensorView w, TensorView w_inv_scale, TensorView act,
+                                        const ops::KernelSettings& /*settings*/) {
+  OpCost cost = cost::fp8_matmul(d_pre, 0, d_y, d_y_inv_scale, w, w_inv_scale, 0.0);
+  cost.kind = CostClass::kOwnFp8Gemm;
+  cost.bytes += b(act);
+  cost.vector_flops = 6 * n(act);  // the scales, the rounding, sqrt (counted as two), 2 x and the product
+  return cost;
+}
+
 OpCost smear_forward(TensorView out, TensorView gate_sigmoid, TensorView x, TensorView /*gate_weight*/,
                      TensorView /*lambda*/) {
   return streaming(b(x) + b(out) + b(gate_sigmoid), n(x));

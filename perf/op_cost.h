@@ -13,11 +13,13 @@
 namespace nanoforge {
 
 // Which peak an op's arithmetic runs against, at which efficiency: the tensor cores (cuBLASLt's GEMMs, its
-// FP8 GEMMs at the FP8 rate, our MLP GEMM, our flash attention, cuDNN's attention) or the CUDA cores.
+// FP8 GEMMs at the FP8 rate, our MLP GEMM in bf16 and in FP8, our flash attention, cuDNN's attention) or the
+// CUDA cores.
 enum class CostClass : uint8_t {
   kGemm,
   kFp8Gemm,
   kOwnGemm,
+  kOwnFp8Gemm,
   kAttentionForward,
   kAttentionBackward,
   kCudnnAttentionForward,

@@ -38,6 +38,7 @@ double tensor_efficiency(CostClass kind, const GpuSpec& gpu) {
     case CostClass::kFp8Gemm:  // assumed: cuBLASLt reaches the same fraction of its FP8 peak
       return gpu.gemm_efficiency;
     case CostClass::kOwnGemm:
+    case CostClass::kOwnFp8Gemm:  // assumed: our FP8 GEMM reaches the same fraction of its FP8 peak
       return gpu.own_gemm_efficiency;
     case CostClass::kAttentionForward:
       return gpu.attention_forward_efficiency;
@@ -82,10 +83,11 @@ double gemm_wave_fill(int64_t rows, int64_t cols, int sms) {
 
 OpTimePrediction predict_op(const OpCost& cost, const GpuSpec& gpu) {
   double fill = 1.0;
-  if (cost.kind == CostClass::kGemm || cost.kind == CostClass::kFp8Gemm || cost.kind == CostClass::kOwnGemm) {
+  const bool fp8 = cost.kind == CostClass::kFp8Gemm || cost.kind == CostClass::kOwnFp8Gemm;
+  if (fp8 || cost.kind == CostClass::kGemm || cost.kind == CostClass::kOwnGemm) {
     fill = gemm_wave_fill(cost.gemm_rows, cost.gemm_cols, gpu.sms);  // ours uses 128 x 128 tiles too
   }
-  const double peak = cost.kind == CostClass::kFp8Gemm ? gpu.fp8_tensor_flops : gpu.tensor_flops;
+  const double peak = fp8 ? gpu.fp8_tensor_flops : gpu.tensor_flops;
   const double tensor = cost.tensor_flops / (peak * tensor_efficiency(cost.kind, gpu) * fill);
   const double fp32 = cost.vector_flops / (gpu.fp32_flops * gpu.fp32_efficiency);
   const double sfu = gpu.sfu_ops_per_s > 0 ? cost.sfu_ops / (gpu.sfu_ops_per_s * gpu.fp32_efficiency) : 0;

@@ -151,25 +151,6 @@ ops::KernelSettings predicted_kernel_settings(const GpuSpec& gpu, const GPTConfi
   return settings;
 }
 
-// The other way to run the MLP in FP8, priced against the one that runs: FP8 has no variant of our fused
-// MLP GEMM (GB10's choice in bf16), so the FP8 step runs cuBLASLt's FP8 GEMMs with ReLU² and its gradient as
-// passes of their own. A fused FP8 kernel would fold those passes into its epilogues; at the FP8 GEMM rate
-// the step would then lose their time and nothing else, the best it could do.
-void print_fused_fp8_mlp_bound(const StepPrediction& fp8, const StepPrediction& bf16) {
-  double relu_seconds = 0;
-  for (const KernelRow& row : fp8.rows) {
-    if (row.name == "relu_squared_forward" || row.name == "relu_squared_backward")
-      relu_seconds += row.seconds;
-  }
-  const double fused_step = fp8.step_seconds - relu_seconds;
-  fmt::print(
-      "fp8 MLP: cuBLASLt FP8 GEMMs with ReLU^2 passes of their own (what runs; the passes take {:.1f} ms); "
-      "an FP8 variant of the fused MLP GEMM (not built) would save at most those: {:.1f} ms, {:+.1f} % "
-      "tokens/s "
-      "over the step without fp8\n",
-      1e3 * relu_seconds, 1e3 * fused_step, 100.0 * (bf16.step_seconds / fused_step - 1.0));
-}
-
 // --model-only: the whole training step of one GPU among --world, predicted and printed.
 absl::Status run_step_model(const GPTConfig& config, int64_t batch) {
   GpuSpec gpu = *gpu_spec(absl::GetFlag(FLAGS_gpu));
@@ -209,7 +190,17 @@ absl::Status run_step_model(const GPTConfig& config, int64_t batch) {
         1e3 * bf16.step_seconds, bf16.tokens_per_second, bf16.mfu_percent, 1e3 * prediction.step_seconds,
         prediction.tokens_per_second, prediction.mfu_percent,
         100.0 * (prediction.tokens_per_second / bf16.tokens_per_second - 1.0));
-    print_fused_fp8_mlp_bound(prediction, bf16);
+    // The MLP's FP8 GEMMs the other way: our fused GEMM on FP8 codes, or cuBLASLt's FP8 GEMM with ReLU² as
+    // passes of their own (--mlp-gemm picks; auto is the trainer's choice for the GPU).
+    recording.kernel_settings.fp8 = true;
+    recording.kernel_settings.mlp_gemm =
+        settings.mlp_gemm == ops::MlpGemm::kFused ? ops::MlpGemm::kCublasLt : ops::MlpGemm::kFused;
+    const StepPrediction other = predict_step(record_training_step(recording), gpu, config, batch,
+                                              setup.world_size, setup.grad_accum_steps);
+    fmt::print(
+        "with fp8 and --mlp-gemm={} instead: {:.1f} ms, {:+.1f} % tokens/s over the step without fp8\n",
+        ops::mlp_gemm_name(recording.kernel_settings.mlp_gemm), 1e3 * other.step_seconds,
+        100.0 * (other.tokens_per_second / bf16.tokens_per_second - 1.0));
   }
   return print_json_record(prediction_json(setup, prediction));
 }

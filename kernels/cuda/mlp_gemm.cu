@@ -10,6 +10,13 @@
 // swizzled shared memory (kernels/cuda/mma_tiles.cuh), 48 KB a block; fragments by ldmatrix (.trans for the
 // backward's w). Accumulation in fp32, one rounding to bf16 as the epilogue writes. Rows of x and d_y past N
 // and columns past M are zero-filled and never stored; K and M must be multiples of 8 (16-byte chunks).
+// The FP8 variants (model.fp8 with this GEMM: docs/fp8.md) run the same tiles on FP8 codes: two codes move as
+// one 16-bit unit through the same chunks, swizzle and ldmatrix, and each m16n8k16 step becomes one m16n8k32
+// (mma_ptx.cuh), so a 32-unit k tile is 64 codes. Both operands are K-major (w (M, K): the backward takes the
+// weight's transposed codes), and the epilogue first rounds acc times the two inverse scales to bf16 — the
+// FP8 GEMM's output of the unfused path — then applies ReLU² or its gradient; the forward also takes the amax
+// of what it writes (amax.cuh), the next FP8 GEMM's.
+#include "kernels/cuda/amax.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mma_tiles.cuh"
@@ -39,6 +46,9 @@ static_assert(kSharedBytes <= kMaxSharedBytes, "the ring exceeds the shared memo
 enum class WeightLayout { kOutputRows, kDepthRows };
 // What the epilogue writes: relu(acc)², or acc · 2 sqrt(act) with act read at the same place.
 enum class Epilogue { kReluSquared, kReluSquaredGradient };
+// What a and b hold: bf16 values, or FP8 codes with inverse scales (b e4m3; a e4m3, or e5m2 for the
+// backward's output gradient).
+enum class Operands { kBf16, kFp8, kFp8E5m2A };
 
 // Block-wide: cp.async copies of a (kTileRows, kTileColumns) tile of a row-major (rows, columns) matrix from
 // (row0, column0) into a swizzled tile; what lies past `rows` or `columns` is zero-filled (from the matrix's
@@ -69,12 +79,23 @@ __device__ inline float epilogue(float acc, float act) {
   }
 }
 
+// FP8 operands of an MLP GEMM: the inverse scales of a and b (device scalars), and the word that receives
+// the amax of what the forward writes (null: none wanted).
+struct Fp8Operands {
+  const float* a_inv_scale = nullptr;
+  const float* b_inv_scale = nullptr;
+  unsigned* amax_bits = nullptr;
+};
+
 // out (rows, columns) bf16 = epilogue(a b), a (rows, depth) bf16, b as kLayout says; act (rows, columns)
-// bf16 for the gradient epilogue (null otherwise). Grid (column tiles, row tiles).
-template <WeightLayout kLayout, Epilogue kEpilogue>
+// bf16 for the gradient epilogue (null otherwise). Grid (column tiles, row tiles). With FP8 operands, a and b
+// are codes read as 16-bit units and depth counts units (codes / 2).
+template <WeightLayout kLayout, Epilogue kEpilogue, Operands kOperands>
 __global__ void __launch_bounds__(kThreads)
     mlp_gemm_kernel(BF16* out, const BF16* a, const BF16* b, const BF16* act, int rows, int columns,
-                    int depth) {
+                    int depth, Fp8Operands fp8) {
+  constexpr bool kFp8 = kOperands != Operands::kBf16;
+  static_assert(!kFp8 || kLayout == WeightLayout::kOutputRows, "FP8 operands are K-major");
   NANOFORGE_DYNAMIC_SHARED(unsigned char, shared, 128);
   BF16* ring = reinterpret_cast<BF16*>(shared);
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
@@ -131,14 +152,28 @@ __global__ void __launch_bounds__(kThreads)
         }
 #pragma unroll
         for (int m = 0; m < kRowBlocks; ++m) {
-          mma(acc[m][n], a_fragments[m], b_fragments[0], b_fragments[1]);
-          mma(acc[m][n + 1], a_fragments[m], b_fragments[2], b_fragments[3]);
+          if constexpr (kFp8) {
+            constexpr bool kAIsE5m2 = kOperands == Operands::kFp8E5m2A;
+            mma_fp8<kAIsE5m2>(acc[m][n], a_fragments[m], b_fragments[0], b_fragments[1]);
+            mma_fp8<kAIsE5m2>(acc[m][n + 1], a_fragments[m], b_fragments[2], b_fragments[3]);
+          } else {
+            mma(acc[m][n], a_fragments[m], b_fragments[0], b_fragments[1]);
+            mma(acc[m][n + 1], a_fragments[m], b_fragments[2], b_fragments[3]);
+          }
         }
       }
     }
   }
   ptx::cp_async_wait_group<0>();
 
+  // FP8: the GEMM's output as the unfused path stores it, acc times both inverse scales rounded to bf16.
+  float scale = 1.0f;
+  if constexpr (kFp8) scale = *fp8.a_inv_scale * *fp8.b_inv_scale;
+  auto gemm_output = [&](float value) {
+    if constexpr (kFp8) return __bfloat162float(__float2bfloat16_rn(value * scale));
+    return value;
+  };
+  unsigned local_amax = 0;
   // Lane 4g + t holds rows g and g + 8, columns 2t and 2t + 1 of each m16n8 block: one bf16 pair a row.
 #pragma unroll
   for (int m = 0; m < kRowBlocks; ++m) {
@@ -155,21 +190,27 @@ __global__ void __launch_bounds__(kThreads)
         if constexpr (kEpilogue == Epilogue::kReluSquaredGradient) {
           factor = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(act + at));
         }
-        *reinterpret_cast<__nv_bfloat162*>(out + at) =
-            __floats2bfloat162_rn(epilogue<kEpilogue>(acc[m][n][2 * half], factor.x),
-                                  epilogue<kEpilogue>(acc[m][n][2 * half + 1], factor.y));
+        const __nv_bfloat162 pair =
+            __floats2bfloat162_rn(epilogue<kEpilogue>(gemm_output(acc[m][n][2 * half]), factor.x),
+                                  epilogue<kEpilogue>(gemm_output(acc[m][n][2 * half + 1]), factor.y));
+        *reinterpret_cast<__nv_bfloat162*>(out + at) = pair;
+        if constexpr (kFp8) {
+          local_amax = max(local_amax, max(abs_bits(__low2float(pair)), abs_bits(__high2float(pair))));
+        }
       }
     }
   }
+  if constexpr (kFp8) warp_raise_amax(fp8.amax_bits, local_amax);
 }
 
-// The checks of both ops: bf16 rank-2 operands on the GPU whose shapes chain (w (M, K) or (K, M) as `layout`
-// says), 16-byte aligned, K and M multiples of 8, sizes that fit the kernel's int indices and grid.
+// The checks of the ops: rank-2 operands on the GPU, out bf16, a and w of `a_dtype` and `w_dtype` (bf16, or
+// FP8 codes), whose shapes chain (w (M, K) or (K, M) as `layout` says), 16-byte aligned, K and M whole
+// 16-byte chunks of their dtype (M in bf16 outputs), sizes that fit the kernel's int indices and grid.
 void check_gemm(const TensorView& out, const TensorView& a, const TensorView& w, WeightLayout layout,
-                const char* op, const char* out_name, const char* a_name) {
+                const char* op, const char* out_name, const char* a_name, DType a_dtype, DType w_dtype) {
   check_tensor(out, DType::kBF16, op, out_name);
-  check_tensor(a, DType::kBF16, op, a_name);
-  check_tensor(w, DType::kBF16, op, "w");
+  check_tensor(a, a_dtype, op, a_name);
+  check_tensor(w, w_dtype, op, "w");
   check_rank(out, 2, op, out_name);
   check_rank(a, 2, op, a_name);
   check_rank(w, 2, op, "w");
@@ -179,10 +220,12 @@ void check_gemm(const TensorView& out, const TensorView& a, const TensorView& w,
                       w.shape[1] == (output_rows ? depth : columns),
                   "{} on CUDA: shapes do not chain: {} {}, w {}, {} {}", op, a_name, a.describe(),
                   w.describe(), out_name, out.describe());
-  NANOFORGE_CHECK(depth % kChunkElements == 0 && columns % kChunkElements == 0,
-                  "{} on CUDA: the MLP GEMM loads 16-byte chunks; K = {} and M = {} must be multiples of 8 "
-                  "(model.mlp_gemm = cublaslt takes any size)",
-                  op, depth, columns);
+  const int64_t depth_chunk = 16 / dtype_bytes(a_dtype);
+  NANOFORGE_CHECK(
+      depth % depth_chunk == 0 && columns % kChunkElements == 0,
+      "{} on CUDA: the MLP GEMM loads 16-byte chunks; K = {} must be a multiple of {} and M = {} of "
+      "8 (model.mlp_gemm = cublaslt takes any size)",
+      op, depth, depth_chunk, columns);
   NANOFORGE_CHECK(
       rows <= int64_t{65535} * kBlockRows && columns < (int64_t{1} << 30) && depth < (int64_t{1} << 30),
       "{} on CUDA: {} {} is too large for one launch", op, out_name, out.describe());
@@ -192,15 +235,37 @@ void check_gemm(const TensorView& out, const TensorView& a, const TensorView& w,
   }
 }
 
-template <WeightLayout kLayout, Epilogue kEpilogue>
-void launch_mlp_gemm(TensorView out, TensorView a, TensorView b, const BF16* act) {
+// The gradient epilogue's act: bf16 of out's shape, read in bf16 pairs, aliasing neither out nor a.
+void check_act(const TensorView& act, const TensorView& d_pre, const TensorView& d_y, const char* op) {
+  check_tensor(act, DType::kBF16, op, "act");
+  check_same_shape(act, d_pre, op);
+  NANOFORGE_CHECK(reinterpret_cast<uintptr_t>(act.data) % 4 == 0,
+                  "{} on CUDA: act must start on a 4-byte boundary (read as bf16 pairs), got {}", op,
+                  act.describe());
+  NANOFORGE_CHECK(d_pre.data != d_y.data && d_pre.data != act.data,
+                  "{} on CUDA: d_pre must alias neither d_y nor act", op);
+}
+
+// FP8 operands' inverse scales: one f32 each on the GPU.
+void check_inverse_scales(const TensorView& a_inv_scale, const TensorView& w_inv_scale, const char* op) {
+  for (const TensorView* scale : {&a_inv_scale, &w_inv_scale}) {
+    check_tensor(*scale, DType::kF32, op, scale == &a_inv_scale ? "a_inv_scale" : "w_inv_scale");
+    NANOFORGE_CHECK(scale->numel() == 1, "{} on CUDA: inverse scale {} must be one f32", op,
+                    scale->describe());
+  }
+}
+
+template <WeightLayout kLayout, Epilogue kEpilogue, Operands kOperands>
+void launch_mlp_gemm(TensorView out, TensorView a, TensorView b, const BF16* act, Fp8Operands fp8) {
   const int rows = static_cast<int>(out.shape[0]), columns = static_cast<int>(out.shape[1]);
-  const int depth = static_cast<int>(a.shape[1]);
+  // FP8 codes move as 16-bit units: depth in units.
+  const int depth = static_cast<int>(a.shape[1] * dtype_bytes(a.dtype) / 2);
   if (static_cast<int64_t>(rows) * columns == 0) return;
   const dim3 grid((columns + kBlockColumns - 1) / kBlockColumns, (rows + kBlockRows - 1) / kBlockRows);
-  allow_shared_bytes(mlp_gemm_kernel<kLayout, kEpilogue>, kSharedBytes);
-  launch_kernel<mlp_gemm_kernel<kLayout, kEpilogue>>(grid, kThreads, kSharedBytes)(
-      out.as<BF16>(), a.as<BF16>(), b.as<BF16>(), act, rows, columns, depth);
+  allow_shared_bytes(mlp_gemm_kernel<kLayout, kEpilogue, kOperands>, kSharedBytes);
+  launch_kernel<mlp_gemm_kernel<kLayout, kEpilogue, kOperands>>(grid, kThreads, kSharedBytes)(
+      out.as<BF16>(), static_cast<const BF16*>(a.data), static_cast<const BF16*>(b.data), act, rows, columns,
+      depth, fp8);
 }
 
 }  // namespace
@@ -208,24 +273,43 @@ void launch_mlp_gemm(TensorView out, TensorView a, TensorView b, const BF16* act
 void linear_relu_squared_forward(TensorView act, TensorView x, TensorView w,
                                  const ops::KernelSettings& /*settings*/) {
   constexpr const char* kOp = "linear_relu_squared_forward";
-  check_gemm(act, x, w, WeightLayout::kOutputRows, kOp, "act", "x");
+  check_gemm(act, x, w, WeightLayout::kOutputRows, kOp, "act", "x", DType::kBF16, DType::kBF16);
   NANOFORGE_CHECK(act.data != x.data, "{} on CUDA: act must not alias x", kOp);
-  launch_mlp_gemm<WeightLayout::kOutputRows, Epilogue::kReluSquared>(act, x, w, nullptr);
+  launch_mlp_gemm<WeightLayout::kOutputRows, Epilogue::kReluSquared, Operands::kBf16>(act, x, w, nullptr, {});
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
 }
 
 void relu_squared_linear_backward(TensorView d_pre, TensorView d_y, TensorView w, TensorView act,
                                   const ops::KernelSettings& /*settings*/) {
   constexpr const char* kOp = "relu_squared_linear_backward";
-  check_gemm(d_pre, d_y, w, WeightLayout::kDepthRows, kOp, "d_pre", "d_y");
-  check_tensor(act, DType::kBF16, kOp, "act");
-  check_same_shape(act, d_pre, kOp);
-  NANOFORGE_CHECK(reinterpret_cast<uintptr_t>(act.data) % 4 == 0,
-                  "{} on CUDA: act must start on a 4-byte boundary (read as bf16 pairs), got {}", kOp,
-                  act.describe());
-  NANOFORGE_CHECK(d_pre.data != d_y.data && d_pre.data != act.data,
-                  "{} on CUDA: d_pre must alias neither d_y nor act", kOp);
-  launch_mlp_gemm<WeightLayout::kDepthRows, Epilogue::kReluSquaredGradient>(d_pre, d_y, w, act.as<BF16>());
+  check_gemm(d_pre, d_y, w, WeightLayout::kDepthRows, kOp, "d_pre", "d_y", DType::kBF16, DType::kBF16);
+  check_act(act, d_pre, d_y, kOp);
+  launch_mlp_gemm<WeightLayout::kDepthRows, Epilogue::kReluSquaredGradient, Operands::kBf16>(
+      d_pre, d_y, w, act.as<BF16>(), {});
+  NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
+}
+
+void fp8_linear_relu_squared_forward(TensorView act, ops::AmaxOutput amax, TensorView x,
+                                     TensorView x_inv_scale, TensorView w, TensorView w_inv_scale,
+                                     const ops::KernelSettings& /*settings*/) {
+  constexpr const char* kOp = "fp8_linear_relu_squared_forward";
+  check_gemm(act, x, w, WeightLayout::kOutputRows, kOp, "act", "x", DType::kF8E4M3, DType::kF8E4M3);
+  check_inverse_scales(x_inv_scale, w_inv_scale, kOp);
+  const Fp8Operands fp8{x_inv_scale.as<float>(), w_inv_scale.as<float>(), amax_word(amax, kOp)};
+  launch_mlp_gemm<WeightLayout::kOutputRows, Epilogue::kReluSquared, Operands::kFp8>(act, x, w, nullptr, fp8);
+  NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
+}
+
+void fp8_relu_squared_linear_backward(TensorView d_pre, TensorView d_y, TensorView d_y_inv_scale,
+                                      TensorView w, TensorView w_inv_scale, TensorView act,
+                                      const ops::KernelSettings& /*settings*/) {
+  constexpr const char* kOp = "fp8_relu_squared_linear_backward";
+  check_gemm(d_pre, d_y, w, WeightLayout::kOutputRows, kOp, "d_pre", "d_y", DType::kF8E5M2, DType::kF8E4M3);
+  check_act(act, d_pre, d_y, kOp);
+  check_inverse_scales(d_y_inv_scale, w_inv_scale, kOp);
+  const Fp8Operands fp8{d_y_inv_scale.as<float>(), w_inv_scale.as<float>(), nullptr};
+  launch_mlp_gemm<WeightLayout::kOutputRows, Epilogue::kReluSquaredGradient, Operands::kFp8E5m2A>(
+      d_pre, d_y, w, act.as<BF16>(), fp8);
   NANOFORGE_CUDA_CHECK_LAUNCH(kOp);
 }
 

@@ -1,8 +1,8 @@
 // Tensor-core instructions below wmma, for kernels that need to know which lane holds which element: the
-// inline-PTX mma.sync m16n8k16 (bf16 in, f32 accumulators), ldmatrix x4 (plain and .trans) and the
-// asynchronous global-to-shared copies (cp.async) that feed them. Kernels use these functions rather than
-// writing the asm themselves, so that the emulation build (emulator/) runs them with the
-// fragment layouts and completion rules of NVIDIA's PTX ISA; with g = lane / 4 and t = lane % 4, a lane holds
+// inline-PTX mma.sync m16n8k16 (bf16 in, f32 accumulators) and m16n8k32 (FP8 in), ldmatrix x4 (plain and
+// .trans) and the asynchronous global-to-shared copies (cp.async) that feed them. Kernels use these functions
+// rather than writing the asm themselves, so that the emulation build (emulator/) runs them with the fragment
+// layouts and completion rules of NVIDIA's PTX ISA; with g = lane / 4 and t = lane % 4, a lane holds
 //   A (16x16): a[0] = (g, 2t..2t+1), a[1] = (g+8, 2t..), a[2] = (g, 2t+8..), a[3] = (g+8, 2t+8..)
 //   B (16x8):  b[0] = (2t..2t+1, g), b[1] = (2t+8..2t+9, g)           (two bf16 per register, low half first)
 //   C, D (16x8 f32): c[0], c[1] = (g, 2t), (g, 2t+1); c[2], c[3] = (g+8, 2t), (g+8, 2t+1)
@@ -32,6 +32,36 @@ __device__ inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], 
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
         "f"(c[3]));
+#endif
+}
+
+// d = a b + c for one warp: A (16x32) and B (32x8) FP8 codes, B e4m3, A e4m3 or (kAIsE5m2) e5m2, C and D
+// (16x8) f32 (mma.sync.aligned.m16n8k32.row.col.f32.{e4m3,e5m2}.e4m3.f32, compute capability 8.9 and
+// newer). A lane's register holds four consecutive k, so in bytes the fragments are m16n8k16's (above):
+//   A: a[0] = (g, 4t..4t+3), a[1] = (g+8, 4t..), a[2] = (g, 4t+16..), a[3] = (g+8, 4t+16..)
+//   B: b[0] = (4t..4t+3, g), b[1] = (4t+16..4t+19, g)                  (the lowest k in the lowest byte)
+// and the ldmatrix loads of a 16-bit tile fill them from the same bytes.
+template <bool kAIsE5m2>
+__device__ inline void mma_m16n8k32_fp8(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
+                                        const float (&c)[4]) {
+#if defined(NANOFORGE_CUDA_EMULATION)
+  emulator::ptx_mma_m16n8k32_fp8(d, a, b, c, kAIsE5m2);
+#else
+  if constexpr (kAIsE5m2) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%10, %11, %12, %13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
+          "f"(c[3]));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%10, %11, %12, %13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
+          "f"(c[3]));
+  }
 #endif
 }
 

@@ -103,6 +103,14 @@ __device__ inline void mma(float (&acc)[4], const uint32_t (&a)[4], uint32_t b0,
   ptx::mma_m16n8k16_bf16(acc, a, b, acc);
 }
 
+// acc += A B for one m16n8k32 step on FP8 codes (B e4m3, A e4m3 or e5m2): the same fragment registers as a
+// m16n8k16 step on bf16 (mma_ptx.cuh), so a tile of codes loads as a 16-bit tile of half the width.
+template <bool kAIsE5m2>
+__device__ inline void mma_fp8(float (&acc)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  const uint32_t b[2] = {b0, b1};
+  ptx::mma_m16n8k32_fp8<kAIsE5m2>(acc, a, b, acc);
+}
+
 // Zeroes a warp's accumulators.
 template <int kRowBlocks, int kBlocks>
 __device__ inline void zero(float (&acc)[kRowBlocks][kBlocks][4]) {

@@ -175,7 +175,10 @@ INSTANTIATE_TEST_SUITE_P(MlpGemms, GptCudaMlpGemm,
 // one FP8 step apart (a bf16 rounding of 2^-9 crosses an e4m3 rounding midpoint, 2^-4 apart, for ~3 % of the
 // elements); measured errors and the tolerances below (twice the bf16 test's) cover that, and the GPU's
 // logits must be nearer the CPU's FP8 logits than the CPU's logits without FP8.
-TEST(GptCuda, Fp8LossLogitsAndGradientsMatchTheCpuFp8) {
+// Under both MLP GEMMs: cuBLASLt's FP8 GEMM with the ReLU² pass, and our fused GEMM on FP8 codes.
+class GptCudaFp8 : public testing::TestWithParam<ops::MlpGemm> {};
+
+TEST_P(GptCudaFp8, LossLogitsAndGradientsMatchTheCpuFp8) {
   NANOFORGE_SKIP_WITHOUT_GPU();
   GPTConfig config = gpu_config();
   config.n_layer = 1;  // one block holds every kind of FP8 Linear; three would triple the emulated time
@@ -183,7 +186,7 @@ TEST(GptCuda, Fp8LossLogitsAndGradientsMatchTheCpuFp8) {
   std::vector<int32_t> ids = random_tokens(5), targets = random_tokens(6);
   const Pass cpu_fp8 = run_cpu(config, weights, ids, targets, {.fp8 = true});
   const Pass cpu = run_cpu(config, weights, ids, targets);
-  const Pass gpu_fp8 = run_gpu(config, weights, ids, targets, {.fp8 = true});
+  const Pass gpu_fp8 = run_gpu(config, weights, ids, targets, {.mlp_gemm = GetParam(), .fp8 = true});
   const int64_t N = kBatch * kSeq;
   EXPECT_NEAR(gpu_fp8.loss, cpu_fp8.loss, 2 * kLossRelative * cpu_fp8.loss);
   const double to_fp8 = relative_frobenius_error(gpu_fp8.logits, cpu_fp8.logits, 0, N * kVocab);
@@ -207,6 +210,11 @@ TEST(GptCuda, Fp8LossLogitsAndGradientsMatchTheCpuFp8) {
     EXPECT_LE(error, tolerance);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(MlpGemms, GptCudaFp8, testing::Values(ops::MlpGemm::kCublasLt, ops::MlpGemm::kFused),
+                         [](const testing::TestParamInfo<ops::MlpGemm>& info) {
+                           return std::string(ops::mlp_gemm_name(info.param));
+                         });
 
 TEST(GptCuda, RefreshRoundsTheMasterMatricesToBf16) {
   NANOFORGE_SKIP_WITHOUT_GPU();

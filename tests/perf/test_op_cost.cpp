@@ -65,6 +65,26 @@ TEST(OpCost, FusedMlpGemmsAreTheirGemmsPlusTheBackwardsReadOfAct) {
   EXPECT_EQ(backward.gemm_cols, 16);
 }
 
+// The same GEMMs on FP8 codes: one byte an operand element, the FP8 rate at our GEMM's efficiency (its own
+// class), the forward's amax word zeroed when one is wanted.
+TEST(OpCost, FusedFp8MlpGemmsReadOneByteAnOperandElement) {
+  const TensorView x = shaped({4, 8}, DType::kF8E4M3), w_fc = shaped({16, 8}, DType::kF8E4M3),
+                   act = shaped({4, 16}, DType::kBF16), scale = shaped({1}, DType::kF32);
+  // Costs read shapes only: an amax view with some address counts as wanted.
+  const TensorView amax(reinterpret_cast<void*>(uintptr_t{256}), {1}, DType::kF32, Device::kCuda);
+  const OpCost forward =
+      cost::fp8_linear_relu_squared_forward(act, ops::AmaxOutput{amax}, x, scale, w_fc, scale, {});
+  EXPECT_EQ(forward.kind, CostClass::kOwnFp8Gemm);
+  EXPECT_EQ(forward.tensor_flops, 2 * 4 * 16 * 8);
+  EXPECT_EQ(forward.bytes, 4 * 8 + 16 * 8 + 4 * 16 * 2);
+  EXPECT_EQ(forward.kernels, 2);
+  const TensorView d_y = shaped({4, 8}, DType::kF8E5M2), w_proj_t = shaped({16, 8}, DType::kF8E4M3);
+  const OpCost backward = cost::fp8_relu_squared_linear_backward(act, d_y, scale, w_proj_t, scale, act, {});
+  EXPECT_EQ(backward.kind, CostClass::kOwnFp8Gemm);
+  EXPECT_EQ(backward.bytes, 4 * 8 + 16 * 8 + 2 * 4 * 16 * 2);
+  EXPECT_EQ(backward.kernels, 1);
+}
+
 TEST(OpCost, AdamwMovesSevenFloatsAnElement) {
   // param, exp_avg, exp_avg_sq read and written, grad read: 7 x 4 bytes per element.
   const TensorView t = shaped({10}, DType::kF32);

@@ -84,39 +84,50 @@ int64_t pairs_by_diagonals(int64_t tiles, int64_t window_tiles) {
   return pairs;
 }
 
-// With FP8, the amax of each Linear's input comes from the kernel that wrote it (the norms, ReLU²) or, for
-// the attention's output, from the quantiser's own pass; the backward pass takes no x or W amax again
-// (kernels/fp8_amax.h). A quantisation with its own amax pass launches three kernels (zeroing, amax,
-// quantise), one given its amax launches one; a producer asked for its amax launches one more (the zeroing).
+// With FP8, the amax of each Linear's input comes from the kernel that wrote it (the norms, ReLU² or the
+// fused MLP GEMM) or, for the attention's output, from the quantiser's own pass; the backward pass takes no x
+// or W amax again (kernels/fp8_amax.h). A quantisation with its own amax pass launches three kernels
+// (zeroing, amax, quantise), one given its amax launches one; a producer asked for its amax launches one more
+// (the zeroing). With the fused MLP GEMM the ReLU² passes are gone: the FP8 GEMM ops carry them.
 TEST(StepModel, Fp8TakesEachAmaxOnceAndFusesItIntoTheProducers) {
   const GPTConfig config = small_config();
   const Fp8Linears linears = Fp8Linears::of(config);
   ASSERT_TRUE(linears.c_q && linears.c_k && linears.c_v && linears.c_proj && linears.mlp_fc &&
               linears.mlp_proj && linears.lm_head);
-  StepRecordingOptions options{config, 2};
-  options.kernel_settings.fp8 = true;
-  const std::vector<StepEvent> events = record_training_step(options);
-  auto launches = [&](const std::string& op, StepPhase phase, int kernels) {
-    int64_t count = 0;
-    for (const StepEvent& event : events) {
-      count += event.kind == StepEvent::Kind::kOp && event.op == op && event.phase == phase &&
-               event.cost.kernels == kernels;
-    }
-    return count;
-  };
-  const int64_t layers = config.n_layer;
-  const int64_t weights = 6 * layers + 1;  // c_v, c_k, c_q, c_proj, fc, mlp proj per layer; lm_head
-  // Forward: every weight's amax taken, and the attention output's; the inputs the norms and ReLU² wrote
-  // given.
-  EXPECT_EQ(launches("fp8_quantize", StepPhase::kForward, 3), weights + layers);
-  EXPECT_EQ(launches("fp8_quantize", StepPhase::kForward, 1), 3 * layers + 1);
-  // Backward: only the output gradients' amax taken; every x and W quantised from the forward's.
-  EXPECT_EQ(launches("fp8_quantize", StepPhase::kBackward, 3), weights);
-  EXPECT_EQ(launches("fp8_quantize", StepPhase::kBackward, 1), (4 * layers + 1) + weights);
-  EXPECT_EQ(launches("residual_mix_rmsnorm_forward", StepPhase::kForward, 2), layers);
-  EXPECT_EQ(launches("rmsnorm_forward", StepPhase::kForward, 2), layers + 1);  // norm2s and the final norm
-  EXPECT_EQ(launches("rmsnorm_forward", StepPhase::kForward, 1), 1);  // the embedding's: no GEMM reads it
-  EXPECT_EQ(launches("relu_squared_forward", StepPhase::kForward, 2), layers);
+  for (const ops::MlpGemm gemm : {ops::MlpGemm::kCublasLt, ops::MlpGemm::kFused}) {
+    SCOPED_TRACE(ops::mlp_gemm_name(gemm));
+    StepRecordingOptions options;
+    options.config = config;
+    options.batch = 2;
+    options.kernel_settings.mlp_gemm = gemm;
+    options.kernel_settings.fp8 = true;
+    const std::vector<StepEvent> events = record_training_step(options);
+    auto launches = [&](const std::string& op, StepPhase phase, int kernels) {
+      int64_t count = 0;
+      for (const StepEvent& event : events) {
+        count += event.kind == StepEvent::Kind::kOp && event.op == op && event.phase == phase &&
+                 event.cost.kernels == kernels;
+      }
+      return count;
+    };
+    const int64_t layers = config.n_layer;
+    const int64_t weights = 6 * layers + 1;  // c_v, c_k, c_q, c_proj, fc, mlp proj per layer; lm_head
+    // Forward: every weight's amax taken, and the attention output's; the inputs the norms and ReLU² wrote
+    // given.
+    EXPECT_EQ(launches("fp8_quantize", StepPhase::kForward, 3), weights + layers);
+    EXPECT_EQ(launches("fp8_quantize", StepPhase::kForward, 1), 3 * layers + 1);
+    // Backward: only the output gradients' amax taken; every x and W quantised from the forward's.
+    EXPECT_EQ(launches("fp8_quantize", StepPhase::kBackward, 3), weights);
+    EXPECT_EQ(launches("fp8_quantize", StepPhase::kBackward, 1), (4 * layers + 1) + weights);
+    EXPECT_EQ(launches("residual_mix_rmsnorm_forward", StepPhase::kForward, 2), layers);
+    EXPECT_EQ(launches("rmsnorm_forward", StepPhase::kForward, 2), layers + 1);  // norm2s and the final norm
+    EXPECT_EQ(launches("rmsnorm_forward", StepPhase::kForward, 1), 1);  // the embedding's: no GEMM reads it
+    const bool fused = gemm == ops::MlpGemm::kFused;
+    EXPECT_EQ(launches("relu_squared_forward", StepPhase::kForward, 2), fused ? 0 : layers);
+    EXPECT_EQ(launches("fp8_linear_relu_squared_forward", StepPhase::kForward, 2), fused ? layers : 0);
+    EXPECT_EQ(count_of(events, "relu_squared_backward", StepPhase::kBackward), fused ? 0 : layers);
+    EXPECT_EQ(count_of(events, "fp8_relu_squared_linear_backward", StepPhase::kBackward), fused ? layers : 0);
+  }
 }
 
 TEST(StepModel, AttentionFlopsFollowEachLayersWindow) {

@@ -144,8 +144,8 @@ TEST(CudaMlpGemmContracts, SizesAndAliasesAreNamed) {
   };
   EXPECT_DEATH(
       ops::linear_relu_squared_forward(bf16({4, 16}), bf16({4, 12}), bf16({16, 12}), fused),
-      "linear_relu_squared_forward on CUDA: the MLP GEMM loads 16-byte chunks; K = 12 and M = 16 must "
-      "be multiples of 8");
+      "linear_relu_squared_forward on CUDA: the MLP GEMM loads 16-byte chunks; K = 12 must be a multiple of "
+      "8 and M = 16 of 8");
   EXPECT_DEATH(ops::linear_relu_squared_forward(bf16({4, 16}), bf16({3, 8}), bf16({16, 8}), fused),
                "shapes do not chain");
   EXPECT_DEATH(
