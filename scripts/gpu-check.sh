@@ -2,7 +2,7 @@
 # The one prepared command for a machine with a GPU: a borrowed H200 (an image without our libraries, no apt,
 # no network), a DGX Spark, or your own box. It says what the machine has, builds nanoforge for that GPU alone,
 # and checks it: the `gpu` tests, compute-sanitizer's memcheck over one tiny training step, and `bench step`
-# at depth 20 and 12 (and depth 20 again with our fused MLP GEMM, and in FP8). Each stage has a time limit inside one budget (GPU_CHECK_BUDGET_S, default 450 s, to fit
+# at depth 20 and 12 (and depth 20 again with our fused MLP GEMM, in FP8, and in FP8 on our MLP GEMM). Each stage has a time limit inside one budget (GPU_CHECK_BUDGET_S, default 450 s, to fit
 # a 10-minute slot); a failed stage is recorded and the next runs where that makes sense. cuDNN attention is
 # built where the machine has cuDNN 9 and the frontend headers travel in .gpu-deps/cudnn-frontend (or python3
 # has the nvidia-cudnn-frontend wheel); then its gpu test runs with the others and `bench attention` times it
@@ -525,10 +525,14 @@ bench_attention_stage() {
     --json-out "$build_dir/bench-attention.json" || true
 }
 
+# The stages gpu_stages runs, in order (skipped by name when they cannot run).
+gpu_stage_names=(build ctest-gpu sanitizer bench-d20 bench-d12 bench-attention bench-d20-fused bench-d20-fp8
+  bench-d20-fp8-fused)
+
 gpu_stages() {
   if [[ -z $gpu_arch ]]; then
     local stage
-    for stage in build ctest-gpu sanitizer bench-d20 bench-d12 bench-attention bench-d20-fused bench-d20-fp8; do
+    for stage in "${gpu_stage_names[@]}"; do
       skip_stage "$stage" "no GPU on this machine"
     done
     return 0
@@ -536,7 +540,7 @@ gpu_stages() {
   build_stage
   if [[ ! -x $build_dir/bin/nanoforge ]]; then
     local stage
-    for stage in ctest-gpu sanitizer bench-d20 bench-d12 bench-attention bench-d20-fused bench-d20-fp8; do
+    for stage in "${gpu_stage_names[@]:1}"; do
       skip_stage "$stage" "nanoforge was not built"
     done
     return 0
@@ -553,6 +557,10 @@ gpu_stages() {
   # FP8 (model.fp8): the same d20 step with every eligible Linear in FP8, profiled (fp8_matmul and
   # fp8_quantize rows against bench-d20's matmul rows; docs/fp8.md's predicted +28 % on one H200).
   bench_stage bench-d20-fp8 90 --depth 20 --seq 2048 --batch 32 --vocab 32768 --steps 2 --warmup 1 --profile --fp8
+  # FP8 on our fused MLP GEMM (mma.sync m16n8k32, the GB10's choice): its fp8_linear_relu_squared_forward and
+  # fp8_relu_squared_linear_backward rows against bench-d20-fp8's fp8_matmul and relu_squared_* rows.
+  bench_stage bench-d20-fp8-fused 90 --depth 20 --seq 2048 --batch 32 --vocab 32768 --steps 2 --warmup 1 \
+    --profile --fp8 --mlp-gemm fused
 }
 
 # ---- summary ----
@@ -581,7 +589,8 @@ write_summary() {
     --bench "bench-d20=$build_dir/bench-d20.json" --bench "bench-d12=$build_dir/bench-d12.json" \
     --bench "bench-attention=$build_dir/bench-attention.json" \
     --bench "bench-d20-fused=$build_dir/bench-d20-fused.json" \
-    --bench "bench-d20-fp8=$build_dir/bench-d20-fp8.json"
+    --bench "bench-d20-fp8=$build_dir/bench-d20-fp8.json" \
+    --bench "bench-d20-fp8-fused=$build_dir/bench-d20-fp8-fused.json"
 }
 
 main() {
@@ -605,7 +614,7 @@ main() {
     gpu_stages
   else
     local stage
-    for stage in build ctest-gpu sanitizer bench-d20 bench-d12 bench-attention bench-d20-fused bench-d20-fp8; do
+    for stage in "${gpu_stage_names[@]}"; do
       skip_stage "$stage" "configure failed"
     done
   fi
