@@ -11,6 +11,7 @@
 #include "kernels/op_recorder.h"
 #include "kernels/ops.h"
 #include "perf/op_cost.h"
+#include "tests/perf/attention_tile_pairs.h"
 
 namespace nanoforge {
 namespace {
@@ -117,15 +118,6 @@ TEST(OpCost, StepSumsStreamLikeTheirReadBackTwinsWithoutTheHostWait) {
   const OpCost loss = cost::add_mean_loss(total, rows, targets);
   EXPECT_EQ(loss.bytes, cost::sum_loss(rows, targets).bytes + 2 * 8);
   EXPECT_FALSE(loss.host_sync);
-}
-
-// The tile pairs as diagonals: pairs (i, j) with 0 <= i - j <= w/64 over n tiles is the sum over the
-// diagonal offsets d of (n - d) — a different count from the kernel's per-query-tile loop.
-int64_t pairs_by_diagonals(int64_t tiles, int64_t window_tiles) {
-  int64_t pairs = 0;
-  for (int64_t d = 0; d <= std::min(window_tiles, tiles - 1); ++d)
-    pairs += tiles - d;
-  return pairs;
 }
 
 TEST(OpCost, AttentionTilePairsMatchTheDiagonalCount) {

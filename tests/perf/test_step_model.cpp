@@ -23,6 +23,7 @@
 #include "optim/param_groups.h"
 #include "perf/step_report.h"
 #include "step/training_step.h"
+#include "tests/perf/attention_tile_pairs.h"
 
 namespace nanoforge {
 namespace {
@@ -74,14 +75,6 @@ TEST(StepModel, GemmFlopsAreSixPerGemmWeightPerToken) {
     EXPECT_EQ(matmul_params(config), gemm_weights(config) + gates + kSmearGateChannels +
                                          (config.padded_vocab_size() - config.vocab_size) * config.n_embd);
   }
-}
-
-// Tile pairs counted along the diagonals (see tests/kernels/test_op_cost.cpp).
-int64_t pairs_by_diagonals(int64_t tiles, int64_t window_tiles) {
-  int64_t pairs = 0;
-  for (int64_t d = 0; d <= std::min(window_tiles, tiles - 1); ++d)
-    pairs += tiles - d;
-  return pairs;
 }
 
 // With FP8, the amax of each Linear's input comes from the kernel that wrote it (the norms, ReLU² or the
