@@ -72,12 +72,7 @@ std::vector<RankRun> run_processes(const std::vector<std::vector<std::string>>& 
       ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
       for (const std::string& variable : environments[i])
         ::putenv(const_cast<char*>(variable.c_str()));
-      std::vector<char*> argv;
-      for (const std::string& argument : arguments)
-        argv.push_back(const_cast<char*>(argument.c_str()));
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
+      exec_arguments(arguments);
     }
     ::close(fd);
     pids.push_back(pid);
@@ -112,6 +107,15 @@ std::vector<RankRun> run_processes(const std::vector<std::vector<std::string>>& 
     ::unlink(outputs[i].c_str());
   }
   return runs;
+}
+
+void exec_arguments(const std::vector<std::string>& arguments) {
+  std::vector<char*> argv;
+  for (const std::string& argument : arguments)
+    argv.push_back(const_cast<char*>(argument.c_str()));
+  argv.push_back(nullptr);
+  ::execv(argv[0], argv.data());
+  ::_exit(127);
 }
 
 bool names_rank(const std::string& output, int rank) {

@@ -31,6 +31,10 @@ std::vector<RankRun> run_processes(const std::vector<std::vector<std::string>>& 
                                    const std::vector<std::string>& arguments, int victim,
                                    double hard_limit_seconds);
 
+// In a forked child: replaces the process with the program arguments[0] run with `arguments`; exits 127
+// where that fails.
+[[noreturn]] void exec_arguments(const std::vector<std::string>& arguments);
+
 // Whether one of nanoforge's own error lines (not the emulator's) names `rank` after the reporting rank.
 bool names_rank(const std::string& output, int rank);
 

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/dist/rank_processes.h"
 #include "tests/test_paths.h"
 
 namespace nanoforge {
@@ -42,12 +43,7 @@ JobRun run_with_limit(const std::vector<std::string>& arguments, double limit_se
     ::dup2(output_fd, STDERR_FILENO);
     ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
     ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-    std::vector<char*> argv;
-    for (const std::string& argument : arguments)
-      argv.push_back(const_cast<char*>(argument.c_str()));
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
+    test::exec_arguments(arguments);
   }
   ::setpgid(pid, pid);
   JobRun run;
