@@ -245,6 +245,27 @@ inline std::vector<float> absolute(std::vector<float> values) {
   return values;
 }
 
+// sum_k |a_ik b_kj| per element of a (rows, K) times op(b) (`transpose_b` as ops::matmul takes it): the
+// magnitudes a GEMM's accumulation bound scales with (a CPU GEMM of them; its own rounding is far below the
+// bounds).
+inline std::vector<float> gemm_magnitudes(const std::vector<float>& a, const std::vector<float>& b,
+                                          std::initializer_list<int64_t> a_shape,
+                                          std::initializer_list<int64_t> b_shape, ops::Transpose transpose_b,
+                                          int64_t rows, int64_t columns) {
+  std::vector<float> a_abs = absolute(a), b_abs = absolute(b);
+  std::vector<float> result(static_cast<size_t>(rows * columns));
+  ops::matmul(TensorView(result.data(), {rows, columns}, DType::kF32, Device::kCpu),
+              TensorView(a_abs.data(), a_shape, DType::kF32, Device::kCpu), ops::Transpose::kNo,
+              TensorView(b_abs.data(), b_shape, DType::kF32, Device::kCpu), transpose_b, 1.0, 0.0);
+  return result;
+}
+
+// act = relu(pre)^2 rounded to bf16, from a pre off by at most d: relu is off by at most d, its square by
+// (2 relu + d) d, and the rounding adds 2^-8 of (relu + d)^2.
+inline double relu_squared_bound(double relu, double d) {
+  return (2 * relu + d) * d + kBf16Rounding * (relu + d) * (relu + d);
+}
+
 // Expects |gpu[i] - cpu[i]| <= allowed(i) everywhere (NaN fails), reporting the first few misses and their
 // count.
 template <class Allowed>

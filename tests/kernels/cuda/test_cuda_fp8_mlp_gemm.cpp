@@ -58,15 +58,6 @@ struct GpuCodes {
   }
 };
 
-// sum_k |a_ik b_jk| per element: a CPU GEMM of the magnitudes (its own rounding is far below the bounds).
-std::vector<float> magnitudes(const std::vector<float>& a, const std::vector<float>& b) {
-  std::vector<float> a_abs = absolute(a), b_abs = absolute(b);
-  std::vector<float> result(static_cast<size_t>(kRows * kColumns));
-  ops::matmul(cpu_view(result, {kRows, kColumns}), cpu_view(a_abs, {kRows, kDepth}), ops::Transpose::kNo,
-              cpu_view(b_abs, {kColumns, kDepth}), ops::Transpose::kYes, 1.0, 0.0);
-  return result;
-}
-
 class CudaFp8MlpGemm : public testing::TestWithParam<ops::MlpGemm> {
  protected:
   void SetUp() override { NANOFORGE_SKIP_WITHOUT_GPU(); }
@@ -98,7 +89,8 @@ TEST_P(CudaFp8MlpGemm, ForwardIsTheCpuFp8ResultWithinAccumulationAndRounding) {
   ops::fp8_linear_relu_squared_forward(act_gpu.view, ops::AmaxOutput{cuda_view(amax, {1}, DType::kF32)},
                                        x_gpu.view, x_gpu.scale, w_gpu.view, w_gpu.scale, settings());
 
-  const std::vector<float> sums = magnitudes(x.values, w.values);
+  const std::vector<float> sums = gemm_magnitudes(x.values, w.values, {kRows, kDepth}, {kColumns, kDepth},
+                                                  ops::Transpose::kYes, kRows, kColumns);
   int clipped = 0;
   for (float value : act_cpu)
     clipped += value == 0.0f;
@@ -108,7 +100,7 @@ TEST_P(CudaFp8MlpGemm, ForwardIsTheCpuFp8ResultWithinAccumulationAndRounding) {
       [&](size_t i) {
         const double relu = std::sqrt(static_cast<double>(act_cpu[i]));
         const double d = kDepth * kAccumulationRounding * sums[i] + kBf16Rounding * relu;
-        return (2 * relu + d) * d + kBf16Rounding * (relu + d) * (relu + d);
+        return relu_squared_bound(relu, d);
       },
       "act");
   const std::vector<float> act = act_gpu.values();
@@ -142,7 +134,8 @@ TEST_P(CudaFp8MlpGemm, BackwardIsTheCpuFp8ResultWithinAccumulationAndRounding) {
   ops::fp8_relu_squared_linear_backward(d_pre_gpu.view, d_y_gpu.view, d_y_gpu.scale, w_gpu.view, w_gpu.scale,
                                         act_gpu.view, settings());
 
-  const std::vector<float> sums = magnitudes(d_y.values, w.values);
+  const std::vector<float> sums = gemm_magnitudes(d_y.values, w.values, {kRows, kDepth}, {kColumns, kDepth},
+                                                  ops::Transpose::kYes, kRows, kColumns);
   expect_within(
       d_pre_gpu.values(), d_pre_cpu,
       [&](size_t i) {

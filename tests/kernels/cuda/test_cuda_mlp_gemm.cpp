@@ -43,17 +43,6 @@ std::vector<float> nan_values(int64_t count) {
   return std::vector<float>(static_cast<size_t>(count), std::numeric_limits<float>::quiet_NaN());
 }
 
-// sum_k |a_ik b_kj| per element (a CPU GEMM of the magnitudes; its own rounding is far below the bounds).
-std::vector<float> magnitudes(std::vector<float> a, std::vector<float> b, std::vector<int64_t> a_shape,
-                              std::vector<int64_t> b_shape, ops::Transpose transpose_b, int64_t rows,
-                              int64_t columns) {
-  std::vector<float> a_abs = absolute(std::move(a)), b_abs = absolute(std::move(b));
-  std::vector<float> result(static_cast<size_t>(rows * columns));
-  ops::matmul(cpu_view(result, {rows, columns}), cpu_view(a_abs, a_shape), ops::Transpose::kNo,
-              cpu_view(b_abs, b_shape), transpose_b, 1.0, 0.0);
-  return result;
-}
-
 class CudaMlpGemm : public testing::TestWithParam<std::tuple<MlpShape, ops::MlpGemm>> {
  protected:
   void SetUp() override { NANOFORGE_SKIP_WITHOUT_GPU(); }
@@ -76,7 +65,7 @@ TEST_P(CudaMlpGemm, ForwardIsTheCpuResultWithinAccumulationAndRounding) {
   const GpuTensor act_gpu(nan_values(N * M), {N, M}, DType::kBF16, 0);
   ops::linear_relu_squared_forward(act_gpu.view, x_gpu.view, w_gpu.view, settings);
 
-  const std::vector<float> sums = magnitudes(x, w, {N, K}, {M, K}, ops::Transpose::kYes, N, M);
+  const std::vector<float> sums = gemm_magnitudes(x, w, {N, K}, {M, K}, ops::Transpose::kYes, N, M);
   int clipped = 0;
   for (float value : act_cpu)
     clipped += value == 0.0f;
@@ -87,7 +76,7 @@ TEST_P(CudaMlpGemm, ForwardIsTheCpuResultWithinAccumulationAndRounding) {
         const double relu = std::sqrt(static_cast<double>(act_cpu[i]));
         const double d = static_cast<double>(K) * kAccumulationRounding * sums[i] +
                          (gemm() == ops::MlpGemm::kCublasLt ? kBf16Rounding * relu : 0.0);
-        return (2 * relu + d) * d + kBf16Rounding * (relu + d) * (relu + d);
+        return relu_squared_bound(relu, d);
       },
       "act");
 }
@@ -112,7 +101,7 @@ TEST_P(CudaMlpGemm, BackwardIsTheCpuResultWithinAccumulationAndRounding) {
   const GpuTensor d_pre_gpu(nan_values(N * M), {N, M}, DType::kBF16, 0);
   ops::relu_squared_linear_backward(d_pre_gpu.view, d_y_gpu.view, w_gpu.view, act_gpu.view, settings);
 
-  const std::vector<float> sums = magnitudes(d_y, w, {N, K}, {K, M}, ops::Transpose::kNo, N, M);
+  const std::vector<float> sums = gemm_magnitudes(d_y, w, {N, K}, {K, M}, ops::Transpose::kNo, N, M);
   // The unfused path rounds d_y w to bf16 before the pass multiplies: one more bf16 rounding of the product.
   const double extra = gemm() == ops::MlpGemm::kCublasLt ? kBf16Rounding : 0.0;
   expect_within(
