@@ -12,50 +12,40 @@
 namespace nanoforge::emulator {
 namespace {
 
+// The value of type T at p (possibly unaligned).
+template <class T>
+T read(const unsigned char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+// Stores `v` at p (possibly unaligned).
+template <class T>
+void write(unsigned char* p, T v) {
+  std::memcpy(p, &v, sizeof(T));
+}
+
 double load(const unsigned char* p, ncclDataType_t type) {
   switch (type) {
-    case ncclFloat32: {
-      float v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-    case ncclFloat64: {
-      double v;
-      std::memcpy(&v, p, 8);
-      return v;
-    }
-    case ncclBfloat16: {
-      __nv_bfloat16 v;
-      std::memcpy(&v, p, 2);
-      return __bfloat162float(v);
-    }
-    case ncclInt32: {
-      int32_t v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-    case ncclUint32: {
-      uint32_t v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-    case ncclInt8: {
-      int8_t v;
-      std::memcpy(&v, p, 1);
-      return v;
-    }
+    case ncclFloat32:
+      return read<float>(p);
+    case ncclFloat64:
+      return read<double>(p);
+    case ncclBfloat16:
+      return __bfloat162float(read<__nv_bfloat16>(p));
+    case ncclInt32:
+      return read<int32_t>(p);
+    case ncclUint32:
+      return read<uint32_t>(p);
+    case ncclInt8:
+      return read<int8_t>(p);
     case ncclUint8:
       return *p;
-    case ncclUint64: {
-      uint64_t v;
-      std::memcpy(&v, p, 8);
-      return static_cast<double>(v);
-    }
-    default: {
-      int64_t v;
-      std::memcpy(&v, p, 8);
-      return static_cast<double>(v);
-    }
+    case ncclUint64:
+      return static_cast<double>(read<uint64_t>(p));
+    default:
+      return static_cast<double>(read<int64_t>(p));
   }
 }
 
@@ -73,34 +63,26 @@ double round_to(double value, ncclDataType_t type) {
 
 void store(unsigned char* p, ncclDataType_t type, double value) {
   switch (type) {
-    case ncclFloat32: {
-      const auto v = static_cast<float>(value);
-      std::memcpy(p, &v, 4);
+    case ncclFloat32:
+      write(p, static_cast<float>(value));
       break;
-    }
     case ncclFloat64:
-      std::memcpy(p, &value, 8);
+      write(p, value);
       break;
-    case ncclBfloat16: {
-      const __nv_bfloat16 v = __float2bfloat16_rn(static_cast<float>(value));
-      std::memcpy(p, &v, 2);
+    case ncclBfloat16:
+      write(p, __float2bfloat16_rn(static_cast<float>(value)));
       break;
-    }
     case ncclInt32:
-    case ncclUint32: {
-      const auto v = static_cast<int32_t>(static_cast<int64_t>(value));
-      std::memcpy(p, &v, 4);
+    case ncclUint32:
+      write(p, static_cast<int32_t>(static_cast<int64_t>(value)));
       break;
-    }
     case ncclInt8:
     case ncclUint8:
       *p = static_cast<unsigned char>(static_cast<int64_t>(value));
       break;
-    default: {
-      const auto v = static_cast<int64_t>(value);
-      std::memcpy(p, &v, 8);
+    default:
+      write(p, static_cast<int64_t>(value));
       break;
-    }
   }
 }
 
