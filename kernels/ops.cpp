@@ -288,14 +288,14 @@ void fp8_linear_relu_squared_forward(TensorView act, AmaxOutput amax, TensorView
 void fp8_relu_squared_linear_backward(TensorView d_pre, TensorView d_y, TensorView d_y_inv_scale,
                                       TensorView w, TensorView w_inv_scale, TensorView act,
                                       const KernelSettings& settings) {
-  NANOFORGE_CHECK(d_pre.data != d_y.data && d_pre.data != act.data,
-                  "fp8_relu_squared_linear_backward: d_pre must alias neither d_y nor act");
   if (d_pre.device == Device::kCuda && settings.mlp_gemm == MlpGemm::kFused) {
     check_one_device("fp8_relu_squared_linear_backward", d_pre.device,
                      {&d_y, &d_y_inv_scale, &w, &w_inv_scale, &act});
     return NANOFORGE_CUDA_ONLY_CALL(fp8_relu_squared_linear_backward,
                                     (d_pre, d_y, d_y_inv_scale, w, w_inv_scale, act, settings));
   }
+  NANOFORGE_CHECK(d_pre.data != d_y.data && d_pre.data != act.data,
+                  "fp8_relu_squared_linear_backward: d_pre must alias neither d_y nor act");
   fp8_matmul(d_pre, 0, d_y, d_y_inv_scale, w, w_inv_scale, 0.0);
   relu_squared_backward(d_pre, d_pre, act);
 }
