@@ -1,7 +1,8 @@
 # nanoforge's everyday commands. `make test` is CI's first stage (.ci/run, on a clean clone; then
 # sanitize-address, sanitize-thread and fuzz-ci): install the missing Debian packages, configure, build with
 # every core, run the tests (output shown on failure).
-# On a machine without a GPU the CUDA backend and its tests run on the CPU emulator of CUDA (docs/kernels.md).
+# Where nvcc is found, build/bin/nanoforge is always the GPU build; on a machine without a GPU the tests (and
+# nanoforge-emulated, the program they start) run the CUDA backend on the CPU emulator of CUDA (docs/build.md).
 # `make sanitize` runs the whole test suite again in a tree built with AddressSanitizer
 # and UndefinedBehaviorSanitizer (the GPU tests on the emulator, where every kernel overrun is a host
 # overrun), then the tests that run MPI in a CPU-only tree built with ThreadSanitizer (cmake/Sanitizers.cmake,
@@ -9,7 +10,8 @@
 # `make demo` trains a small model from scratch on this machine: tokenizer and shards from the demo corpus,
 # recipes/tiny.toml, evaluation (bits per byte, and CORE on the small test bundle), a sample, a plot of the
 # run (run.png) and its page (report.html, `nanoforge report`: docs/watching.md). It builds only the program,
-# in a tree of its own: for the CPU, or for this machine's GPU alone when it has one (not every architecture).
+# in a tree of its own: for this machine's GPU alone when it has one, else for the default architectures where
+# nvcc is found (the GPU build, which trains on the CPU here), else for the CPU.
 # `make fuzz FUZZ_SECONDS=N` builds the libFuzzer targets with clang in build-fuzz/ and runs each for N seconds
 # from its committed seed corpus; `make fuzz-ci`, CI's stage, runs each for a fixed number of inputs from a
 # fixed seed (docs/fuzzing.md).
@@ -19,11 +21,13 @@ JOBS ?= $(shell nproc)
 # The build tree's Python (scripts/install-deps.sh): pyarrow for parquet input, tiktoken and torch for tools/.
 BUILD_PYTHON_ENV := $(abspath $(BUILD_DIR))/python
 CMAKE_FLAGS ?=
-# The AddressSanitizer tree builds the CUDA backend for the emulator (where nvcc is found; no nvcc compile
-# check and no comparison of schedules: those are `make test`'s); the ThreadSanitizer tree is CPU-only.
-ASAN_CMAKE_FLAGS ?= -DNANOFORGE_CUDA_EMULATION=ON -DNANOFORGE_CUDA_COMPILE_CHECK=OFF \
-                    -DNANOFORGE_EMULATOR_TEST_SCHEDULES=rotate
+# The AddressSanitizer tree builds the CUDA backend for the emulator alone (no nvcc build and no comparison of
+# schedules: those are `make test`'s; nanoforge-emulated stands in for the program); the ThreadSanitizer tree
+# is CPU-only.
+ASAN_CMAKE_FLAGS ?= -DNANOFORGE_CUDA_EMULATION=ONLY -DNANOFORGE_EMULATOR_TEST_SCHEDULES=rotate
 TSAN_CMAKE_FLAGS ?= -DNANOFORGE_CUDA=OFF
+GPU_BUILD_DIR ?= build-gpu
+GPU_BUILD_CUDA12_DIR ?= build-gpu-cuda12.4
 ASAN_BUILD_DIR ?= build-sanitize
 TSAN_BUILD_DIR ?= build-sanitize-thread
 # What ThreadSanitizer checks: the programs and tests that run under mpirun (KilledDuringACollective is left
@@ -39,8 +43,8 @@ TSAN_EXCLUDED := KilledDuringACollective
 # flash attention's second sweep, the same kernels and shapes on the GB10's profile.
 ASAN_GPU_EXCLUDED := ^TrainingGpu\.|^CoreGpu\.|^NcclLaunch\.TorchrunStyleTrainsLikeMpirun$$|^NcclTraining\.RankKilledMidStep|\.gb10_truncating_mma$$
 DEMO_BUILD_DIR ?= build-demo
-DEMO_CMAKE_FLAGS ?= $(shell nvidia-smi >/dev/null 2>&1 && echo -DCMAKE_CUDA_ARCHITECTURES=native \
-                      || echo -DNANOFORGE_CUDA=OFF)
+DEMO_CMAKE_FLAGS ?= -DNANOFORGE_CUDA_EMULATION=OFF \
+                    $(shell nvidia-smi >/dev/null 2>&1 && echo -DCMAKE_CUDA_ARCHITECTURES=native)
 NANOFORGE := $(DEMO_BUILD_DIR)/bin/nanoforge
 DEMO_DIR := $(DEMO_BUILD_DIR)/demo
 DEMO_RUN ?= runs/tiny
@@ -50,8 +54,8 @@ FUZZ_CMAKE_FLAGS ?=
 # A python3 that has matplotlib (a pyenv python3 first on PATH may not see Debian's packages).
 PYTHON := $(shell python3 -c 'import matplotlib' >/dev/null 2>&1 && echo python3 || echo /usr/bin/python3)
 
-.PHONY: all deps configure build test sanitize sanitize-address sanitize-thread demo demo-build demo-data fuzz \
-        fuzz-ci fuzz-build fuzz-seeds fuzz-merge format clean
+.PHONY: all deps configure build test check-gpu-build sanitize sanitize-address sanitize-thread demo demo-build \
+        demo-data fuzz fuzz-ci fuzz-build fuzz-seeds fuzz-merge format clean
 
 all: build
 
@@ -67,6 +71,15 @@ build: configure
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+# The GPU build as a GPU machine makes it, made here without a GPU (nothing runs on one): no emulator, warnings
+# as errors, against CUDA 13 (every target, $(GPU_BUILD_DIR)/; configured like $(BUILD_DIR)/, whose objects the
+# compiler cache serves) and CUDA 12.4 (what touches CUDA, sm_90; the toolkit assembled in a cache outside the
+# clone by scripts/cuda-toolkit-cache.sh), and ptxas 12.9 on that build's PTX for sm_121
+# (scripts/check-gpu-build.sh; docs/build.md, "The GPU build in CI"). CI runs it after `make test`.
+check-gpu-build: deps
+	JOBS=$(JOBS) CMAKE_FLAGS="$(CMAKE_FLAGS)" GPU_BUILD_DIR=$(GPU_BUILD_DIR) \
+	    GPU_BUILD_CUDA12_DIR=$(GPU_BUILD_CUDA12_DIR) scripts/check-gpu-build.sh $(BUILD_PYTHON_ENV)/bin/python3
 
 sanitize: sanitize-address sanitize-thread
 
@@ -150,4 +163,5 @@ format:
 	git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(TSAN_BUILD_DIR) $(DEMO_BUILD_DIR) $(FUZZ_BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(GPU_BUILD_DIR) $(GPU_BUILD_CUDA12_DIR) $(ASAN_BUILD_DIR) $(TSAN_BUILD_DIR) \
+	    $(DEMO_BUILD_DIR) $(FUZZ_BUILD_DIR)

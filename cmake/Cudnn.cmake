@@ -1,5 +1,5 @@
-# cuDNN's fused attention (kernels/cuda/cudnn_attention.cpp), optional: built only for a real GPU (never on the
-# CUDA emulator, which has no cuDNN) and only where both halves are found:
+# cuDNN's fused attention (kernels/cuda/cudnn_attention.cpp), optional: built into the real GPU build (never
+# the emulated one, as the CUDA emulator has no cuDNN) and only where both halves are found:
 #  - cuDNN 9 itself (cudnn.h and libcudnn), in the CUDA toolkit or given with -DNANOFORGE_CUDNN_INCLUDE_DIR
 #    and -DNANOFORGE_CUDNN_LIBRARY;
 #  - NVIDIA's header-only C++ frontend (cudnn_frontend.h), from the PyPI wheel nvidia-cudnn-frontend that
@@ -32,8 +32,8 @@ set(NANOFORGE_CUDNN_WHY "NANOFORGE_CUDNN=OFF")
 if(NOT NANOFORGE_CUDNN STREQUAL "OFF")
   if(NOT NANOFORGE_HAVE_CUDA)
     set(NANOFORGE_CUDNN_WHY "no CUDA backend")
-  elseif(NANOFORGE_CUDA_EMULATED)
-    set(NANOFORGE_CUDNN_WHY "the CUDA backend runs on the emulator, which has no cuDNN")
+  elseif(NOT NANOFORGE_CUDA_REAL)
+    set(NANOFORGE_CUDNN_WHY "no real GPU build (NANOFORGE_CUDA_EMULATION=ONLY): the emulator has no cuDNN")
   else()
     find_path(NANOFORGE_CUDNN_INCLUDE_DIR NAMES cudnn_version.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
     find_library(NANOFORGE_CUDNN_LIBRARY NAMES cudnn HINTS ${CUDAToolkit_LIBRARY_DIR})
@@ -91,7 +91,12 @@ if(NANOFORGE_HAVE_CUDNN)
   add_library(nanoforge_cudnn INTERFACE)
   target_include_directories(nanoforge_cudnn SYSTEM INTERFACE "${_frontend_include}" "${NANOFORGE_CUDNN_INCLUDE_DIR}")
   # The frontend's experimental RMSNorm+SiLU engine compiles kernels with NVRTC, so the headers call it.
-  target_link_libraries(nanoforge_cudnn INTERFACE "${NANOFORGE_CUDNN_LIBRARY}" CUDA::nvrtc)
+  # libnvrtc itself, not CUDA::nvrtc, which also links the driver's libcuda.so: a program that needs
+  # libcuda.so.1 does not start where no NVIDIA driver is installed (a login node), and the CUDA runtime
+  # loads the driver when it needs it.
+  find_library(NANOFORGE_NVRTC_LIBRARY NAMES nvrtc HINTS ${CUDAToolkit_LIBRARY_DIR})
+  nanoforge_require(NANOFORGE_NVRTC_LIBRARY "NVRTC (cuDNN's frontend calls it)" "the CUDA toolkit's nvrtc")
+  target_link_libraries(nanoforge_cudnn INTERFACE "${NANOFORGE_CUDNN_LIBRARY}" "${NANOFORGE_NVRTC_LIBRARY}")
   target_compile_definitions(nanoforge_cudnn INTERFACE
     NANOFORGE_CUDNN_DESCRIPTION="cuDNN frontend ${NANOFORGE_CUDNN_FRONTEND_VERSION}")
 endif()

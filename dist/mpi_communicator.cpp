@@ -44,6 +44,8 @@ MPI_Datatype mpi_type(DType dtype) {
     case DType::kI32:
       return MPI_INT32_T;
     case DType::kBF16:
+    case DType::kF8E4M3:
+    case DType::kF8E5M2:
       break;
   }
   NANOFORGE_CHECK(false, "the MPI engine serves f32, f64 and i32 CPU tensors, got {}", dtype_name(dtype));

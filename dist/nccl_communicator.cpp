@@ -67,6 +67,9 @@ ncclDataType_t nccl_type(DType dtype) {
       return ncclFloat64;
     case DType::kI32:
       return ncclInt32;
+    case DType::kF8E4M3:  // FP8 codes are a step's scratch, never reduced
+    case DType::kF8E5M2:
+      break;
   }
   NANOFORGE_CHECK(false, "no NCCL type for {}", dtype_name(dtype));
   return ncclFloat32;

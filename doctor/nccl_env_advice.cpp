@@ -421,10 +421,9 @@ NcclAdvice advise_nccl(const RdmaInventory& inventory) {
     add_port_warnings(inventory, data_layer, advice);
   } else {
     if (inventory.devices.empty()) {
-      advice.notes.push_back(
+      advice.notes.emplace_back(
           "no RDMA device: NCCL will use its socket transport (TCP) between machines; within one machine "
-          "GPUs "
-          "still talk over NVLink/PCIe. Fine for one node, slow across nodes");
+          "GPUs still talk over NVLink/PCIe. Fine for one node, slow across nodes");
     } else {
       std::vector<std::string> ports;
       for (const RdmaDevice& device : inventory.devices)

@@ -187,7 +187,7 @@ absl::StatusOr<RdmaDevice> read_device(ibv_device* verbs_device) {
 }
 
 // Why libibverbs lists no device, from what the kernel exposes.
-std::string no_device_reason(int list_errno) {
+const char* no_device_reason(int list_errno) {
   if (!fs::exists("/sys/class/infiniband"))
     return "no RDMA driver is loaded (/sys/class/infiniband does not exist): no ConnectX/RDMA NIC, or its "
            "driver (mlx5_ib) is not loaded";
@@ -207,7 +207,7 @@ void add_verbs_devices(RdmaInventory& inventory) {
   const int list_errno = errno;
   if (list == nullptr || count == 0) {
     if (list != nullptr) ibv_free_device_list(list);
-    inventory.notes.push_back(no_device_reason(list == nullptr ? list_errno : 0));
+    inventory.notes.emplace_back(no_device_reason(list == nullptr ? list_errno : 0));
     return;
   }
   for (int n = 0; n < count; ++n) {

@@ -17,7 +17,9 @@ BackendInfo backend_info() {
 #ifdef NANOFORGE_HAVE_CUDA
   info.cuda_built = true;
   info.cuda_architectures = NANOFORGE_CUDA_ARCHITECTURES;
+  info.cuda_toolkit = NANOFORGE_CUDA_TOOLKIT_VERSION;
 #endif
+  info.cuda_emulated = cuda::emulated();
   info.cuda_usable = cuda::available(&info.cuda_status);
   return info;
 }

@@ -13,7 +13,10 @@ struct BackendInfo {
   bool blas_uses_openmp = false;
   int cpu_threads = 0;  // OpenMP threads ops will use
   bool cuda_built = false;
-  std::string cuda_architectures;  // built-for list, e.g. "90;121"
+  // The CUDA backend is the CPU emulator of CUDA (nanoforge-emulated and the tests, emulator/), not a GPU.
+  bool cuda_emulated = false;
+  std::string cuda_architectures;  // built-for list of the real build, e.g. "90,121"
+  std::string cuda_toolkit;        // the CUDA release the real build was compiled with, e.g. "13.0"
   bool cuda_usable = false;
   std::string cuda_status;  // device name, or why CUDA is not usable
 };

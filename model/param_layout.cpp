@@ -100,8 +100,8 @@ std::vector<std::string> ParamLayout::state_dict_order() const {
     names.push_back(layer_param(i, "mlp.c_fc"));
     names.push_back(layer_param(i, "mlp.c_proj"));
   }
-  names.push_back("lm_head.weight");
-  names.push_back("smear_gate.weight");
+  names.emplace_back("lm_head.weight");
+  names.emplace_back("smear_gate.weight");
   for (int64_t i = 0; i < config_.n_layer; ++i) {
     if (config_.has_value_embed(i)) names.push_back(value_embed_param(i));
   }

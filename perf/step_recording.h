@@ -37,8 +37,8 @@ struct StepRecordingOptions {
   int64_t grad_accum_steps = 1;
   int64_t bucket_bytes = 25 << 20;  // recipe dist.bucket_mb's default
   Device device = Device::kCuda;    // the CPU records the same calls (its f32 dtypes), for name checks
-  ops::KernelSettings
-      kernel_settings;  // the kernels the model runs (which attention and MLP GEMM are priced; FP8 or not)
+  // The kernels the model runs (which attention and MLP GEMM are priced; FP8 or not).
+  ops::KernelSettings kernel_settings = {};
 };
 
 std::vector<StepEvent> record_training_step(const StepRecordingOptions& options);

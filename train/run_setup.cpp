@@ -20,12 +20,15 @@ absl::StatusOr<Device> resolve_train_device(const Recipe& recipe) {
   if (recipe.train.device == "cpu") return Device::kCpu;
   // cuda::available counts GPUs without creating a context: the NCCL engine binds each rank's GPU later.
   std::string reason;
-  if (cuda::available(&reason)) return Device::kCuda;
+  const bool usable = cuda::available(&reason);
   if (recipe.train.device == "cuda") {
+    if (usable) return Device::kCuda;
     return absl::FailedPreconditionError(
         fmt::format("train.device = cuda, but no GPU is usable: {}; use train.device=cpu", reason));
   }
-  return Device::kCpu;
+  // auto: a real GPU, never the CPU emulator of CUDA (nanoforge-emulated, the tests' program), which runs
+  // only where train.device = cuda asks for it by name.
+  return usable && !cuda::emulated() ? Device::kCuda : Device::kCpu;
 }
 
 absl::StatusOr<std::string> device_display_name(Device device) {
@@ -54,6 +57,7 @@ absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size, De
                         fmt::format("train.device: {}", std::string(device_name.status().message())));
   }
   setup.device_name = *device_name;
+  setup.on_cuda_emulator = device == Device::kCuda && cuda::emulated();
 
   ShardOpenOptions open;
   open.expect.vocab_size = setup.tokenizer.vocab_size();

@@ -42,11 +42,13 @@ struct RunSetup {
   int64_t eval_steps = 0;               // validation batches per evaluation
   Device device = Device::kCpu;         // where the model, its gradients and the optimizer state live
   std::string device_name;              // what MFU is computed against ("cpu", "NVIDIA H200")
+  bool on_cuda_emulator = false;        // device is the CPU emulator of CUDA (nanoforge-emulated)
   ops::KernelSettings kernel_settings;  // the kernels the model runs, chosen once from the recipe and device
 };
 
-// train.device resolved: auto means cuda when this build has the CUDA backend and a GPU is visible, else
-// cpu; cuda without a usable GPU is an error saying why.
+// train.device resolved: auto means cuda when this build has the CUDA backend and a real GPU is visible, else
+// cpu (the CPU emulator of CUDA is never chosen: only train.device = cuda runs on it); cuda without a usable
+// GPU is an error saying why.
 absl::StatusOr<Device> resolve_train_device(const Recipe& recipe);
 
 // The device's name for tables and MFU: "cpu", or the GPU's name (an error saying why when it is unusable).

@@ -489,6 +489,7 @@ absl::Status Trainer::train_step(int64_t step) {
                          {"data_wait_ms", 1e3 * data_seconds},
                          {"elapsed_s", seconds_since(run_start_)}};
   if (mfu) record.push_back({"mfu", *mfu});
+  if (setup_.on_cuda_emulator) record.push_back({"emulated_gpu", setup_.device_name});  // never on a GPU
   NANOFORGE_RETURN_IF_ERROR(metrics_->write(record));
   if (sidecar_) sidecar_->check();
   return absl::OkStatus();
@@ -586,6 +587,13 @@ absl::Status Trainer::run() {
 }
 
 void Trainer::print_setup() const {
+  if (setup_.on_cuda_emulator) {
+    fmt::print(
+        "WARNING: training on {}: the CPU emulator of CUDA in nanoforge-emulated, the tests' program, "
+        "thousands "
+        "of times slower than a GPU; train with bin/nanoforge, the GPU build\n",
+        setup_.device_name);
+  }
   fmt::print("{}", recipe_to_toml(recipe_));
   fmt::print("\nmodel: {}\n{}", setup_.model.describe(), format_param_counts(model_.layout().counts()));
   fmt::print("train data: {}\nval data: {}\n", setup_.train_data->describe(), setup_.val_data->describe());

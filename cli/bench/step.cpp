@@ -171,8 +171,11 @@ absl::Status run_step_model(const GPTConfig& config, int64_t batch) {
   fmt::print("kernels: {} (--mlp-gemm={}, --attention={})\n", settings.describe(),
              absl::GetFlag(FLAGS_mlp_gemm),
              absl::GetFlag(FLAGS_attention).empty() ? "auto" : absl::GetFlag(FLAGS_attention));
-  StepRecordingOptions recording{config, batch, setup.world_size, setup.grad_accum_steps};
-  recording.kernel_settings = settings;
+  StepRecordingOptions recording{.config = config,
+                                 .batch = batch,
+                                 .world_size = setup.world_size,
+                                 .grad_accum_steps = setup.grad_accum_steps,
+                                 .kernel_settings = settings};
   recording.kernel_settings.fp8 = absl::GetFlag(FLAGS_fp8);
   const StepPrediction prediction = predict_step(record_training_step(recording), gpu, config, batch,
                                                  setup.world_size, setup.grad_accum_steps);
@@ -214,8 +217,8 @@ void print_predicted_beside_measured(const BenchStepOptions& options, const Benc
                absl::StrJoin(gpu_spec_names(), ", "));
     return;
   }
-  StepRecordingOptions recording{options.config, options.batch};
-  recording.kernel_settings = options.kernel_settings;
+  StepRecordingOptions recording{
+      .config = options.config, .batch = options.batch, .kernel_settings = options.kernel_settings};
   const StepPrediction prediction = predict_step(record_training_step(recording), *gpu, options.config,
                                                  options.batch, /*world_size=*/1, /*grad_accum_steps=*/1);
   fmt::print("predicted ({}) vs measured, per op of one training step:\n{}", gpu->name,

@@ -41,6 +41,12 @@ std::string json_strings(const std::vector<std::string>& values) {
 
 std::string format_runtimes(const CommRuntimeInfo& runtimes, const BackendInfo& backend) {
   std::string text = "CUDA:\n";
+  if (backend.cuda_emulated) {
+    text +=
+        "  THE CPU EMULATOR OF CUDA: this is nanoforge-emulated, the tests' program; its GPUs are emulated "
+        "on "
+        "the CPU. Check a machine with bin/nanoforge doctor\n";
+  }
   if (!runtimes.cuda_built) {
     text += "  " + runtimes.cuda_status + "\n";
   } else {
@@ -94,12 +100,13 @@ std::string json_summary(const RdmaInventory& inventory, const NcclAdvice& advic
       "{{\"doctor\": {{\"ok\": {}, \"problems\": {}, \"warnings\": {}, \"rdma_devices\": {}, \"transport\": "
       "{}, "
       "\"data_ports\": {}, \"link_gbps\": {:g}, \"nccl_env\": {{{}}}, \"exported\": {}, \"kept\": {}, "
-      "\"cuda_built\": {}, \"cuda_runtime\": {}, \"cuda_driver\": {}, \"gpus\": [{}], \"cuda_status\": {}, "
+      "\"cuda_built\": {}, \"cuda_emulated\": {}, \"cuda_runtime\": {}, \"cuda_driver\": {}, \"gpus\": [{}], "
+      "\"cuda_status\": {}, "
       "\"nccl\": {}, \"mpi\": {}, \"blas_kernels\": {}}}}}",
       review.problems.empty() ? "true" : "false", json_strings(review.problems), json_strings(warnings),
       inventory.devices.size(), json_string(to_string(advice.transport)), json_strings(ports),
       advice.total_rate_gbps(), absl::StrJoin(environment, ", "), json_strings(exported), json_strings(kept),
-      runtimes.cuda_built ? "true" : "false",
+      runtimes.cuda_built ? "true" : "false", backend.cuda_emulated ? "true" : "false",
       runtimes.cuda_built ? json_string(cuda_version_text(runtimes.cuda_runtime_version)) : "null",
       runtimes.cuda_driver_version ? json_string(cuda_version_text(runtimes.cuda_driver_version)) : "null",
       absl::StrJoin(gpus, ", "), optional_text(runtimes.cuda_status), optional_text(runtimes.nccl_version),
@@ -138,7 +145,8 @@ absl::Status run_doctor(const std::vector<std::string>& /*arguments*/) {
              format_runtimes(runtimes, backend));
   const size_t warning_count = advice.warnings.size() + review.warnings.size();
   if (review.problems.empty()) {
-    fmt::print("verdict: ready{}\n",
+    fmt::print("verdict: ready{}{}\n",
+               backend.cuda_emulated ? " for tests only (the CPU emulator of CUDA)" : "",
                warning_count == 0
                    ? ""
                    : fmt::format(", with {} warning{} above", warning_count, warning_count == 1 ? "" : "s"));

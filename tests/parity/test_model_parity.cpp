@@ -62,7 +62,9 @@ void expect_fp8_case_matches(const std::string& path) {
   ASSERT_TRUE(checks.ok()) << checks.status();
   for (const TensorCheck& check : *checks) {
     EXPECT_TRUE(check.passed) << check.name << ": " << check.max_error << " > " << check.tolerance;
-    if (check.name == "loss") EXPECT_TRUE(check.problem.empty()) << "the loss within 1e-4, as any case";
+    if (check.name == "loss") {
+      EXPECT_TRUE(check.problem.empty()) << "the loss within 1e-4, as any case";
+    }
   }
   // Without FP8 the same model is far from nanochat's FP8 numbers: the FP8 path is what matches.
   auto without = compare_with_expected(path, full_precision);

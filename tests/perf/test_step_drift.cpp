@@ -169,7 +169,8 @@ std::vector<std::string> executed_step(const DriftCase& c, Communicator& engine)
 
 // The same step as the performance model records it (rank 0 of the engine's world), in the same words.
 std::vector<std::string> recorded_step(const DriftCase& c, int world_size) {
-  StepRecordingOptions options{c.config, c.batch, world_size, c.grad_accum_steps};
+  StepRecordingOptions options{
+      .config = c.config, .batch = c.batch, .world_size = world_size, .grad_accum_steps = c.grad_accum_steps};
   options.bucket_bytes = kBucketBytes;
   options.device = Device::kCpu;
   std::vector<std::string> events;

@@ -60,7 +60,7 @@ int64_t gemm_weights(const GPTConfig& c) {
 TEST(StepModel, GemmFlopsAreSixPerGemmWeightPerToken) {
   for (const GPTConfig& config : {small_config(), GPTConfig::from_depth(20, 32768, 2048)}) {
     const int64_t batch = config.n_layer == 20 ? 32 : 3;  // d20 at its real size: nothing is allocated
-    const std::vector<StepEvent> events = record_training_step({config, batch});
+    const std::vector<StepEvent> events = record_training_step({.config = config, .batch = batch});
     const double tokens = static_cast<double>(batch * config.sequence_len);
     const double gemm =
         flops_of(events, "matmul", StepPhase::kForward) + flops_of(events, "matmul", StepPhase::kBackward);
@@ -134,7 +134,7 @@ TEST(StepModel, AttentionFlopsFollowEachLayersWindow) {
         2.0 * (2 * 64 * 64 * config.head_dim()) *
         static_cast<double>(pairs_by_diagonals(tiles, config.window(layer) / 64) * batch * config.n_head);
   }
-  const std::vector<StepEvent> events = record_training_step({config, batch});
+  const std::vector<StepEvent> events = record_training_step({.config = config, .batch = batch});
   EXPECT_EQ(flops_of(events, "attention_forward", StepPhase::kForward), expected);
   EXPECT_EQ(flops_of(events, "attention_backward", StepPhase::kBackward), 3.5 * expected);
   EXPECT_EQ(count_of(events, "attention_forward", StepPhase::kForward), config.n_layer);
@@ -172,7 +172,7 @@ TEST(StepModel, RecordedOpsMatchTheProfiledCpuStepRowByRow) {
   ops::set_op_profiling(false);
   const std::vector<ops::OpTime> measured = ops::op_profile();
 
-  StepRecordingOptions recording{config, batch};
+  StepRecordingOptions recording{.config = config, .batch = batch};
   recording.device = Device::kCpu;
   const StepPrediction prediction =
       predict_step(record_training_step(recording), *gpu_spec("h100"), config, batch, 1, 1);
@@ -208,7 +208,7 @@ int64_t bf16_gather_savings(const GPTConfig& c, int world) {
 TEST(StepModel, DataParallelStepHasZeroOneCollectivesAndRankZerosMuonWork) {
   const GPTConfig config = small_config();
   for (const int world : {1, 8}) {
-    StepRecordingOptions options{config, 2};
+    StepRecordingOptions options{.config = config, .batch = 2};
     options.world_size = world;
     const std::vector<StepEvent> events = record_training_step(options);
     std::map<std::string, int64_t> issued_bytes, issued_count;
@@ -385,7 +385,7 @@ TEST(StepModel, PreviousStepMovesTheClocksOnly) {
 
 TEST(StepModel, JsonLineParsesAndAgreesWithItself) {
   const GPTConfig config = small_config();
-  StepRecordingOptions options{config, 4};
+  StepRecordingOptions options{.config = config, .batch = 4};
   options.world_size = 2;
   options.grad_accum_steps = 3;
   const StepPrediction p = predict_step(record_training_step(options), *gpu_spec("h200"), config, 4, 2, 3);

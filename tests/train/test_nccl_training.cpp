@@ -38,7 +38,7 @@ std::string write_recipe(const std::string& dir, int64_t steps, int64_t checkpoi
 }
 
 std::vector<std::string> train_command(const std::string& recipe, const std::string& run) {
-  return {nanoforge_binary(), "train", "--recipe", recipe, "--run-dir", run};
+  return {gpu_nanoforge_binary(), "train", "--recipe", recipe, "--run-dir", run};
 }
 
 // Two ranks started torchrun-style, `emulator` as each one's NANOFORGE_EMULATOR.

@@ -98,7 +98,7 @@ TEST(TrainingGpu, TwoRanksFollowTheCpuLossCurve) {
   recipe.model.mlp_gemm = "fused";
   const std::string command =
       fmt::format("{} -n 2 --oversubscribe {} train --recipe {} --run-dir {} > {}.log 2>&1", test::mpiexec(),
-                  test::nanoforge_binary(), recipe_file(recipe, dir), run, run);
+                  test::gpu_nanoforge_binary(), recipe_file(recipe, dir), run, run);
   ASSERT_EQ(std::system(command.c_str()), 0) << read_bytes(run + ".log");
   EXPECT_NE(
       read_bytes(run + ".log").find("mlp gemm: fused, ReLU² in our GEMM's epilogue (model.mlp_gemm=fused)"),

@@ -34,7 +34,7 @@ const std::vector<std::pair<std::string, std::string>>& python_cases() {
        "b\x80"
        "c\x80\xBF"
        "d",
-       "a" + repeat(kBad, 3) + "b" + kBad + "c" + repeat(kBad, 2) + "d"},
+       std::string("a") + repeat(kBad, 3) + "b" + kBad + "c" + repeat(kBad, 2) + "d"},
       {"\xC0\xAF", repeat(kBad, 2)},          // overlong '/'
       {"\xE0\x80\xAF", repeat(kBad, 3)},      // overlong, three bytes
       {"\xED\xA0\x80", repeat(kBad, 3)},      // a surrogate
