@@ -9,7 +9,7 @@ endif()
 
 if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
   message(FATAL_ERROR "NANOFORGE_FUZZ needs clang (libFuzzer): configure with -DCMAKE_C_COMPILER=clang "
-                      "-DCMAKE_CXX_COMPILER=clang++ (Debian: clang and libclang-rt-14-dev).")
+                      "-DCMAKE_CXX_COMPILER=clang++ (scripts/install-deps.sh installs clang with its runtimes).")
 endif()
 if(NANOFORGE_HAVE_CUDA)
   message(FATAL_ERROR "NANOFORGE_FUZZ builds the host code only: configure with -DNANOFORGE_CUDA=OFF.")

@@ -7,6 +7,8 @@
 
 #include <cstdlib>
 
+#include "support/json_text.h"
+
 namespace nanoforge {
 namespace {
 
@@ -26,8 +28,8 @@ absl::StatusOr<int> parse_int(const EnvLookup& lookup, const char* name, int min
   if (!text) return absl::InvalidArgumentError(fmt::format("{} is not set", name));
   int value = 0;
   if (!absl::SimpleAtoi(*text, &value) || value < min_value || value > max_value) {
-    return absl::InvalidArgumentError(
-        fmt::format("{}={:?} is not a whole number in [{}, {}]", name, *text, min_value, max_value));
+    return absl::InvalidArgumentError(fmt::format("{}={} is not a whole number in [{}, {}]", name,
+                                                  json_string(*text), min_value, max_value));
   }
   return value;
 }
@@ -60,8 +62,8 @@ absl::Status parse_master(const EnvLookup& lookup, LaunchEnv& env) {
     return absl::InvalidArgumentError(fmt::format(
         "torchrun-style launch with WORLD_SIZE={} needs MASTER_ADDR and MASTER_PORT (where rank 0 listens "
         "for the rendezvous), found MASTER_ADDR={} MASTER_PORT={}",
-        env.world_size, addr ? fmt::format("{:?}", *addr) : "unset",
-        lookup("MASTER_PORT") ? fmt::format("{:?}", *lookup("MASTER_PORT")) : "unset"));
+        env.world_size, addr ? json_string(*addr) : "unset",
+        lookup("MASTER_PORT") ? json_string(*lookup("MASTER_PORT")) : "unset"));
   }
   env.master_addr = *addr;
   absl::StatusOr<int> port = parse_int(lookup, "MASTER_PORT", 1, 65535);

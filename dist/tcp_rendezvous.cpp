@@ -24,6 +24,7 @@
 #include <optional>
 #include <thread>
 
+#include "support/json_text.h"
 #include "support/status.h"
 
 namespace nanoforge {
@@ -521,8 +522,9 @@ absl::StatusOr<std::vector<uint8_t>> join(const RendezvousOptions& options, Cloc
     std::this_thread::sleep_for(kConnectRetry);
   }
   if (resolved != 0) {
-    return absl::InvalidArgumentError(fmt::format("rendezvous: MASTER_ADDR={:?} does not resolve: {}",
-                                                  options.master_addr, ::gai_strerror(resolved)));
+    return absl::InvalidArgumentError(fmt::format("rendezvous: MASTER_ADDR={} does not resolve: {}",
+                                                  json_string(options.master_addr),
+                                                  ::gai_strerror(resolved)));
   }
   std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owned(addresses, &::freeaddrinfo);
   auto failed = [&](const absl::Status& status) {

@@ -24,6 +24,7 @@
 #include "kernels/device_buffer.h"
 #include "kernels/host_transfer.h"
 #include "kernels/ops.h"
+#include "support/json_text.h"
 #include "support/status.h"
 #include "train/memory_plan.h"
 
@@ -69,7 +70,7 @@ absl::StatusOr<int64_t> parse_bytes(absl::string_view text) {
   int64_t value = 0;
   if (!absl::SimpleAtoi(text, &value) || value <= 0 || value > (int64_t{1} << 40) / unit)
     return absl::InvalidArgumentError(
-        fmt::format("--sizes: {:?} is not a size like 4096, 64K, 1M or 1G", std::string(text)));
+        fmt::format("--sizes: {} is not a size like 4096, 64K, 1M or 1G", json_string(std::string(text))));
   return value * unit;
 }
 
@@ -85,7 +86,8 @@ absl::StatusOr<std::vector<int64_t>> parse_sizes(const std::string& text) {
     NANOFORGE_ASSIGN_OR_RETURN(const int64_t first, parse_bytes(item.substr(0, dots)));
     NANOFORGE_ASSIGN_OR_RETURN(const int64_t last, parse_bytes(item.substr(dots + 2)));
     if (last < first)
-      return absl::InvalidArgumentError(fmt::format("--sizes: empty range {:?}", std::string(item)));
+      return absl::InvalidArgumentError(
+          fmt::format("--sizes: empty range {}", json_string(std::string(item))));
     for (int64_t bytes = first; bytes <= last; bytes *= 4)
       sizes.push_back(bytes);
   }
@@ -103,7 +105,7 @@ absl::StatusOr<OpChoice> parse_op(const std::string& name) {
   if (name == "reduce_scatter") return OpChoice{CollectiveKind::kReduceScatter, "reduce_scatter"};
   if (name == "all_gather" || name == "allgather") return OpChoice{CollectiveKind::kAllGather, "all_gather"};
   return absl::InvalidArgumentError(
-      fmt::format("--op: {:?} is not one of allreduce, reduce_scatter, all_gather", name));
+      fmt::format("--op: {} is not one of allreduce, reduce_scatter, all_gather", json_string(name)));
 }
 
 // A value summed over ranks, through the communicator itself (its engine serves only its device's buffers).
@@ -236,12 +238,13 @@ absl::Status run_bench_allreduce(const std::vector<std::string>& /*arguments*/) 
   NANOFORGE_ASSIGN_OR_RETURN(const OpChoice op, parse_op(absl::GetFlag(FLAGS_op)));
   const std::string device_name_flag = absl::GetFlag(FLAGS_device);
   if (device_name_flag != "cpu" && device_name_flag != "cuda")
-    return absl::InvalidArgumentError(fmt::format("--device: {:?} is not cpu or cuda", device_name_flag));
+    return absl::InvalidArgumentError(
+        fmt::format("--device: {} is not cpu or cuda", json_string(device_name_flag)));
   const Device device = device_name_flag == "cuda" ? Device::kCuda : Device::kCpu;
   const std::string dtype_flag = absl::GetFlag(FLAGS_dtype);
   if (dtype_flag != "f32" && !(dtype_flag == "bf16" && device == Device::kCuda))
-    return absl::InvalidArgumentError(
-        fmt::format("--dtype: {:?} on {}: use f32 (cpu, cuda) or bf16 (cuda)", dtype_flag, device_name_flag));
+    return absl::InvalidArgumentError(fmt::format("--dtype: {} on {}: use f32 (cpu, cuda) or bf16 (cuda)",
+                                                  json_string(dtype_flag), device_name_flag));
   const DType dtype = dtype_flag == "bf16" ? DType::kBF16 : DType::kF32;
   const int iterations = absl::GetFlag(FLAGS_iterations);
   if (iterations < 1) return absl::InvalidArgumentError("--iterations must be at least 1");

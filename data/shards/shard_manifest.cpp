@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -171,6 +172,10 @@ absl::StatusOr<ShardManifest> ShardManifest::parse(std::string_view text, const 
       return absl::DataLossError(fmt::format("{}: line {} is damaged: {}", source, n + 1, line));
     };
     auto number = [&](const std::string& word, auto& out) { return absl::SimpleAtoi(word, &out); };
+    auto hex_number = [&](const std::string& word, auto* out) {
+      const auto [end, error] = std::from_chars(word.data(), word.data() + word.size(), *out, 16);
+      return !word.empty() && error == std::errc() && end == word.data() + word.size();
+    };
     bool ok = true;
     if (key == "tokenizer_hash")
       manifest.tokenizer_hash = value;
@@ -201,8 +206,8 @@ absl::StatusOr<ShardManifest> ShardManifest::parse(std::string_view text, const 
     else if (key == "shard") {
       ManifestShard shard;
       ok = words.size() == 6 && fs::path(words[0]).filename() == words[0] && number(words[1], shard.bytes) &&
-           absl::SimpleHexAtoi(words[2], &shard.crc32) && number(words[3], shard.documents) &&
-           number(words[4], shard.tokens) && absl::SimpleHexAtoi(words[5], &shard.token_checksum);
+           hex_number(words[2], &shard.crc32) && number(words[3], shard.documents) &&
+           number(words[4], shard.tokens) && hex_number(words[5], &shard.token_checksum);
       shard.name = words[0];
       manifest.shards.push_back(std::move(shard));
     } else {

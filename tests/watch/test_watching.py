@@ -278,7 +278,8 @@ class ReportPage(html.parser.HTMLParser):
 def case_report_in_browser(runs):
     chromium = shutil.which("chromium")
     if chromium is None:
-        skip("no chromium (Debian's chromium package; scripts/install-deps.sh installs it)")
+        skip("no chromium (Debian's chromium package, which scripts/install-deps.sh installs on Debian; on "
+             "Ubuntu it is a snap)")
     first, _ = runs.train("first", 6)
     second, _ = runs.train("second", 6, ["optim.matrix_lr=0.01"])
     page = os.path.join(runs.work, "report.html")
