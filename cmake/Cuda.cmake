@@ -1,4 +1,5 @@
-# The CUDA backend, in up to two builds of the same kernels/cuda sources (docs/build.md, "CUDA"):
+# The CUDA backend, in up to two builds of the same kernels/cuda sources (docs/build.md, "CUDA: the GPU build
+# and the emulator"):
 #  - the real one: compiled by nvcc and linked against NVIDIA's runtime, cuBLASLt, cuDNN and NCCL. The
 #    product program, `nanoforge`, always links this one, whether or not the machine that builds it has a GPU.
 #  - the emulated one: the .cu files compiled as C++ against the CPU emulator of CUDA (emulator/), so that
@@ -8,7 +9,8 @@
 # NANOFORGE_CUDA_EMULATION=AUTO|ON|OFF|ONLY: the emulated build beside the real one (AUTO: when nvidia-smi
 # shows no GPU), or ONLY it: a tree for tests alone (the AddressSanitizer tree, cross builds), which needs
 # NVIDIA's headers but no nvcc, and builds no product program (nanoforge-emulated stands in for it).
-# The toolkit's version is checked before nvcc is used: CUDA 12.4 is the floor, 12.9 for the GB10 (sm_121).
+# The toolkit's release is checked before nvcc compiles anything (cmake/CudaToolkit.cmake): CUDA 12.4 is the
+# floor, 12.9 for the GB10 (sm_121).
 # Sets NANOFORGE_HAVE_CUDA (the backend is in the op dispatch), NANOFORGE_CUDA_REAL, NANOFORGE_CUDA_EMULATED,
 # NANOFORGE_CUDA_VERSION (nvcc's, real builds), the targets nanoforge_cuda_headers (NVIDIA's headers, which
 # both builds compile against) and nanoforge_cuda_backend (linked by nanoforge_kernels: the real or the

@@ -50,7 +50,9 @@ std::string format_runtimes(const CommRuntimeInfo& runtimes, const BackendInfo& 
   if (!runtimes.cuda_built) {
     text += "  " + runtimes.cuda_status + "\n";
   } else {
-    text += fmt::format("  built for sm {}; runtime {}; driver {}\n", backend.cuda_architectures,
+    text += fmt::format("  {}; runtime {}; driver {}\n",
+                        backend.cuda_emulated ? "the emulated build"
+                                              : fmt::format("built for sm {}", backend.cuda_architectures),
                         cuda_version_text(runtimes.cuda_runtime_version),
                         runtimes.cuda_driver_version == 0 ? "none (no NVIDIA driver loaded)"
                                                           : cuda_version_text(runtimes.cuda_driver_version));
@@ -146,10 +148,10 @@ absl::Status run_doctor(const std::vector<std::string>& /*arguments*/) {
   const size_t warning_count = advice.warnings.size() + review.warnings.size();
   if (review.problems.empty()) {
     fmt::print("verdict: ready{}{}\n",
-               backend.cuda_emulated ? " for tests only (the CPU emulator of CUDA)" : "",
                warning_count == 0
                    ? ""
-                   : fmt::format(", with {} warning{} above", warning_count, warning_count == 1 ? "" : "s"));
+                   : fmt::format(", with {} warning{} above", warning_count, warning_count == 1 ? "" : "s"),
+               backend.cuda_emulated ? " (for tests only: the GPUs are the CPU emulator of CUDA)" : "");
   } else {
     fmt::print("verdict: BROKEN — {}\n", absl::StrJoin(review.problems, "; "));
   }

@@ -39,7 +39,7 @@ TEST(EmulatedProgram, VersionAndDoctorNameTheEmulator) {
   EXPECT_EQ(version.output.find("GPU build for sm"), std::string::npos) << version.output;
 
   const ProgramRun doctor = run_command(std::string(gpu_nanoforge_binary()) + " doctor 2>&1");
-  EXPECT_NE(doctor.output.find("verdict: ready for tests only (the CPU emulator of CUDA)"), std::string::npos)
+  EXPECT_NE(doctor.output.find("(for tests only: the GPUs are the CPU emulator of CUDA)"), std::string::npos)
       << doctor.output;
   EXPECT_NE(doctor.output.find("\"cuda_emulated\": true"), std::string::npos) << doctor.output;
 }
