@@ -1,6 +1,8 @@
-// Fiber stacks and switches (fiber.h). The x86-64 switch pushes the six callee-saved registers and the
-// SSE/x87 control words, swaps stack pointers and pops; a new fiber starts in a trampoline whose unwind
-// information ends the call chain, so gdb's backtrace on a fiber stops at the emulated thread's entry.
+// Fiber stacks and switches (fiber.h). The assembly switches (x86-64, aarch64) save the callee-saved
+// registers and the floating-point control register on the stack they leave, swap stack pointers and restore
+// the same from the stack they resume; a new fiber's stack starts with such a frame, which "returns" into a
+// trampoline whose unwind information ends the call chain, so gdb's backtrace on a fiber stops at the
+// emulated thread's entry. Elsewhere ucontext, whose state each FiberContext owns.
 #include "emulator/fiber.h"
 
 #include <sys/mman.h>
@@ -11,7 +13,17 @@
 #include <cstdlib>
 #include <mutex>
 
-#if !defined(__x86_64__)
+#include <cstring>
+#include <utility>
+
+// The switch: assembly on x86-64 and aarch64, ucontext elsewhere (or when NANOFORGE_FIBER_FORCE_UCONTEXT is
+// defined, to test and measure the fallback on those two).
+#if defined(__x86_64__) && !defined(NANOFORGE_FIBER_FORCE_UCONTEXT)
+#define NANOFORGE_FIBER_X86_64 1
+#elif defined(__aarch64__) && !defined(NANOFORGE_FIBER_FORCE_UCONTEXT)
+#define NANOFORGE_FIBER_AARCH64 1
+#else
+#define NANOFORGE_FIBER_UCONTEXT 1
 #include <ucontext.h>
 #endif
 
@@ -77,7 +89,7 @@ void FiberStack::forget_frames() {
 #endif
 }
 
-#if defined(__x86_64__)
+#if defined(NANOFORGE_FIBER_X86_64)
 
 extern "C" void nanoforge_emulator_switch(void** save_stack_pointer, void* load_stack_pointer);
 extern "C" void nanoforge_emulator_fiber_start();
@@ -157,52 +169,169 @@ inline void raw_switch(FiberContext& from, FiberContext& to) {
 }
 }  // namespace
 
-#else  // ucontext: portable and slower (swapcontext saves the signal mask with a system call)
+#elif defined(NANOFORGE_FIBER_AARCH64)
+
+extern "C" void nanoforge_emulator_switch(void** save_stack_pointer, void* load_stack_pointer);
+extern "C" void nanoforge_emulator_fiber_start();
 
 namespace {
-struct StartArguments {
-  FiberEntry entry;
-  void* argument;
+// The frame a switch leaves on the stack, from the stack pointer up (AAPCS64's callee-saved registers:
+// x19-x28, the frame pointer x29, the link register x30 and the low halves d8-d15 of v8-v15), then FPCR
+// (rounding mode, flush-to-zero, default NaN), which is the thread's and not the ABI's to keep, as MXCSR on
+// x86-64.
+struct Aarch64SwitchFrame {
+  uint64_t x19_to_x28[10];
+  uint64_t frame_pointer;  // x29
+  uint64_t link;           // x30: where the switch returns to
+  uint64_t d8_to_d15[8];
+  uint64_t fpcr;
+  uint64_t padding;  // the stack pointer stays 16-byte aligned
 };
-thread_local StartArguments starting;
-
-void ucontext_start() {
-  const StartArguments arguments = starting;
-  arguments.entry(arguments.argument);
-  std::abort();
-}
-
-ucontext_t* platform_of(FiberContext& context) {
-  if (context.platform == nullptr) context.platform = new ucontext_t();
-  return static_cast<ucontext_t*>(context.platform);
-}
-
-inline void raw_switch(FiberContext& from, FiberContext& to) {
-  if (to.stack_pointer != nullptr) {  // a new fiber: hand it its entry and argument on the way
-    starting = *static_cast<StartArguments*>(to.stack_pointer);
-    delete static_cast<StartArguments*>(to.stack_pointer);
-    to.stack_pointer = nullptr;
-  }
-  swapcontext(platform_of(from), platform_of(to));
-}
+static_assert(sizeof(Aarch64SwitchFrame) == 176 && sizeof(Aarch64SwitchFrame) % 16 == 0);
 }  // namespace
 
+// x0: where to save this context's stack pointer; x1: the stack pointer to resume. FPCR is written only when
+// it differs: a write may serialise the pipeline, and the threads of a block almost always share one.
+// `hint #34` is BTI's landing pad (a no-op without branch protection), in case the call comes through a PLT.
+asm(R"(
+  .text
+  .globl nanoforge_emulator_switch
+  .type nanoforge_emulator_switch, %function
+  .p2align 4
+nanoforge_emulator_switch:
+  .cfi_startproc
+  hint #34
+  sub sp, sp, #176
+  stp x19, x20, [sp, #0]
+  stp x21, x22, [sp, #16]
+  stp x23, x24, [sp, #32]
+  stp x25, x26, [sp, #48]
+  stp x27, x28, [sp, #64]
+  stp x29, x30, [sp, #80]
+  stp d8, d9, [sp, #96]
+  stp d10, d11, [sp, #112]
+  stp d12, d13, [sp, #128]
+  stp d14, d15, [sp, #144]
+  mrs x9, fpcr
+  str x9, [sp, #160]
+  mov x10, sp
+  str x10, [x0]
+  mov sp, x1
+  ldp x19, x20, [sp, #0]
+  ldp x21, x22, [sp, #16]
+  ldp x23, x24, [sp, #32]
+  ldp x25, x26, [sp, #48]
+  ldp x27, x28, [sp, #64]
+  ldp x29, x30, [sp, #80]
+  ldp d8, d9, [sp, #96]
+  ldp d10, d11, [sp, #112]
+  ldp d12, d13, [sp, #128]
+  ldp d14, d15, [sp, #144]
+  ldr x10, [sp, #160]
+  cmp x9, x10
+  b.eq 1f
+  msr fpcr, x10
+1:
+  add sp, sp, #176
+  ret
+  .cfi_endproc
+  .size nanoforge_emulator_switch, .-nanoforge_emulator_switch
+
+  .globl nanoforge_emulator_fiber_start
+  .type nanoforge_emulator_fiber_start, %function
+  .p2align 4
+nanoforge_emulator_fiber_start:
+  .cfi_startproc
+  .cfi_undefined x30
+  mov x0, x20
+  blr x19
+  brk #1
+  .cfi_endproc
+  .size nanoforge_emulator_fiber_start, .-nanoforge_emulator_fiber_start
+)");
+
 void make_fiber(FiberContext& context, FiberStack* stack, FiberEntry entry, void* argument) {
-  delete static_cast<ucontext_t*>(context.platform);
-  context = FiberContext{};
   context.stack = stack;
   context.asan_bottom = stack->base();
   context.asan_bytes = stack->bytes();
-  ucontext_t* platform = platform_of(context);
-  getcontext(platform);
-  platform->uc_stack.ss_sp = stack->base();
-  platform->uc_stack.ss_size = stack->bytes();
-  platform->uc_link = nullptr;
-  makecontext(platform, ucontext_start, 0);
-  context.stack_pointer = new StartArguments{entry, argument};
+  context.asan_fake_stack = nullptr;
+  // The first switch to the fiber pops this frame and returns into the trampoline with x19 = entry and
+  // x20 = argument; the stack pointer it leaves, the stack's top, is 16-byte aligned as AAPCS64 requires.
+  auto top = reinterpret_cast<uintptr_t>(stack->base() + stack->bytes()) & ~uintptr_t{15};
+  auto* frame = reinterpret_cast<Aarch64SwitchFrame*>(top - sizeof(Aarch64SwitchFrame));
+  std::memset(frame, 0, sizeof(Aarch64SwitchFrame));  // frame pointer 0: the end of the frame chain
+  frame->x19_to_x28[0] = reinterpret_cast<uint64_t>(entry);
+  frame->x19_to_x28[1] = reinterpret_cast<uint64_t>(argument);
+  frame->link = reinterpret_cast<uint64_t>(&nanoforge_emulator_fiber_start);
+  uint64_t fpcr = 0;
+  asm volatile("mrs %0, fpcr" : "=r"(fpcr));
+  frame->fpcr = fpcr;
+  context.stack_pointer = frame;
+}
+
+namespace {
+inline void raw_switch(FiberContext& from, FiberContext& to) {
+  nanoforge_emulator_switch(&from.stack_pointer, to.stack_pointer);
+}
+}  // namespace
+
+#else  // ucontext: portable and slower (swapcontext saves the signal mask with a system call)
+
+struct UcontextFiber {
+  ucontext_t context;
+  FiberEntry entry = nullptr;  // set until the fiber starts
+  void* argument = nullptr;
+};
+
+namespace {
+// makecontext passes only ints to the function it starts: the fiber being started is handed over here.
+thread_local UcontextFiber* starting = nullptr;
+
+void ucontext_start() {
+  UcontextFiber* self = starting;
+  const FiberEntry entry = std::exchange(self->entry, nullptr);
+  entry(self->argument);
+  std::abort();
+}
+
+// The context's ucontext state, made on first use (the OS thread's context is only ever switched from).
+UcontextFiber& ucontext_of(FiberContext& context) {
+  if (context.ucontext == nullptr) context.ucontext.reset(new UcontextFiber());
+  return *context.ucontext;
+}
+
+inline void raw_switch(FiberContext& from, FiberContext& to) {
+  UcontextFiber& target = ucontext_of(to);
+  if (target.entry != nullptr) starting = &target;
+  swapcontext(&ucontext_of(from).context, &target.context);
+}
+}  // namespace
+
+// A context made again (a launch's threads, block after block) keeps its ucontext state: one allocation per
+// context for the launch, freed with the context.
+void make_fiber(FiberContext& context, FiberStack* stack, FiberEntry entry, void* argument) {
+  context.stack_pointer = nullptr;
+  context.stack = stack;
+  context.asan_bottom = stack->base();
+  context.asan_bytes = stack->bytes();
+  context.asan_fake_stack = nullptr;
+  UcontextFiber& fiber = ucontext_of(context);
+  getcontext(&fiber.context);
+  fiber.context.uc_stack.ss_sp = stack->base();
+  fiber.context.uc_stack.ss_size = stack->bytes();
+  fiber.context.uc_link = nullptr;
+  makecontext(&fiber.context, ucontext_start, 0);
+  fiber.entry = entry;
+  fiber.argument = argument;
 }
 
 #endif
+
+void UcontextFiberDeleter::operator()([[maybe_unused]] UcontextFiber* fiber) const {
+#if defined(NANOFORGE_FIBER_UCONTEXT)
+  delete fiber;
+#endif
+}
 
 void switch_fiber(FiberContext& from, FiberContext& to) {
 #if defined(NANOFORGE_FIBER_ASAN)
