@@ -19,11 +19,14 @@ namespace {
 constexpr std::string_view kKeyLabel = "nanoforge tcp rendezvous key v2";
 constexpr std::string_view kHelloLabel = "nanoforge rendezvous hello";
 constexpr std::string_view kReplyLabel = "nanoforge rendezvous reply";
+constexpr std::string_view kHeartbeatHelloLabel = "nanoforge heartbeat hello";
+constexpr std::string_view kHeartbeatWelcomeLabel = "nanoforge heartbeat welcome";
 constexpr uint32_t kAccepted = 0;
 constexpr uint32_t kRefused = 1;
 constexpr size_t kChallengeBodyBytes = kRendezvousNonceBytes;
 constexpr size_t kHelloBodyBytes = 4 + 4 + kRendezvousNonceBytes + kRendezvousMacBytes;
 constexpr size_t kReplyMinBodyBytes = 4 + kRendezvousMacBytes;
+constexpr size_t kHeartbeatHelloBodyBytes = 4 + 4 + 4 + kRendezvousNonceBytes + kRendezvousMacBytes;
 
 class Writer {
  public:
@@ -60,7 +63,8 @@ RendezvousMac hmac_sha256(std::span<const uint8_t> key, std::span<const uint8_t>
   return mac;
 }
 
-std::vector<uint8_t> frame(RendezvousMessage type, const std::vector<uint8_t>& body) {
+template <class Message>
+std::vector<uint8_t> frame(Message type, const std::vector<uint8_t>& body) {
   Writer out;
   out.word(kRendezvousMagic);
   out.word(kRendezvousVersion);
@@ -95,8 +99,69 @@ RendezvousMac reply_mac(const RendezvousKey& key, const RendezvousNonce& challen
   return hmac_sha256(key.bytes, signed_part.bytes());
 }
 
+// The heartbeat hello's MAC (label `kHeartbeatHelloLabel`) and the welcome's (`kHeartbeatWelcomeLabel`) cover
+// the same fields: the session and every field of the hello.
+RendezvousMac heartbeat_mac(std::string_view label, const RendezvousKey& key, const HeartbeatSession& session,
+                            uint32_t world_size, uint32_t rank, uint32_t attempt,
+                            const RendezvousNonce& nonce) {
+  Writer signed_part;
+  signed_part.append(label);
+  signed_part.word(kRendezvousVersion);
+  signed_part.append(session);
+  signed_part.word(world_size);
+  signed_part.word(rank);
+  signed_part.word(attempt);
+  signed_part.append(nonce);
+  return hmac_sha256(key.bytes, signed_part.bytes());
+}
+
+const char* heartbeat_message_name(HeartbeatMessage type) {
+  switch (type) {
+    case HeartbeatMessage::kHello:
+      return "heartbeat hello";
+    case HeartbeatMessage::kWelcome:
+      return "heartbeat welcome";
+  }
+  return "?";
+}
+
 bool same_mac(const RendezvousMac& a, const RendezvousMac& b) {
   return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;  // constant time: no byte-by-byte oracle
+}
+
+// A header checked against the message expected next (parse_rendezvous_header, parse_heartbeat_header).
+absl::StatusOr<size_t> check_header(std::span<const uint8_t> header, std::string_view protocol,
+                                    uint32_t expected_type, const char* expected_name, size_t min_length,
+                                    size_t max_length) {
+  if (header.size() != kRendezvousHeaderBytes) {
+    return absl::InvalidArgumentError(
+        fmt::format("a message header is {} bytes, got {}", kRendezvousHeaderBytes, header.size()));
+  }
+  const uint32_t magic = read_word(header, 0);
+  const uint32_t version = read_word(header, 4);
+  const uint32_t type = read_word(header, 8);
+  const uint32_t length = read_word(header, 12);
+  if (magic != kRendezvousMagic) {
+    return absl::InvalidArgumentError(
+        fmt::format("it does not speak the nanoforge {} (its first bytes are {:08x}, not {:08x})", protocol,
+                    magic, kRendezvousMagic));
+  }
+  if (version != kRendezvousVersion) {
+    return absl::InvalidArgumentError(
+        fmt::format("it speaks {} version {}, this nanoforge speaks {} (mixed nanoforge builds?)", protocol,
+                    version, kRendezvousVersion));
+  }
+  if (type != expected_type) {
+    return absl::InvalidArgumentError(
+        fmt::format("it sent message type {} where a {} was due", type, expected_name));
+  }
+  if (length < min_length || length > max_length) {
+    const std::string allowed = min_length == max_length ? fmt::format("{}", min_length)
+                                                         : fmt::format("{} to {}", min_length, max_length);
+    return absl::InvalidArgumentError(fmt::format("it announced a {}-byte {} (a {} is {} bytes)", length,
+                                                  expected_name, expected_name, allowed));
+  }
+  return static_cast<size_t>(length);
 }
 
 }  // namespace
@@ -147,28 +212,6 @@ const char* rendezvous_message_name(RendezvousMessage type) {
 }
 
 absl::StatusOr<size_t> parse_rendezvous_header(std::span<const uint8_t> header, RendezvousMessage expected) {
-  if (header.size() != kRendezvousHeaderBytes) {
-    return absl::InvalidArgumentError(
-        fmt::format("a message header is {} bytes, got {}", kRendezvousHeaderBytes, header.size()));
-  }
-  const uint32_t magic = read_word(header, 0);
-  const uint32_t version = read_word(header, 4);
-  const uint32_t type = read_word(header, 8);
-  const uint32_t length = read_word(header, 12);
-  if (magic != kRendezvousMagic) {
-    return absl::InvalidArgumentError(
-        fmt::format("it does not speak the nanoforge rendezvous (its first bytes are {:08x}, not {:08x})",
-                    magic, kRendezvousMagic));
-  }
-  if (version != kRendezvousVersion) {
-    return absl::InvalidArgumentError(
-        fmt::format("it speaks rendezvous version {}, this nanoforge speaks {} (mixed nanoforge builds?)",
-                    version, kRendezvousVersion));
-  }
-  if (type != static_cast<uint32_t>(expected)) {
-    return absl::InvalidArgumentError(
-        fmt::format("it sent message type {} where a {} was due", type, rendezvous_message_name(expected)));
-  }
   size_t min_length = 0;
   size_t max_length = 0;
   switch (expected) {
@@ -183,14 +226,8 @@ absl::StatusOr<size_t> parse_rendezvous_header(std::span<const uint8_t> header, 
       max_length = kReplyMinBodyBytes + kRendezvousMaxDataBytes;
       break;
   }
-  if (length < min_length || length > max_length) {
-    const std::string allowed = min_length == max_length ? fmt::format("{}", min_length)
-                                                         : fmt::format("{} to {}", min_length, max_length);
-    return absl::InvalidArgumentError(fmt::format("it announced a {}-byte {} (a {} is {} bytes)", length,
-                                                  rendezvous_message_name(expected),
-                                                  rendezvous_message_name(expected), allowed));
-  }
-  return static_cast<size_t>(length);
+  return check_header(header, "rendezvous", static_cast<uint32_t>(expected),
+                      rendezvous_message_name(expected), min_length, max_length);
 }
 
 std::vector<uint8_t> encode_challenge(const RendezvousChallenge& challenge) {
@@ -275,6 +312,69 @@ absl::StatusOr<RendezvousNonce> random_rendezvous_nonce() {
   if (RAND_bytes(nonce.data(), static_cast<int>(nonce.size())) != 1)
     return absl::InternalError("OpenSSL's RAND_bytes could not make a rendezvous nonce");
   return nonce;
+}
+
+absl::StatusOr<size_t> parse_heartbeat_header(std::span<const uint8_t> header, HeartbeatMessage expected) {
+  const size_t length = expected == HeartbeatMessage::kHello ? kHeartbeatHelloBodyBytes : kRendezvousMacBytes;
+  return check_header(header, "heartbeat handshake", static_cast<uint32_t>(expected),
+                      heartbeat_message_name(expected), length, length);
+}
+
+std::vector<uint8_t> encode_heartbeat_hello(const RendezvousKey& key, const HeartbeatSession& session,
+                                            uint32_t world_size, uint32_t rank, uint32_t attempt,
+                                            const RendezvousNonce& nonce) {
+  Writer body;
+  body.word(world_size);
+  body.word(rank);
+  body.word(attempt);
+  body.append(nonce);
+  body.append(heartbeat_mac(kHeartbeatHelloLabel, key, session, world_size, rank, attempt, nonce));
+  return frame(HeartbeatMessage::kHello, body.bytes());
+}
+
+absl::StatusOr<HeartbeatHello> parse_heartbeat_hello_body(std::span<const uint8_t> body) {
+  if (body.size() != kHeartbeatHelloBodyBytes)
+    return absl::InvalidArgumentError(
+        fmt::format("a heartbeat hello is {} bytes, got {}", kHeartbeatHelloBodyBytes, body.size()));
+  HeartbeatHello hello;
+  hello.world_size = read_word(body, 0);
+  hello.rank = read_word(body, 4);
+  hello.attempt = read_word(body, 8);
+  hello.nonce = read_array<kRendezvousNonceBytes>(body, 12);
+  hello.mac = read_array<kRendezvousMacBytes>(body, 12 + kRendezvousNonceBytes);
+  return hello;
+}
+
+absl::Status authenticate_heartbeat_hello(const HeartbeatHello& hello, const RendezvousKey& key,
+                                          const HeartbeatSession& session) {
+  if (same_mac(hello.mac, heartbeat_mac(kHeartbeatHelloLabel, key, session, hello.world_size, hello.rank,
+                                        hello.attempt, hello.nonce)))
+    return absl::OkStatus();
+  return absl::PermissionDeniedError(fmt::format(
+      "its heartbeat hello (claiming rank {}) does not authenticate: it holds another key than rank 0's "
+      "(from {}), or was not part of this run's rendezvous",
+      hello.rank, key.source));
+}
+
+std::vector<uint8_t> encode_heartbeat_welcome(const RendezvousKey& key, const HeartbeatSession& session,
+                                              const HeartbeatHello& hello) {
+  const RendezvousMac mac = heartbeat_mac(kHeartbeatWelcomeLabel, key, session, hello.world_size, hello.rank,
+                                          hello.attempt, hello.nonce);
+  return frame(HeartbeatMessage::kWelcome, {mac.begin(), mac.end()});
+}
+
+absl::Status check_heartbeat_welcome(std::span<const uint8_t> body, const RendezvousKey& key,
+                                     const HeartbeatSession& session, const HeartbeatHello& hello) {
+  if (body.size() != kRendezvousMacBytes)
+    return absl::InvalidArgumentError(
+        fmt::format("a heartbeat welcome is {} bytes, got {}", kRendezvousMacBytes, body.size()));
+  const RendezvousMac expected = heartbeat_mac(kHeartbeatWelcomeLabel, key, session, hello.world_size,
+                                               hello.rank, hello.attempt, hello.nonce);
+  if (same_mac(read_array<kRendezvousMacBytes>(body, 0), expected)) return absl::OkStatus();
+  return absl::PermissionDeniedError(fmt::format(
+      "its heartbeat welcome does not authenticate: rank 0 holds another key than this rank's (from {}), or "
+      "something else answers on that port",
+      key.source));
 }
 
 }  // namespace nanoforge

@@ -3,6 +3,7 @@
 // key; rank 0 challenges every connection with a fresh nonce, a peer answers with an HMAC-SHA256 over that
 // nonce, its own nonce and what it claims (rank, world size), and rank 0's reply carries an HMAC over both
 // nonces and its content: neither side accepts a message from a process without the key, nor a replayed one.
+// The heartbeat channel's handshake (tcp_heartbeats.h) uses the same framing, key and MACs.
 #pragma once
 
 #include <absl/status/statusor.h>
@@ -87,5 +88,43 @@ absl::StatusOr<RendezvousReply> parse_reply_body(std::span<const uint8_t> body, 
 
 // A fresh random nonce (OpenSSL's RAND_bytes).
 absl::StatusOr<RendezvousNonce> random_rendezvous_nonce();
+
+// The heartbeat port's handshake (tcp_heartbeats.h), in the rendezvous's framing (magic, version) with types
+// of its own. A rank sends its hello as soon as it connects — rank 0 reads it with the connection, so a rank
+// never waits in the queue of unauthenticated connections that a flood fills — with an HMAC over what it
+// claims (world size, rank), the number of this connection attempt, a nonce, and the session: rank 0's random
+// id of this run, sent in the rendezvous's authenticated payload, so that a process that holds the key but
+// was not part of this run's rendezvous cannot be admitted. Without a challenge, freshness comes from the
+// attempt: rank 0 admits a rank only with a higher attempt than any it admitted before, so a recorded hello
+// replayed later is refused. Rank 0's welcome carries an HMAC over the hello's fields: the rank knows it
+// reached this run's rank 0. Labels differ from the rendezvous's, so no message of one stands in for the
+// other's.
+enum class HeartbeatMessage : uint32_t { kHello = 0x101, kWelcome = 0x102 };
+using HeartbeatSession = std::array<uint8_t, 16>;
+
+struct HeartbeatHello {
+  uint32_t world_size = 0;
+  uint32_t rank = 0;
+  uint32_t attempt = 0;  // 1 for a rank's first connection, one more for each after
+  RendezvousNonce nonce{};
+  RendezvousMac mac{};
+};
+
+// As parse_rendezvous_header, for the heartbeat port's messages (each of one fixed size).
+absl::StatusOr<size_t> parse_heartbeat_header(std::span<const uint8_t> header, HeartbeatMessage expected);
+// Rank -> rank 0, on connecting.
+std::vector<uint8_t> encode_heartbeat_hello(const RendezvousKey& key, const HeartbeatSession& session,
+                                            uint32_t world_size, uint32_t rank, uint32_t attempt,
+                                            const RendezvousNonce& nonce);
+absl::StatusOr<HeartbeatHello> parse_heartbeat_hello_body(std::span<const uint8_t> body);
+// PERMISSION_DENIED unless the hello proves that its sender holds `key` and knows `session`.
+absl::Status authenticate_heartbeat_hello(const HeartbeatHello& hello, const RendezvousKey& key,
+                                          const HeartbeatSession& session);
+// Rank 0 -> rank, once its hello authenticated: proves rank 0 holds the key too, for this hello.
+std::vector<uint8_t> encode_heartbeat_welcome(const RendezvousKey& key, const HeartbeatSession& session,
+                                              const HeartbeatHello& hello);
+// The rank's check of the welcome's body against the hello it sent.
+absl::Status check_heartbeat_welcome(std::span<const uint8_t> body, const RendezvousKey& key,
+                                     const HeartbeatSession& session, const HeartbeatHello& hello);
 
 }  // namespace nanoforge

@@ -1,36 +1,64 @@
-// TcpHeartbeats (tcp_heartbeats.h). Messages: a peer's hello (rank, 4 bytes; token, 16), then its
-// announcements (1 + sequence, 8 bytes each); rank 0's table (per rank: 1 + latest sequence, 8 bytes;
-// milliseconds since heard, 4; flags, 4: heard, disconnected).
+// TcpHeartbeats (tcp_heartbeats.h). The handshake is rendezvous_protocol.h's heartbeat messages: the rank's
+// hello as it connects, rank 0's welcome. After it, in this build's byte order (every rank runs the
+// same binary): a rank's announcements (1 + sequence, 8 bytes each); rank 0's tables (per rank: 1 + latest
+// sequence, 8 bytes; milliseconds since heard, 4; flags, 4: heard, disconnected).
 #include "dist/tcp_heartbeats.h"
 
-#include <fcntl.h>
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <thread>
+
+#include "dist/launch_env.h"
+#include "support/status.h"
 
 namespace nanoforge {
 namespace {
 
-constexpr size_t kHelloBytes = 4 + 16;
+using Clock = std::chrono::steady_clock;
+
 constexpr size_t kAnnounceBytes = 8;
 constexpr size_t kEntryBytes = 16;
 constexpr uint32_t kHeard = 1, kDisconnected = 2;
 // At most this much waits to be written to one connection; beyond it tables are dropped (a peer not reading).
 constexpr size_t kMaxQueuedBytes = 64 << 10;
+// At most this much is read from one connection per poll, so that no peer holds up the others.
+constexpr size_t kMaxReadBytes = 64 << 10;
+// Unauthenticated connections rank 0 holds at once, besides one per rank not yet admitted; one more closes
+// the oldest (after a last read of it). A rank's hello comes with its connection, so a rank is admitted as it
+// is accepted and does not compete with a flood for these places.
+constexpr size_t kSpareHandshakes = 16;
+// Connections accepted per turn of the port thread, which then reads the handshakes in progress again.
+constexpr int kAcceptBurst = 64;
+// How long the port thread leaves its listener alone after accept() found no descriptor (EMFILE, ENFILE).
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+constexpr auto kConnectAttempt = std::chrono::seconds(5);  // one connect() to one address
+constexpr auto kConnectRetry = std::chrono::milliseconds(100);
+// Refusals after the first are counted and reported on stderr at most this often.
+constexpr auto kReportEvery = std::chrono::seconds(60);
 
-void make_non_blocking(int fd) {
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+Clock::time_point after(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+int remaining_ms(Clock::time_point deadline) {
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return left <= 0 ? 0 : static_cast<int>(std::min<int64_t>(left, 1 << 30));
+}
+
+void set_no_delay(int fd) {
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
@@ -48,18 +76,20 @@ bool flush(int fd, std::string& out) {
   return true;
 }
 
-// Reads what has arrived; false when the peer closed or the connection broke.
+// Reads what has arrived, up to kMaxReadBytes; false when the peer closed or the connection broke.
 bool fill(int fd, std::string& in) {
   char buffer[4096];
-  while (true) {
+  for (size_t taken = 0; taken < kMaxReadBytes;) {
     const ssize_t n = ::recv(fd, buffer, sizeof(buffer), MSG_DONTWAIT);
     if (n > 0) {
       in.append(buffer, static_cast<size_t>(n));
+      taken += static_cast<size_t>(n);
       continue;
     }
     if (n == 0) return false;
     return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
   }
+  return true;
 }
 
 template <class T>
@@ -74,6 +104,107 @@ void append(std::string& bytes, T value) {
   bytes.append(reinterpret_cast<const char*>(&value), sizeof(value));
 }
 
+// "10.0.0.7:41234", "[fe80::1]:41234": who is at the other end of a connection.
+std::string peer_address(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  char host[INET6_ADDRSTRLEN] = {};
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return "an unknown address";
+  if (address.ss_family == AF_INET) {
+    const auto* ipv4 = reinterpret_cast<const sockaddr_in*>(&address);
+    ::inet_ntop(AF_INET, &ipv4->sin_addr, host, sizeof(host));
+    return fmt::format("{}:{}", host, ntohs(ipv4->sin_port));
+  }
+  const auto* ipv6 = reinterpret_cast<const sockaddr_in6*>(&address);
+  if (IN6_IS_ADDR_V4MAPPED(&ipv6->sin6_addr)) {  // an IPv4 peer of the dual-stack listener
+    ::inet_ntop(AF_INET, &ipv6->sin6_addr.s6_addr[12], host, sizeof(host));
+    return fmt::format("{}:{}", host, ntohs(ipv6->sin6_port));
+  }
+  ::inet_ntop(AF_INET6, &ipv6->sin6_addr, host, sizeof(host));
+  return fmt::format("[{}]:{}", host, ntohs(ipv6->sin6_port));
+}
+
+// The rank's side of the handshake, on a non-blocking socket with deadlines. ABORTED when the connection
+// closed or could not be made (worth another try while time is left), DEADLINE_EXCEEDED when the time is up;
+// other errors are final.
+absl::Status wait_ready(int fd, short events, Clock::time_point deadline, const char* what) {
+  while (true) {
+    pollfd entry{fd, events, 0};
+    const int ready = ::poll(&entry, 1, remaining_ms(deadline));
+    if (ready > 0) return absl::OkStatus();
+    if (ready == 0) return absl::DeadlineExceededError(fmt::format("timed out waiting for {}", what));
+    if (errno != EINTR) return absl::UnavailableError(fmt::format("poll: {}", std::strerror(errno)));
+  }
+}
+
+absl::Status send_all(int fd, const std::vector<uint8_t>& bytes, Clock::time_point deadline,
+                      const char* what) {
+  for (size_t sent = 0; sent < bytes.size();) {
+    NANOFORGE_RETURN_IF_ERROR(wait_ready(fd, POLLOUT, deadline, what));
+    const ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+    } else if (errno != EAGAIN && errno != EINTR) {
+      return absl::AbortedError(fmt::format("sending {}: {}", what, std::strerror(errno)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status receive_all(int fd, std::span<uint8_t> bytes, Clock::time_point deadline, const char* what) {
+  for (size_t got = 0; got < bytes.size();) {
+    NANOFORGE_RETURN_IF_ERROR(wait_ready(fd, POLLIN, deadline, what));
+    const ssize_t n = ::recv(fd, bytes.data() + got, bytes.size() - got, 0);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+    } else if (n == 0 || errno == ECONNRESET) {
+      return absl::AbortedError(fmt::format("rank 0 closed the connection before {} arrived", what));
+    } else if (errno != EAGAIN && errno != EINTR) {
+      return absl::AbortedError(fmt::format("receiving {}: {}", what, std::strerror(errno)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One message of type `expected`, its header checked before the body is read.
+absl::StatusOr<std::vector<uint8_t>> receive_message(int fd, HeartbeatMessage expected,
+                                                     Clock::time_point deadline, const char* what) {
+  std::array<uint8_t, kRendezvousHeaderBytes> header;
+  NANOFORGE_RETURN_IF_ERROR(receive_all(fd, header, deadline, what));
+  const absl::StatusOr<size_t> length = parse_heartbeat_header(header, expected);
+  if (!length.ok())
+    return absl::DataLossError(fmt::format("{}: {}", what, std::string(length.status().message())));
+  std::vector<uint8_t> body(*length);
+  NANOFORGE_RETURN_IF_ERROR(receive_all(fd, body, deadline, what));
+  return body;
+}
+
+// Connects `fd` to `to` and authenticates both ways: this rank's hello, rank 0's welcome.
+absl::Status handshake(int fd, const addrinfo& to, const RendezvousKey& key,
+                       const TcpHeartbeatAddress& address, uint32_t rank, uint32_t world_size,
+                       uint32_t attempt, Clock::time_point deadline) {
+  if (::connect(fd, to.ai_addr, to.ai_addrlen) != 0) {
+    if (errno != EINPROGRESS) return absl::AbortedError(std::strerror(errno));
+    const absl::Status ready =
+        wait_ready(fd, POLLOUT, std::min(deadline, Clock::now() + kConnectAttempt), "the connection");
+    if (!ready.ok()) return absl::AbortedError(std::string(ready.message()));
+    int error = 0;
+    socklen_t length = sizeof(error);
+    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
+    if (error != 0) return absl::AbortedError(std::strerror(error));
+  }
+  set_no_delay(fd);
+  NANOFORGE_ASSIGN_OR_RETURN(const RendezvousNonce nonce, random_rendezvous_nonce());
+  const HeartbeatHello hello{.world_size = world_size, .rank = rank, .attempt = attempt, .nonce = nonce};
+  NANOFORGE_RETURN_IF_ERROR(
+      send_all(fd, encode_heartbeat_hello(key, address.session, world_size, rank, attempt, nonce), deadline,
+               "the heartbeat hello"));
+  NANOFORGE_ASSIGN_OR_RETURN(
+      const std::vector<uint8_t> welcome,
+      receive_message(fd, HeartbeatMessage::kWelcome, deadline, "rank 0's heartbeat welcome"));
+  return check_heartbeat_welcome(welcome, key, address.session, hello);
+}
+
 }  // namespace
 
 TcpHeartbeats::TcpHeartbeats(int rank, int world_size)
@@ -83,47 +214,68 @@ TcpHeartbeats::TcpHeartbeats(int rank, int world_size)
 }
 
 TcpHeartbeats::~TcpHeartbeats() {
-  for (Connection& c : unidentified_)
-    ::close(c.fd);
+  if (port_thread_.joinable()) {
+    stopping_.store(true);
+    const uint64_t one = 1;
+    [[maybe_unused]] const ssize_t woken = ::write(wake_fd_, &one, sizeof(one));
+    port_thread_.join();
+  }
+  for (Handshake& handshake : handshakes_)
+    ::close(handshake.fd);
   for (Peer& peer : peers_)
     if (peer.connection.fd >= 0) ::close(peer.connection.fd);
   if (to_root_.fd >= 0) ::close(to_root_.fd);
   if (listener_ >= 0) ::close(listener_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
-absl::StatusOr<std::unique_ptr<TcpHeartbeats>> TcpHeartbeats::listen(int world_size,
-                                                                     TcpHeartbeatAddress* address) {
+absl::StatusOr<std::unique_ptr<TcpHeartbeats>> TcpHeartbeats::listen(const RendezvousKey& key, int world_size,
+                                                                     TcpHeartbeatAddress* address,
+                                                                     TcpHeartbeatPortOptions options) {
   std::unique_ptr<TcpHeartbeats> channel(new TcpHeartbeats(0, world_size));
+  channel->key_ = key;
+  channel->port_options_ = std::move(options);
+  channel->admitted_attempt_.assign(static_cast<size_t>(world_size), 0);
   channel->listener_ = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   sockaddr_in6 any{};
   any.sin6_family = AF_INET6;
   any.sin6_addr = in6addr_any;
   socklen_t length = sizeof(any);
   const int no = 0;
+  // The longest queue the kernel allows: a queued connection costs no descriptor, and a rank's connection
+  // queued behind a flood is taken in turn rather than dropped (and retried seconds later) by a full queue.
   if (channel->listener_ < 0 ||
       ::setsockopt(channel->listener_, IPPROTO_IPV6, IPV6_V6ONLY, &no, sizeof(no)) != 0 ||
       ::bind(channel->listener_, reinterpret_cast<sockaddr*>(&any), sizeof(any)) != 0 ||
-      ::listen(channel->listener_, 128) != 0 ||
+      ::listen(channel->listener_, SOMAXCONN) != 0 ||
       ::getsockname(channel->listener_, reinterpret_cast<sockaddr*>(&any), &length) != 0) {
     return absl::UnavailableError(
         fmt::format("rank 0: cannot listen for heartbeats: {}", std::strerror(errno)));
   }
-  if (RAND_bytes(channel->token_.data(), static_cast<int>(channel->token_.size())) != 1)
-    return absl::UnavailableError("rank 0: no random bytes for the heartbeat token (RAND_bytes failed)");
-  address->port = ntohs(any.sin6_port);
-  address->token = channel->token_;
+  if (RAND_bytes(channel->session_.data(), static_cast<int>(channel->session_.size())) != 1)
+    return absl::UnavailableError("rank 0: no random bytes for the heartbeat session (RAND_bytes failed)");
+  channel->wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (channel->wake_fd_ < 0)
+    return absl::UnavailableError(
+        fmt::format("rank 0: cannot serve the heartbeat port: eventfd: {}", std::strerror(errno)));
+  channel->port_ = ntohs(any.sin6_port);
+  address->port = static_cast<uint16_t>(channel->port_);
+  address->session = channel->session_;
+  channel->port_thread_ = std::thread([serving = channel.get()] { serving->serve_port(); });
   return channel;
 }
 
-absl::StatusOr<std::unique_ptr<TcpHeartbeats>> TcpHeartbeats::connect(const std::string& master_addr,
+absl::StatusOr<std::unique_ptr<TcpHeartbeats>> TcpHeartbeats::connect(const RendezvousKey& key,
+                                                                      const std::string& master_addr,
                                                                       const TcpHeartbeatAddress& address,
                                                                       int rank, int world_size,
                                                                       double timeout_seconds) {
   std::unique_ptr<TcpHeartbeats> channel(new TcpHeartbeats(rank, world_size));
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(timeout_seconds));
+  const Clock::time_point deadline = after(timeout_seconds);
+  const std::string where = fmt::format("rank 0's heartbeat port at {}:{}", master_addr, address.port);
   std::string failure = "no address";
-  while (channel->to_root_.fd < 0) {
+  uint32_t attempt = 0;
+  while (true) {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -132,30 +284,49 @@ absl::StatusOr<std::unique_ptr<TcpHeartbeats>> TcpHeartbeats::connect(const std:
     if (const int error = ::getaddrinfo(master_addr.c_str(), port.c_str(), &hints, &found); error != 0) {
       failure = ::gai_strerror(error);
     } else {
-      for (addrinfo* a = found; a != nullptr && channel->to_root_.fd < 0; a = a->ai_next) {
-        const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-        if (fd >= 0 && ::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
-          channel->to_root_.fd = fd;
-        } else {
+      for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+        const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+        if (fd < 0) {
           failure = std::strerror(errno);
-          if (fd >= 0) ::close(fd);
+          continue;
+        }
+        const absl::Status done = handshake(fd, *a, key, address, static_cast<uint32_t>(rank),
+                                            static_cast<uint32_t>(world_size), ++attempt, deadline);
+        if (done.ok()) {
+          channel->to_root_.fd = fd;
+          break;
+        }
+        ::close(fd);
+        failure = std::string(done.message());
+        if (absl::IsDeadlineExceeded(done)) break;  // no time left for another address
+        if (!absl::IsAborted(done)) {
+          ::freeaddrinfo(found);
+          return absl::Status(done.code(), fmt::format("rank {}: {}: {}", rank, where, failure));
         }
       }
       ::freeaddrinfo(found);
     }
-    if (channel->to_root_.fd >= 0) break;
-    if (Clock::now() > deadline) {
+    if (channel->to_root_.fd >= 0) return channel;
+    if (Clock::now() + kConnectRetry >= deadline) {
       return absl::UnavailableError(
-          fmt::format("rank {}: cannot reach rank 0's heartbeat channel at {}:{}: {}", rank, master_addr,
-                      address.port, failure));
+          fmt::format("rank {}: cannot reach {} within {} s: {}", rank, where, timeout_seconds, failure));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(kConnectRetry);
   }
-  make_non_blocking(channel->to_root_.fd);
-  append(channel->to_root_.out, static_cast<uint32_t>(rank));
-  channel->to_root_.out.append(reinterpret_cast<const char*>(address.token.data()), address.token.size());
-  flush(channel->to_root_.fd, channel->to_root_.out);
-  return channel;
+}
+
+absl::StatusOr<std::unique_ptr<TcpHeartbeats>> TcpHeartbeats::listen(int world_size,
+                                                                     TcpHeartbeatAddress* address) {
+  NANOFORGE_ASSIGN_OR_RETURN(const RendezvousKey key, rendezvous_key_from_env(process_env));
+  return listen(key, world_size, address);
+}
+
+absl::StatusOr<std::unique_ptr<TcpHeartbeats>> TcpHeartbeats::connect(const std::string& master_addr,
+                                                                      const TcpHeartbeatAddress& address,
+                                                                      int rank, int world_size,
+                                                                      double timeout_seconds) {
+  NANOFORGE_ASSIGN_OR_RETURN(const RendezvousKey key, rendezvous_key_from_env(process_env));
+  return connect(key, master_addr, address, rank, world_size, timeout_seconds);
 }
 
 void TcpHeartbeats::announce(uint64_t sequence) {
@@ -172,44 +343,9 @@ void TcpHeartbeats::announce(uint64_t sequence) {
 
 int TcpHeartbeats::poll(uint64_t sequence) {
   if (rank_ != 0) return take_tables(sequence);
-  accept_new();
   const int arrived = take_announcements(sequence);
   send_tables();
   return arrived;
-}
-
-void TcpHeartbeats::accept_new() {
-  while (true) {
-    const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) break;
-    make_non_blocking(fd);
-    unidentified_.push_back({fd, {}, {}});
-  }
-  for (size_t i = 0; i < unidentified_.size();) {
-    Connection& c = unidentified_[i];
-    const bool open = fill(c.fd, c.in);
-    if (c.in.size() >= kHelloBytes) {
-      const auto rank = read_at<uint32_t>(c.in, 0);
-      const bool genuine = CRYPTO_memcmp(c.in.data() + 4, token_.data(), token_.size()) == 0;
-      if (genuine && rank > 0 && rank < static_cast<uint32_t>(world_size_)) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        Peer& peer = peers_[rank];
-        if (peer.connection.fd >= 0) ::close(peer.connection.fd);
-        peer.connection = std::move(c);
-        peer.connection.in.erase(0, kHelloBytes);
-        peer.heard_at = Clock::now();
-        peer.disconnected = false;
-      } else {
-        ::close(c.fd);  // not one of this job's ranks
-      }
-      unidentified_.erase(unidentified_.begin() + static_cast<std::ptrdiff_t>(i));
-    } else if (!open) {
-      ::close(c.fd);
-      unidentified_.erase(unidentified_.begin() + static_cast<std::ptrdiff_t>(i));
-    } else {
-      ++i;
-    }
-  }
 }
 
 int TcpHeartbeats::take_announcements(uint64_t sequence) {
@@ -239,16 +375,14 @@ int TcpHeartbeats::take_announcements(uint64_t sequence) {
 void TcpHeartbeats::send_tables() {
   std::string table;
   const Clock::time_point now = Clock::now();
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    peers_[0].heard_at = now;
-    for (const Peer& peer : peers_) {
-      append(table, peer.latest);
-      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - peer.heard_at).count();
-      append(table, static_cast<uint32_t>(std::clamp<int64_t>(ms, 0, UINT32_MAX)));
-      append(table, (peer.connection.fd >= 0 || &peer == &peers_[0] ? kHeard : 0) |
-                        (peer.disconnected ? kDisconnected : 0));
-    }
+  std::lock_guard<std::mutex> lock(mutex_);  // the port thread admits ranks meanwhile
+  peers_[0].heard_at = now;
+  for (const Peer& peer : peers_) {
+    append(table, peer.latest);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - peer.heard_at).count();
+    append(table, static_cast<uint32_t>(std::clamp<int64_t>(ms, 0, UINT32_MAX)));
+    append(table, (peer.connection.fd >= 0 || &peer == &peers_[0] ? kHeard : 0) |
+                      (peer.disconnected ? kDisconnected : 0));
   }
   for (int rank = 1; rank < world_size_; ++rank) {
     Connection& c = peers_[static_cast<size_t>(rank)].connection;
@@ -302,6 +436,196 @@ std::string TcpHeartbeats::describe_missing(uint64_t sequence, double silent_aft
                      .disconnected = peer.disconnected});
   }
   return describe_missing_ranks(heard, sequence, silent_after_seconds);
+}
+
+// Rank 0's port thread: one poll() over the wake-up descriptor, the listener and the handshakes in progress,
+// woken by whichever comes first of them, a handshake's deadline, the end of a pause and the next report.
+void TcpHeartbeats::serve_port() {
+  std::vector<pollfd> fds;
+  while (!stopping_.load()) {
+    close_late_handshakes();
+    flush_report();
+    const Clock::time_point now = Clock::now();
+    const bool accepting = now >= accept_paused_until_;
+    fds.clear();
+    fds.push_back({wake_fd_, POLLIN, 0});
+    fds.push_back({accepting ? listener_ : -1, POLLIN, 0});  // a negative descriptor is left out
+    for (const Handshake& handshake : handshakes_)
+      fds.push_back({handshake.fd, POLLIN, 0});
+    Clock::time_point wake = now + kReportEvery;
+    if (!accepting) wake = std::min(wake, accept_paused_until_);
+    if (!handshakes_.empty()) wake = std::min(wake, handshakes_.front().deadline);  // the oldest's is first
+    if (unreported_ > 0) wake = std::min(wake, reported_at_ + kReportEvery);
+    const int ready = ::poll(fds.data(), fds.size(), remaining_ms(wake));
+    if (ready < 0 && errno != EINTR) std::this_thread::sleep_for(kAcceptPause);  // not worth a busy loop
+    if (ready <= 0) continue;  // a deadline: closed at the top
+    if (fds[0].revents != 0) break;
+    for (size_t i = handshakes_.size(); i-- > 0;) {
+      if (fds[2 + i].revents == 0) continue;
+      if (receive_hello(handshakes_[i])) handshakes_.erase(handshakes_.begin() + static_cast<ptrdiff_t>(i));
+    }
+    if (fds[1].revents & POLLIN) {
+      accept_connections();
+    } else if (fds[1].revents != 0) {  // the listener itself failed: not worth a busy loop
+      accept_paused_until_ = Clock::now() + kAcceptPause;
+    }
+  }
+}
+
+void TcpHeartbeats::accept_connections() {
+  for (int i = 0; i < kAcceptBurst; ++i) {
+    const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // Something else in this process (or the system) holds the descriptors: the connection waits in the
+        // kernel's queue, and no rank is affected.
+        accept_paused_until_ = Clock::now() + kAcceptPause;
+        report(fmt::format("cannot accept a connection: {}; new connections wait until descriptors are free",
+                           std::strerror(errno)));
+        return;
+      }
+      continue;  // a connection that went away before accept() took it
+    }
+    set_no_delay(fd);
+    Handshake handshake;
+    handshake.fd = fd;
+    handshake.address = peer_address(fd);
+    handshake.deadline = after(port_options_.hello_timeout_seconds);
+    if (receive_hello(handshake)) continue;  // a rank's hello comes with its connection
+    if (handshakes_.size() >= most_waiting()) {
+      Handshake& oldest = handshakes_.front();
+      if (!receive_hello(oldest)) {  // a last look: its hello may have come meanwhile
+        refuse(oldest, fmt::format("it had not sent its hello when {} newer connections came (at most {} may "
+                                   "wait to authenticate at once)",
+                                   handshakes_.size(), most_waiting()));
+      }
+      handshakes_.pop_front();
+    }
+    handshakes_.push_back(std::move(handshake));
+  }
+}
+
+// Reads what a connection sent, never beyond its hello. True when it is settled (admitted or refused).
+bool TcpHeartbeats::receive_hello(Handshake& handshake) {
+  while (handshake.received.size() < handshake.expected_bytes) {
+    uint8_t buffer[128];
+    const size_t wanted = std::min(sizeof(buffer), handshake.expected_bytes - handshake.received.size());
+    const ssize_t got = ::recv(handshake.fd, buffer, wanted, 0);
+    if (got == 0 || (got < 0 && errno == ECONNRESET)) {
+      refuse(handshake, fmt::format("it closed the connection before its hello was complete ({} of {} bytes)",
+                                    handshake.received.size(), handshake.expected_bytes));
+      return true;
+    }
+    if (got < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return false;
+      refuse(handshake, fmt::format("receiving its hello: {}", std::strerror(errno)));
+      return true;
+    }
+    handshake.received.insert(handshake.received.end(), buffer, buffer + got);
+    if (handshake.received.size() == kRendezvousHeaderBytes &&
+        handshake.expected_bytes == kRendezvousHeaderBytes) {
+      const absl::StatusOr<size_t> length =
+          parse_heartbeat_header(handshake.received, HeartbeatMessage::kHello);
+      if (!length.ok()) {
+        refuse(handshake, std::string(length.status().message()));
+        return true;
+      }
+      handshake.expected_bytes += *length;
+    }
+  }
+  const absl::StatusOr<HeartbeatHello> hello = parse_heartbeat_hello_body(
+      std::span<const uint8_t>(handshake.received).subspan(kRendezvousHeaderBytes));
+  if (!hello.ok()) {
+    refuse(handshake, std::string(hello.status().message()));
+    return true;
+  }
+  if (const absl::Status authentic = authenticate_heartbeat_hello(*hello, key_, session_); !authentic.ok()) {
+    refuse(handshake, std::string(authentic.message()));
+    return true;
+  }
+  if (static_cast<int64_t>(hello->world_size) != world_size_ || hello->rank == 0 ||
+      static_cast<int64_t>(hello->rank) >= world_size_) {
+    refuse(handshake, fmt::format("it authenticated as rank {} of {}, which is no peer of rank 0 of {}",
+                                  hello->rank, hello->world_size, world_size_));
+    return true;
+  }
+  const uint32_t admitted = admitted_attempt_[hello->rank];
+  if (hello->attempt <= admitted) {
+    refuse(handshake, fmt::format("it replayed a hello of rank {} (its connection attempt {}; rank 0 has "
+                                  "admitted attempt {} of that rank)",
+                                  hello->rank, hello->attempt, admitted));
+    return true;
+  }
+  const std::vector<uint8_t> welcome = encode_heartbeat_welcome(key_, session_, *hello);
+  // 48 bytes, the first this connection sends: its empty send buffer takes them whole.
+  const ssize_t sent = ::send(handshake.fd, welcome.data(), welcome.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (sent != static_cast<ssize_t>(welcome.size())) {
+    refuse(handshake,
+           fmt::format("sending the welcome: {}", sent < 0 ? std::strerror(errno) : "partial send"));
+    return true;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Peer& peer = peers_[hello->rank];
+    if (peer.connection.fd >= 0) ::close(peer.connection.fd);  // the rank connected again: the newest counts
+    peer.connection = Connection{.fd = handshake.fd, .in = {}, .out = {}};
+    peer.heard_at = Clock::now();
+    peer.disconnected = false;
+  }
+  handshake.fd = -1;
+  admitted_attempt_[hello->rank] = hello->attempt;
+  return true;
+}
+
+void TcpHeartbeats::close_late_handshakes() {
+  const Clock::time_point now = Clock::now();
+  while (!handshakes_.empty() && handshakes_.front().deadline <= now) {
+    Handshake& late = handshakes_.front();
+    refuse(late, fmt::format("it sent {} of {} bytes of its hello within {} s", late.received.size(),
+                             late.expected_bytes, port_options_.hello_timeout_seconds));
+    handshakes_.pop_front();
+  }
+}
+
+size_t TcpHeartbeats::most_waiting() const {
+  const auto missing = std::count(admitted_attempt_.begin() + 1, admitted_attempt_.end(), 0u);
+  return kSpareHandshakes + static_cast<size_t>(missing);
+}
+
+void TcpHeartbeats::refuse(Handshake& handshake, const std::string& why) {
+  report(fmt::format("refused a connection from {}: {}", handshake.address, why));
+  ::close(handshake.fd);
+  handshake.fd = -1;
+}
+
+void TcpHeartbeats::report(const std::string& line) {
+  if (port_options_.on_refused) {
+    port_options_.on_refused(line);
+    return;
+  }
+  ++unreported_;
+  last_unreported_ = line;
+  flush_report();
+}
+
+// At most one line a minute on stderr, so that a flood cannot fill the log.
+void TcpHeartbeats::flush_report() {
+  const Clock::time_point now = Clock::now();
+  if (unreported_ == 0 || (reported_once_ && now - reported_at_ < kReportEvery)) return;
+  if (unreported_ == 1) {
+    fmt::print(stderr, "nanoforge: rank 0: heartbeat port {}: {}\n", port_, last_unreported_);
+  } else {
+    fmt::print(
+        stderr,
+        "nanoforge: rank 0: heartbeat port {}: {} connections refused or not accepted in the last {:.0f} "
+        "s; the last: {}\n",
+        port_, unreported_, std::chrono::duration<double>(now - reported_at_).count(), last_unreported_);
+  }
+  std::fflush(stderr);
+  unreported_ = 0;
+  reported_at_ = now;
+  reported_once_ = true;
 }
 
 }  // namespace nanoforge

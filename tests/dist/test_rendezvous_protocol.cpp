@@ -1,6 +1,8 @@
 // The rendezvous's messages without sockets: where the key comes from (and the refusal when there is none),
 // headers that announce the wrong magic, version, type or length, and MACs that reject another key, a
-// replayed hello, a tampered field and a reply meant for another connection.
+// replayed hello, a tampered field and a reply meant for another connection. The heartbeat port's hello and
+// welcome likewise: another key, another run's session, a tampered field, a rendezvous message in their
+// place.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -187,6 +189,114 @@ TEST(RendezvousProtocol, BodiesOfTheWrongSizeAreRefused) {
   ASSERT_FALSE(reply.ok());
   EXPECT_NE(reply.status().message().find("a reply is 36 to 4132 bytes"), std::string::npos)
       << reply.status();
+}
+
+HeartbeatSession session_of(uint8_t seed) {
+  HeartbeatSession session;
+  for (size_t i = 0; i < session.size(); ++i)
+    session[i] = static_cast<uint8_t>(seed + 3 * i);
+  return session;
+}
+
+HeartbeatHello parsed_heartbeat_hello(const std::vector<uint8_t>& message) {
+  absl::StatusOr<size_t> length = parse_heartbeat_header(header_of(message), HeartbeatMessage::kHello);
+  EXPECT_TRUE(length.ok()) << length.status();
+  EXPECT_EQ(length.value_or(0), message.size() - kRendezvousHeaderBytes);
+  absl::StatusOr<HeartbeatHello> hello = parse_heartbeat_hello_body(body_of(message));
+  EXPECT_TRUE(hello.ok()) << hello.status();
+  return hello.value_or(HeartbeatHello{});
+}
+
+TEST(HeartbeatProtocol, HelloAndWelcomeRoundTrip) {
+  const HeartbeatHello hello =
+      parsed_heartbeat_hello(encode_heartbeat_hello(kKey, session_of(1), 4, 3, 2, nonce_of(5)));
+  EXPECT_EQ(hello.world_size, 4u);
+  EXPECT_EQ(hello.rank, 3u);
+  EXPECT_EQ(hello.attempt, 2u);
+  EXPECT_EQ(hello.nonce, nonce_of(5));
+  EXPECT_TRUE(authenticate_heartbeat_hello(hello, kKey, session_of(1)).ok());
+  const std::vector<uint8_t> welcome = encode_heartbeat_welcome(kKey, session_of(1), hello);
+  absl::StatusOr<size_t> length = parse_heartbeat_header(header_of(welcome), HeartbeatMessage::kWelcome);
+  ASSERT_TRUE(length.ok()) << length.status();
+  EXPECT_EQ(*length, welcome.size() - kRendezvousHeaderBytes);
+  EXPECT_TRUE(check_heartbeat_welcome(body_of(welcome), kKey, session_of(1), hello).ok());
+}
+
+TEST(HeartbeatProtocol, HelloWithoutTheKeyIsRefused) {
+  const HeartbeatHello hello =
+      parsed_heartbeat_hello(encode_heartbeat_hello(kOtherKey, session_of(1), 2, 1, 1, nonce_of(5)));
+  const absl::Status authentic = authenticate_heartbeat_hello(hello, kKey, session_of(1));
+  EXPECT_EQ(authentic.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(authentic.message().find("its heartbeat hello (claiming rank 1) does not authenticate"),
+            std::string::npos)
+      << authentic;
+  EXPECT_NE(authentic.message().find("from test secret"), std::string::npos) << authentic;
+  // No proof at all: the MAC's bytes zeroed.
+  HeartbeatHello unsigned_hello = hello;
+  unsigned_hello.mac.fill(0);
+  EXPECT_FALSE(authenticate_heartbeat_hello(unsigned_hello, kKey, session_of(1)).ok());
+}
+
+TEST(HeartbeatProtocol, HelloOfAnotherRunIsRefused) {
+  // The key is the job's, but the session is another run's rendezvous (a leftover rank of an earlier run).
+  const HeartbeatHello hello =
+      parsed_heartbeat_hello(encode_heartbeat_hello(kKey, session_of(1), 2, 1, 1, nonce_of(5)));
+  EXPECT_FALSE(authenticate_heartbeat_hello(hello, kKey, session_of(2)).ok());
+}
+
+TEST(HeartbeatProtocol, TamperedHelloIsRefused) {
+  // The rank, then the attempt (what keeps a replay out) changed on the way.
+  for (const size_t offset : {size_t{4}, size_t{8}}) {
+    std::vector<uint8_t> message = encode_heartbeat_hello(kKey, session_of(1), 4, 3, 1, nonce_of(5));
+    set_word(message, kRendezvousHeaderBytes + offset, 2);
+    const HeartbeatHello hello = parsed_heartbeat_hello(message);
+    EXPECT_FALSE(authenticate_heartbeat_hello(hello, kKey, session_of(1)).ok()) << "field at " << offset;
+  }
+}
+
+TEST(HeartbeatProtocol, ForgedOrMisdirectedWelcomeIsRefused) {
+  const HeartbeatHello hello =
+      parsed_heartbeat_hello(encode_heartbeat_hello(kKey, session_of(1), 2, 1, 1, nonce_of(5)));
+  const std::vector<uint8_t> welcome = encode_heartbeat_welcome(kKey, session_of(1), hello);
+  // Another key, another run, a welcome meant for another hello (another attempt).
+  const absl::Status other_key = check_heartbeat_welcome(body_of(welcome), kOtherKey, session_of(1), hello);
+  EXPECT_EQ(other_key.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(other_key.message().find("its heartbeat welcome does not authenticate"), std::string::npos)
+      << other_key;
+  EXPECT_FALSE(check_heartbeat_welcome(body_of(welcome), kKey, session_of(2), hello).ok());
+  HeartbeatHello another = hello;
+  another.attempt = 2;
+  EXPECT_FALSE(check_heartbeat_welcome(body_of(welcome), kKey, session_of(1), another).ok());
+  // The hello's own MAC sent back as the welcome: the labels differ.
+  EXPECT_FALSE(check_heartbeat_welcome(hello.mac, kKey, session_of(1), hello).ok());
+}
+
+TEST(HeartbeatProtocol, HeadersAreCheckedBeforeAnyBody) {
+  const std::vector<uint8_t> hello = encode_heartbeat_hello(kKey, session_of(1), 2, 1, 1, nonce_of(5));
+  std::vector<uint8_t> bad = hello;
+  set_word(bad, 0, 0x47455420);  // "GET "
+  absl::StatusOr<size_t> length = parse_heartbeat_header(header_of(bad), HeartbeatMessage::kHello);
+  ASSERT_FALSE(length.ok());
+  EXPECT_NE(length.status().message().find("does not speak the nanoforge heartbeat handshake"),
+            std::string::npos)
+      << length.status();
+  bad = hello;
+  set_word(bad, 12, 0xFFFFFFFF);
+  length = parse_heartbeat_header(header_of(bad), HeartbeatMessage::kHello);
+  ASSERT_FALSE(length.ok());
+  EXPECT_NE(length.status().message().find(
+                "announced a 4294967295-byte heartbeat hello (a heartbeat hello is 60 bytes)"),
+            std::string::npos)
+      << length.status();
+  // A rendezvous hello on the heartbeat port, and a heartbeat hello on the rendezvous port.
+  const std::vector<uint8_t> rendezvous_hello = encode_hello(kKey, nonce_of(1), 2, 1, nonce_of(5));
+  length = parse_heartbeat_header(header_of(rendezvous_hello), HeartbeatMessage::kHello);
+  ASSERT_FALSE(length.ok());
+  EXPECT_NE(length.status().message().find("sent message type 2 where a heartbeat hello was due"),
+            std::string::npos)
+      << length.status();
+  EXPECT_FALSE(parse_rendezvous_header(header_of(hello), RendezvousMessage::kHello).ok());
+  EXPECT_FALSE(parse_heartbeat_hello_body(body_of(rendezvous_hello)).ok());
 }
 
 }  // namespace

@@ -1,0 +1,606 @@
+// Rank 0's heartbeat port (dist/tcp_heartbeats.h) against hostile connections on the loopback. The flood:
+// ranks 0 and 1 in child processes, rank 0 with few file descriptors (RLIMIT_NOFILE 128), while this process
+// floods the port with idle and garbage connections, opening a new one for each that rank 0 closes — rank 0
+// must hold only a bounded number of them, still open files (a checkpoint), and both ranks must keep hearing
+// each other. Then, against a rank 0 in this process: the key, the session and replays (a hello without the
+// key, of another run, replayed), garbage, idle and slow connections, the bound on waiting ones, a rank that
+// connects during a flood, accept() without descriptors, and fake rank 0s that a rank must refuse.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dist/tcp_heartbeats.h"
+#include "tests/dist/connection_flood.h"
+
+namespace nanoforge {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kSecret = "the heartbeat port test's secret";
+// Rank 0's descriptors: a few hundred connections would exhaust them, as ~1,100 exhaust the common 1024.
+constexpr rlim_t kRankZeroDescriptors = 128;
+constexpr int kIdleConnections = 150;
+constexpr int kGarbageConnections = 50;
+// Unauthenticated connections rank 0 may hold at once once every rank is in (docs/distributed.md), plus the
+// one it has just accepted before closing the oldest.
+constexpr int kMostWaiting = 16 + 1;
+// Every wait for a child's answer gives up after this long, so that a bug fails the test instead of hanging
+// it (not a timing threshold: each answer should take milliseconds).
+constexpr double kHangGuardSeconds = 30;
+
+// A rank in a child process, driven by one-byte commands over a pipe and answering in lines over another.
+class RankProcess {
+ public:
+  explicit RankProcess(const std::function<void(int commands, int answers)>& body) {
+    int commands[2];
+    int answers[2];
+    EXPECT_EQ(::pipe(commands), 0);
+    EXPECT_EQ(::pipe(answers), 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(commands[1]);
+      ::close(answers[0]);
+      body(commands[0], answers[1]);
+      ::_exit(0);
+    }
+    ::close(commands[0]);
+    ::close(answers[1]);
+    commands_ = commands[1];
+    answers_ = answers[0];
+  }
+  ~RankProcess() {
+    ::close(commands_);  // end of file: the child's loop ends
+    if (!waited_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    ::close(answers_);
+  }
+  pid_t pid() const { return pid_; }
+  void command(char what) { EXPECT_EQ(::write(commands_, &what, 1), 1); }
+  // The child's next `count` bytes, fewer when none came within the hang guard.
+  std::string read_bytes(size_t count) {
+    std::string bytes;
+    const auto give_up = Clock::now() + std::chrono::duration<double>(kHangGuardSeconds);
+    while (bytes.size() < count && Clock::now() < give_up) {
+      pollfd entry{answers_, POLLIN, 0};
+      if (::poll(&entry, 1, 100) <= 0) continue;
+      char c = 0;
+      if (::read(answers_, &c, 1) != 1) break;
+      bytes += c;
+    }
+    return bytes;
+  }
+  // The child's next line, or "" when none came within the hang guard.
+  std::string answer() {
+    std::string line;
+    const auto give_up = Clock::now() + std::chrono::duration<double>(kHangGuardSeconds);
+    while (Clock::now() < give_up) {
+      pollfd entry{answers_, POLLIN, 0};
+      if (::poll(&entry, 1, 100) <= 0) continue;
+      char c = 0;
+      if (::read(answers_, &c, 1) != 1) break;
+      if (c == '\n') return line;
+      line += c;
+    }
+    return line;
+  }
+  // The child's exit status once it has exited, -1 if it did not within the hang guard.
+  int wait_for_exit() {
+    const auto give_up = Clock::now() + std::chrono::duration<double>(kHangGuardSeconds);
+    while (Clock::now() < give_up) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        waited_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int commands_ = -1;
+  int answers_ = -1;
+  bool waited_ = false;
+};
+
+void say(int fd, const std::string& line) {
+  const std::string text = line + "\n";
+  (void)!::write(fd, text.data(), text.size());
+}
+
+// What a trainer does to save a checkpoint, in small: create a file, write it, sync it, rename it.
+std::string save_checkpoint(const std::string& dir) {
+  const std::string path = dir + "/model.h5.partial";
+  const int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return std::string("checkpoint failed: ") + std::strerror(errno);
+  const std::string bytes(4096, 'w');
+  const bool written =
+      ::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!written || std::rename(path.c_str(), (dir + "/model.h5").c_str()) != 0)
+    return std::string("checkpoint failed: ") + std::strerror(errno);
+  return "checkpoint saved";
+}
+
+// A rank's heartbeat loop: announces collective #s and polls every 10 ms, answering commands meanwhile:
+// 'c' saves a checkpoint into `dir`, 'd' says whether every peer is still heard (within 1 s), 'q' (or the end
+// of the commands) stops it.
+void heartbeat_loop(Heartbeats& channel, int commands, int answers, const std::string& dir) {
+  ::fcntl(commands, F_SETFL, O_NONBLOCK);
+  for (uint64_t sequence = 0;; ++sequence) {
+    channel.announce(sequence);
+    channel.poll(sequence);
+    char command = 0;
+    const ssize_t got = ::read(commands, &command, 1);
+    if (got == 0 || (got == 1 && command == 'q')) return;
+    if (got == 1 && command == 'c') say(answers, save_checkpoint(dir));
+    if (got == 1 && command == 'd') say(answers, channel.describe_missing(0, 1.0));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+// The attack on a 2-rank job, at a smaller scale: rank 0 runs with 128 descriptors, and 200
+// connections (150 idle, 50 sending garbage) are held against its heartbeat port for 2 s, each replaced as
+// soon as rank 0 closes it. Rank 0 must hold no more than the bounded few unauthenticated connections, save a
+// checkpoint meanwhile, and both ranks must still hear each other.
+TEST(TcpHeartbeatPort, FloodOfIdleAndGarbageConnectionsCostsNeitherDescriptorsNorHeartbeats) {
+  // A child that died fails the test by its answers, not this process by a signal.
+  ::signal(SIGPIPE, SIG_IGN);
+  test::ConnectionFlood::allow_descriptors(1024);
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("nanoforge_heartbeat_flood_" + std::to_string(::getpid())))
+          .string();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  RankProcess rank0([&](int commands, int answers) {
+    ::setenv("NANOFORGE_RENDEZVOUS_SECRET", kSecret, 1);  // the job's key, as a launch script sets it
+    const rlimit limit{kRankZeroDescriptors, kRankZeroDescriptors};
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+    TcpHeartbeatAddress address;
+    absl::StatusOr<std::unique_ptr<TcpHeartbeats>> channel = TcpHeartbeats::listen(2, &address);
+    if (!channel.ok()) {
+      say(answers, std::string(channel.status().message()));
+      return;
+    }
+    (void)!::write(answers, &address, sizeof(address));
+    heartbeat_loop(**channel, commands, answers, dir);
+  });
+  // Rank 0's first answer: its address, as the rendezvous would carry it.
+  TcpHeartbeatAddress address;
+  const std::string raw = rank0.read_bytes(sizeof(address));
+  ASSERT_EQ(raw.size(), sizeof(address)) << "rank 0 did not listen: " << raw;
+  std::memcpy(&address, raw.data(), sizeof(address));
+
+  RankProcess rank1([&](int commands, int answers) {
+    ::setenv("NANOFORGE_RENDEZVOUS_SECRET", kSecret, 1);
+    absl::StatusOr<std::unique_ptr<TcpHeartbeats>> channel =
+        TcpHeartbeats::connect("127.0.0.1", address, 1, 2, kHangGuardSeconds);
+    say(answers, channel.ok() ? "connected" : std::string(channel.status().message()));
+    if (channel.ok()) heartbeat_loop(**channel, commands, answers, dir);
+  });
+  ASSERT_EQ(rank1.answer(), "connected");
+  // Both have heard each other once the tables flow.
+  const auto give_up = Clock::now() + std::chrono::duration<double>(kHangGuardSeconds);
+  std::string rank0_view;
+  do {
+    rank0.command('d');
+    rank0_view = rank0.answer();
+  } while (rank0_view.find("still answering") == std::string::npos && Clock::now() < give_up);
+  ASSERT_NE(rank0_view.find("still answering"), std::string::npos) << rank0_view;
+  const int before = test::open_descriptors(rank0.pid());
+
+  // Under the flood, after 1 s: rank 0 saves its checkpoint, and each rank says whether it hears the other.
+  int most = before;
+  bool asked = false;
+  test::ConnectionFlood flood(address.port, kIdleConnections, kGarbageConnections);
+  const auto start = Clock::now();
+  flood.sustain([&] {
+    most = std::max(most, test::open_descriptors(rank0.pid()));
+    if (!asked && Clock::now() - start > std::chrono::seconds(1)) {
+      rank0.command('c');
+      rank0.command('d');
+      rank1.command('d');
+      asked = true;
+    }
+    return Clock::now() - start < std::chrono::seconds(2);
+  });
+  const std::string saved = rank0.answer();
+  rank0_view = rank0.answer();
+  const std::string rank1_view = rank1.answer();
+  std::printf(
+      "rank 0 held %d descriptors before the flood, at most %d during it; %lld connections closed by "
+      "rank 0 were replaced\n",
+      before, most, static_cast<long long>(flood.replaced()));
+
+  EXPECT_EQ(saved, "checkpoint saved");
+  // The bound, and the checkpoint's file while it is written.
+  EXPECT_LE(most, before + kMostWaiting + 1) << "rank 0 holds unauthenticated connections without a bound";
+  EXPECT_NE(rank0_view.find("still answering"), std::string::npos) << "rank 0: " << rank0_view;
+  EXPECT_NE(rank1_view.find("still answering"), std::string::npos) << "rank 1: " << rank1_view;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/model.h5"));
+  rank1.command('q');
+  rank0.command('q');
+  EXPECT_EQ(rank1.wait_for_exit(), 0);
+  EXPECT_EQ(rank0.wait_for_exit(), 0);
+  std::filesystem::remove_all(dir);
+}
+
+const RendezvousKey kJobKey = rendezvous_key_from_secret(kSecret, "the job's secret");
+const RendezvousKey kOtherJobKey = rendezvous_key_from_secret("another job's secret, 32 bytes!", "another");
+
+// Waits (polling every 10 ms) until `done()`, at most the hang guard; whether it came.
+bool eventually(const std::function<bool()>& done) {
+  const auto give_up = Clock::now() + std::chrono::duration<double>(kHangGuardSeconds);
+  while (!done()) {
+    if (Clock::now() > give_up) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+// Rank 0 of a world of two in this process, with every refusal of its port kept.
+class RankZero {
+ public:
+  explicit RankZero(double hello_timeout_seconds = 5) {
+    TcpHeartbeatPortOptions options;
+    options.hello_timeout_seconds = hello_timeout_seconds;
+    options.on_refused = [this](const std::string& line) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      refusals_.push_back(line);
+    };
+    absl::StatusOr<std::unique_ptr<TcpHeartbeats>> channel =
+        TcpHeartbeats::listen(kJobKey, 2, &address_, std::move(options));
+    EXPECT_TRUE(channel.ok()) << channel.status();
+    if (channel.ok()) channel_ = *std::move(channel);
+  }
+  TcpHeartbeats& channel() { return *channel_; }
+  const TcpHeartbeatAddress& address() const { return address_; }
+  // Whether some refusal so far contains `fragment`.
+  bool refused(const std::string& fragment) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const std::string& line : refusals_)
+      if (line.find(fragment) != std::string::npos) return true;
+    return false;
+  }
+  std::string refusals() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::string text;
+    for (const std::string& line : refusals_)
+      text += line + "\n";
+    return text;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::string> refusals_;
+  TcpHeartbeatAddress address_;
+  std::unique_ptr<TcpHeartbeats> channel_;  // last: destroyed (its port thread stopped) before the refusals
+};
+
+absl::StatusOr<std::unique_ptr<TcpHeartbeats>> connect_rank1(const RendezvousKey& key,
+                                                             const TcpHeartbeatAddress& address,
+                                                             double timeout_seconds = kHangGuardSeconds) {
+  return TcpHeartbeats::connect(key, "127.0.0.1", address, 1, 2, timeout_seconds);
+}
+
+// Announces and polls on both ranks until each says the other is still answering; whether that came.
+bool hear_each_other(TcpHeartbeats& rank0, TcpHeartbeats& rank1) {
+  uint64_t sequence = 0;
+  return eventually([&] {
+    rank0.announce(sequence);
+    rank1.announce(sequence);
+    rank0.poll(sequence);
+    rank1.poll(sequence);
+    ++sequence;
+    return rank0.describe_missing(0, 1.0).find("still answering") != std::string::npos &&
+           rank1.describe_missing(0, 1.0).find("still answering") != std::string::npos;
+  });
+}
+
+// A raw client of 127.0.0.1:port whose reads give up after the hang guard.
+class RawClient {
+ public:
+  explicit RawClient(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const timeval limit{static_cast<time_t>(kHangGuardSeconds), 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    EXPECT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0)
+        << std::strerror(errno);
+  }
+  ~RawClient() { ::close(fd_); }
+  void send(const std::vector<uint8_t>& bytes) {
+    EXPECT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  }
+  void announce(uint64_t sequence) {
+    const uint64_t latest = sequence + 1;  // the channel's announcement, in this build's byte order
+    EXPECT_EQ(::send(fd_, &latest, sizeof(latest), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(latest)));
+  }
+  // Exactly `count` bytes, or fewer when the other side closed.
+  std::vector<uint8_t> receive(size_t count) {
+    std::vector<uint8_t> bytes(count);
+    size_t got = 0;
+    while (got < count) {
+      const ssize_t n = ::recv(fd_, bytes.data() + got, count - got, 0);
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    bytes.resize(got);
+    return bytes;
+  }
+  // Whether rank 0 closed the connection (what it sent before is skipped), within the hang guard.
+  bool closed_by_peer() {
+    uint8_t buffer[256];
+    while (true) {
+      const ssize_t got = ::recv(fd_, buffer, sizeof(buffer), 0);
+      if (got == 0 || (got < 0 && errno == ECONNRESET)) return true;
+      if (got < 0) return false;
+    }
+  }
+  // Whether the connection is still open with nothing to read.
+  bool open_and_quiet() {
+    uint8_t byte = 0;
+    const ssize_t got = ::recv(fd_, &byte, 1, MSG_DONTWAIT);
+    return got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+TEST(TcpHeartbeatPort, RankThatHoldsTheKeyIsAdmittedAndBothHearEachOther) {
+  RankZero rank0;
+  absl::StatusOr<std::unique_ptr<TcpHeartbeats>> rank1 = connect_rank1(kJobKey, rank0.address());
+  ASSERT_TRUE(rank1.ok()) << rank1.status();
+  EXPECT_TRUE(hear_each_other(rank0.channel(), **rank1));
+  EXPECT_EQ(rank0.refusals(), "");
+}
+
+// A hello that does not authenticate is refused (the refusal is reported before the connection is closed);
+// a rank that keeps being refused gives up after its timeout, naming the port.
+void expect_refused(RankZero& rank0, const RendezvousKey& key, const TcpHeartbeatAddress& address,
+                    const std::string& why) {
+  RawClient stranger(address.port);
+  stranger.send(encode_heartbeat_hello(key, address.session, 2, 1, 1, {}));
+  EXPECT_TRUE(stranger.closed_by_peer());
+  EXPECT_TRUE(rank0.refused(why)) << rank0.refusals();
+  absl::StatusOr<std::unique_ptr<TcpHeartbeats>> rank1 = connect_rank1(key, address, 0.5);
+  ASSERT_FALSE(rank1.ok());
+  EXPECT_NE(rank1.status().message().find("rank 1: cannot reach rank 0's heartbeat port at 127.0.0.1:"),
+            std::string::npos)
+      << rank1.status();
+  rank0.channel().poll(0);
+  EXPECT_NE(rank0.channel().describe_missing(0, 1.0).find("rank 1: never heard from"), std::string::npos);
+}
+
+TEST(TcpHeartbeatPort, HelloWithoutTheKeyIsRefused) {
+  RankZero rank0;
+  expect_refused(rank0, kOtherJobKey, rank0.address(),
+                 "its heartbeat hello (claiming rank 1) does not authenticate");
+}
+
+TEST(TcpHeartbeatPort, HelloOfAnotherRunIsRefused) {
+  // The job's key, but the session of another rendezvous (a leftover rank of an earlier run of the job).
+  RankZero rank0;
+  TcpHeartbeatAddress another_run = rank0.address();
+  another_run.session[0] ^= 1;
+  expect_refused(rank0, kJobKey, another_run, "was not part of this run's rendezvous");
+}
+
+TEST(TcpHeartbeatPort, ReplayedHelloIsRefusedAndTheRankStaysAdmitted) {
+  RankZero rank0;
+  const TcpHeartbeatAddress& address = rank0.address();
+  const HeartbeatHello sent{.world_size = 2, .rank = 1, .attempt = 1, .nonce = {7}};
+  const std::vector<uint8_t> hello = encode_heartbeat_hello(kJobKey, address.session, 2, 1, 1, sent.nonce);
+  RawClient genuine(address.port);
+  genuine.send(hello);
+  const std::vector<uint8_t> welcome = genuine.receive(kRendezvousHeaderBytes + kRendezvousMacBytes);
+  ASSERT_EQ(welcome.size(), kRendezvousHeaderBytes + kRendezvousMacBytes);
+  EXPECT_TRUE(check_heartbeat_welcome(std::span<const uint8_t>(welcome).subspan(kRendezvousHeaderBytes),
+                                      kJobKey, address.session, sent)
+                  .ok());
+  genuine.announce(0);
+  EXPECT_TRUE(eventually([&] { return rank0.channel().poll(0) == 1; }));
+
+  // The same bytes on another connection, as someone who recorded them would send them.
+  RawClient replayer(address.port);
+  replayer.send(hello);
+  EXPECT_TRUE(replayer.closed_by_peer());
+  EXPECT_TRUE(
+      rank0.refused("it replayed a hello of rank 1 (its connection attempt 1; rank 0 has admitted "
+                    "attempt 1 of that rank)"))
+      << rank0.refusals();
+  genuine.announce(1);
+  EXPECT_TRUE(eventually([&] { return rank0.channel().poll(1) == 1; })) << "the rank lost its place";
+
+  // The rank itself connecting again (a later attempt) takes the place of its older connection.
+  RawClient again(address.port);
+  again.send(encode_heartbeat_hello(kJobKey, address.session, 2, 1, 2, sent.nonce));
+  EXPECT_EQ(again.receive(kRendezvousHeaderBytes + kRendezvousMacBytes).size(),
+            kRendezvousHeaderBytes + kRendezvousMacBytes);
+  rank0.channel().poll(2);  // sends a table to the newest connection
+  EXPECT_TRUE(genuine.closed_by_peer());
+}
+
+TEST(TcpHeartbeatPort, GarbageIsRefusedAtOnce) {
+  RankZero rank0;
+  const int port = rank0.address().port;
+  const std::string http = "GET / HTTP/1.1\r\nHost: rank0\r\n\r\n";
+  RawClient scanner(port);
+  scanner.send({http.begin(), http.end()});
+  EXPECT_TRUE(scanner.closed_by_peer());
+  EXPECT_TRUE(
+      rank0.refused("it does not speak the nanoforge heartbeat handshake (its first bytes are 47455420"))
+      << rank0.refusals();
+  // A rendezvous hello on the heartbeat port; a header announcing 4 GB.
+  RawClient lost(port);
+  lost.send(encode_hello(kJobKey, {}, 2, 1, {}));
+  EXPECT_TRUE(lost.closed_by_peer());
+  EXPECT_TRUE(rank0.refused("it sent message type 2 where a heartbeat hello was due")) << rank0.refusals();
+  std::vector<uint8_t> oversized = encode_heartbeat_hello(kJobKey, rank0.address().session, 2, 1, 1, {});
+  oversized.resize(kRendezvousHeaderBytes);
+  oversized[12] = oversized[13] = oversized[14] = oversized[15] = 0xFF;
+  RawClient greedy(port);
+  greedy.send(oversized);
+  EXPECT_TRUE(greedy.closed_by_peer());
+  EXPECT_TRUE(rank0.refused("it announced a 4294967295-byte heartbeat hello")) << rank0.refusals();
+}
+
+TEST(TcpHeartbeatPort, IdleAndSlowConnectionsAreClosedAfterTheHelloTimeout) {
+  constexpr double kHelloTimeoutSeconds = 0.3;
+  RankZero rank0(kHelloTimeoutSeconds);
+  const auto start = Clock::now();
+  RawClient idle(rank0.address().port);
+  RawClient slow(rank0.address().port);
+  std::vector<uint8_t> part = encode_heartbeat_hello(kJobKey, rank0.address().session, 2, 1, 1, {});
+  part.resize(10);
+  slow.send(part);
+  EXPECT_TRUE(idle.closed_by_peer());
+  EXPECT_TRUE(slow.closed_by_peer());
+  EXPECT_GE(std::chrono::duration<double>(Clock::now() - start).count(), kHelloTimeoutSeconds);
+  EXPECT_TRUE(rank0.refused("it sent 0 of 16 bytes of its hello within 0.3 s")) << rank0.refusals();
+  EXPECT_TRUE(rank0.refused("it sent 10 of 16 bytes of its hello within 0.3 s")) << rank0.refusals();
+}
+
+TEST(TcpHeartbeatPort, AtMostSixteenWaitToAuthenticateAndTheOldestIsClosedFirst) {
+  RankZero rank0(kHangGuardSeconds);  // no hello timeout within the test: only the bound closes them
+  absl::StatusOr<std::unique_ptr<TcpHeartbeats>> rank1 = connect_rank1(kJobKey, rank0.address());
+  ASSERT_TRUE(rank1.ok()) << rank1.status();  // every rank is in: 16 may wait
+  std::vector<std::unique_ptr<RawClient>> waiting;
+  for (int i = 0; i < 16; ++i)
+    waiting.push_back(std::make_unique<RawClient>(rank0.address().port));
+  RawClient newest(rank0.address().port);
+  EXPECT_TRUE(waiting[0]->closed_by_peer());
+  EXPECT_TRUE(rank0.refused("it had not sent its hello when 16 newer connections came")) << rank0.refusals();
+  for (size_t i = 1; i < waiting.size(); ++i)
+    EXPECT_TRUE(waiting[i]->open_and_quiet()) << "connection " << i << " was closed too";
+  EXPECT_TRUE(newest.open_and_quiet());
+}
+
+TEST(TcpHeartbeatPort, RankThatConnectsDuringAFloodGetsIn) {
+  test::ConnectionFlood::allow_descriptors(1024);
+  RankZero rank0;
+  std::atomic<bool> flooding{true};
+  std::thread attacker([&] {
+    test::ConnectionFlood flood(rank0.address().port, 200, 50);
+    flood.sustain([&] { return flooding.load(); });
+  });
+  // The flood is up once it has pushed connections out of the bound.
+  EXPECT_TRUE(eventually([&] { return rank0.refused("newer connections came"); })) << rank0.refusals();
+  absl::StatusOr<std::unique_ptr<TcpHeartbeats>> rank1 = connect_rank1(kJobKey, rank0.address());
+  EXPECT_TRUE(rank1.ok()) << rank1.status();
+  if (rank1.ok()) {
+    EXPECT_TRUE(hear_each_other(rank0.channel(), **rank1));
+  }
+  flooding.store(false);
+  attacker.join();
+}
+
+// Restores this process's descriptor limit when it goes.
+class DescriptorLimit {
+ public:
+  DescriptorLimit() { ::getrlimit(RLIMIT_NOFILE, &saved_); }
+  ~DescriptorLimit() { ::setrlimit(RLIMIT_NOFILE, &saved_); }
+  void lower_to(rlim_t descriptors) {
+    const rlimit lowered{descriptors, saved_.rlim_max};
+    ::setrlimit(RLIMIT_NOFILE, &lowered);
+  }
+
+ private:
+  rlimit saved_{};
+};
+
+// Something else in rank 0's process holds every descriptor: accept() fails with EMFILE. That is reported,
+// counts against no rank (both still hear each other), and the connection is taken once descriptors free up.
+TEST(TcpHeartbeatPort, AcceptWithoutDescriptorsCountsAgainstNoRank) {
+  RankZero rank0(0.3);
+  absl::StatusOr<std::unique_ptr<TcpHeartbeats>> rank1 = connect_rank1(kJobKey, rank0.address());
+  ASSERT_TRUE(rank1.ok()) << rank1.status();
+  ASSERT_TRUE(hear_each_other(rank0.channel(), **rank1));
+  std::vector<int> hogs;
+  std::unique_ptr<RawClient> stranger;
+  {
+    DescriptorLimit limit;
+    int highest = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd"))
+      highest = std::max(highest, std::stoi(entry.path().filename().string()));
+    limit.lower_to(static_cast<rlim_t>(highest) + 8);
+    for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;)
+      hogs.push_back(fd);
+    ::close(hogs.back());  // one left: the stranger's socket
+    hogs.pop_back();
+    stranger = std::make_unique<RawClient>(rank0.address().port);
+    EXPECT_TRUE(eventually([&] { return rank0.refused("cannot accept a connection: Too many open files"); }))
+        << rank0.refusals();
+    EXPECT_TRUE(hear_each_other(rank0.channel(), **rank1));
+    for (const int fd : hogs)
+      ::close(fd);
+  }
+  // Descriptors are free again: the waiting connection is accepted, and closed after the hello timeout.
+  EXPECT_TRUE(stranger->closed_by_peer());
+  EXPECT_TRUE(rank0.refused("of its hello within 0.3 s")) << rank0.refusals();
+  EXPECT_TRUE(hear_each_other(rank0.channel(), **rank1));
+}
+
+// A fake rank 0 on the announced port: one that sends garbage, one whose welcome does not authenticate.
+TEST(TcpHeartbeatPort, RankRefusesAFakeRankZero) {
+  for (const bool garbage : {true, false}) {
+    const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in any{};
+    any.sin_family = AF_INET;
+    any.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(any);
+    ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&any), sizeof(any)), 0);
+    ASSERT_EQ(::listen(listener, 4), 0);
+    ::getsockname(listener, reinterpret_cast<sockaddr*>(&any), &length);
+    TcpHeartbeatAddress address;
+    address.port = ntohs(any.sin_port);
+    std::thread fake([&] {
+      const int fd = ::accept(listener, nullptr, nullptr);
+      std::vector<uint8_t> reply(kRendezvousHeaderBytes + kRendezvousMacBytes, 0x47);
+      if (!garbage) {
+        const HeartbeatHello someone{.world_size = 2, .rank = 1, .attempt = 1, .nonce = {}};
+        reply = encode_heartbeat_welcome(kOtherJobKey, address.session, someone);
+      }
+      (void)!::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      ::close(fd);
+    });
+    const absl::StatusOr<std::unique_ptr<TcpHeartbeats>> rank1 = connect_rank1(kJobKey, address);
+    fake.join();
+    ::close(listener);
+    ASSERT_FALSE(rank1.ok());
+    EXPECT_NE(rank1.status().message().find(garbage ? "does not speak the nanoforge heartbeat handshake"
+                                                    : "its heartbeat welcome does not authenticate"),
+              std::string::npos)
+        << rank1.status();
+  }
+}
+
+}  // namespace
+}  // namespace nanoforge
