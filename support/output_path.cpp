@@ -1,11 +1,15 @@
+// check_output_file_path by the name's own type (symlink_status); write_file_atomically creates PATH.tmp
+// exclusively (O_CREAT | O_EXCL, which follows no link), writes and closes it, then renames it over PATH.
 #include "support/output_path.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 namespace nanoforge {
 
@@ -35,20 +39,58 @@ absl::Status rename_into_place(const std::string& temporary, const std::string& 
   return absl::OkStatus();
 }
 
+namespace {
+
+// What already holds `path` (lstat, so a symbolic link is named as one), for messages.
+std::string what_is_at(const std::string& path) {
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) != 0) return "unreadable";
+  if (S_ISLNK(info.st_mode)) return "a symbolic link";
+  if (S_ISFIFO(info.st_mode)) return "a pipe";
+  if (S_ISDIR(info.st_mode)) return "a directory";
+  if (S_ISREG(info.st_mode)) return "a file";
+  return "a device or socket";
+}
+
+absl::Status write_all(int fd, std::string_view contents, const std::string& temporary) {
+  while (!contents.empty()) {
+    const ssize_t written = ::write(fd, contents.data(), contents.size());
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) {
+      return absl::DataLossError(fmt::format("{}: write failed: {}", temporary,
+                                             written < 0 ? std::strerror(errno) : "nothing written"));
+    }
+    contents.remove_prefix(static_cast<size_t>(written));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status write_file_atomically(const std::string& path, std::string_view contents) {
   if (absl::Status usable = check_output_file_path(path); !usable.ok()) return usable;
   const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      return absl::PermissionDeniedError(
-          fmt::format("{}: cannot create: {}", temporary, std::strerror(errno)));
+  // Created here or not at all: O_EXCL never opens what the name already holds (a link would be written
+  // through, a pipe would block the open, another file would be truncated).
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    const int error = errno;
+    if (error == EEXIST) {
+      return absl::AlreadyExistsError(fmt::format(
+          "{} already exists ({}): the result is written there first and renamed to {}; remove it (a "
+          "leftover of an interrupted write) or give another output path",
+          temporary, what_is_at(temporary), path));
     }
-    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-    out.close();
-    if (!out) return absl::DataLossError(fmt::format("{}: write failed (disk full?)", temporary));
+    return absl::PermissionDeniedError(fmt::format("{}: cannot create: {}", temporary, std::strerror(error)));
   }
-  return rename_into_place(temporary, path);
+  absl::Status written = write_all(fd, contents, temporary);
+  if (::close(fd) != 0 && written.ok()) {
+    written = absl::DataLossError(
+        fmt::format("{}: write failed when it was closed (disk full?): {}", temporary, std::strerror(errno)));
+  }
+  if (written.ok()) written = rename_into_place(temporary, path);
+  if (!written.ok()) ::unlink(temporary.c_str());  // ours: created above
+  return written;
 }
 
 }  // namespace nanoforge

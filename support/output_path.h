@@ -20,7 +20,9 @@ absl::Status check_output_file_path(const std::string& path);
 absl::Status rename_into_place(const std::string& temporary, const std::string& path);
 
 // Writes `contents` to PATH.tmp, closes it (a full disk shows then) and renames it to `path`, after
-// check_output_file_path. An error names the file and the cause.
+// check_output_file_path. PATH.tmp is created new: when the name exists (a link, whose target would be
+// written; a pipe, which would block; a leftover) that is an error naming it, and nothing is written. An
+// error names the file and the cause; the temporary file is removed.
 absl::Status write_file_atomically(const std::string& path, std::string_view contents);
 
 }  // namespace nanoforge

@@ -1,10 +1,12 @@
 // RunDirLock: flock(2) on RUN/run.lock, the holder's record written after the lock is taken; the mount table
 // read only on NFS (statfs's magic number), whose client shares flock locks through the server unless the
-// mount keeps them local.
+// mount keeps them local. The lock file is opened only as a plain file of its own (no link followed, no
+// other names, no pipe or device): the lock truncates it and writes into it.
 #include "train/run_dir_lock.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -18,6 +20,8 @@
 #include <fstream>
 #include <iterator>
 #include <vector>
+
+#include "support/status.h"
 
 namespace nanoforge {
 namespace {
@@ -72,6 +76,44 @@ std::string read_record(int fd) {
   return record;
 }
 
+absl::Status not_a_lock_file(const std::string& path, const struct stat& info) {
+  const std::string what = S_ISLNK(info.st_mode)    ? "is a symbolic link"
+                           : S_ISFIFO(info.st_mode) ? "is a pipe, not a regular file"
+                           : S_ISDIR(info.st_mode)  ? "is a directory, not a regular file"
+                           : !S_ISREG(info.st_mode)
+                               ? "is a device or socket, not a regular file"
+                               : fmt::format("has {} names (hard links to one file)", info.st_nlink);
+  return absl::FailedPreconditionError(fmt::format(
+      "{} {}: the run directory's lock file must be a file of its own, since taking the lock truncates it "
+      "and writes the holder's name into it; remove it (nanoforge creates it)",
+      path, what));
+}
+
+// RUN/run.lock opened for reading and writing, created when absent: never through a symbolic link
+// (O_NOFOLLOW; the probe's link had its target truncated), never a file with other names, and O_NONBLOCK so
+// that opening a pipe or device cannot wait.
+absl::StatusOr<int> open_lock_file(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  struct stat info {};
+  if (fd < 0) {
+    const int error = errno;
+    if (lstat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) return not_a_lock_file(path, info);
+    return absl::PermissionDeniedError(
+        fmt::format("{}: cannot open the run directory's lock file: {}", path, std::strerror(error)));
+  }
+  if (fstat(fd, &info) != 0) {
+    const int error = errno;
+    close(fd);
+    return absl::PermissionDeniedError(
+        fmt::format("{}: cannot inspect the run directory's lock file: {}", path, std::strerror(error)));
+  }
+  if (!S_ISREG(info.st_mode) || info.st_nlink != 1) {
+    close(fd);
+    return not_a_lock_file(path, info);
+  }
+  return fd;
+}
+
 }  // namespace
 
 std::string unshared_lock_reason(std::string_view mounts, const std::string& directory) {
@@ -114,11 +156,7 @@ absl::StatusOr<RunDirLock> RunDirLock::acquire(const std::string& run_dir, std::
           run_dir, reason));
     }
   }
-  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return absl::PermissionDeniedError(
-        fmt::format("{}: cannot open the run directory's lock file: {}", path, std::strerror(errno)));
-  }
+  NANOFORGE_ASSIGN_OR_RETURN(const int fd, open_lock_file(path));
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
     const std::string holder = read_record(fd);

@@ -34,9 +34,13 @@ struct RunRecords {
     int64_t step = 0, bytes = 0;
   };
   std::vector<Checkpoint> checkpoints;
+  std::vector<std::string> files;  // every file of the run read or listed (an output must be none of them)
+  std::vector<std::string> notes;  // what is left out, unreadable: "PATH: why" or "PATH is a pipe, ..."
 };
 
-// Reads what a run directory holds; an error when it has no metrics.jsonl (not a run directory).
+// Reads what a run directory holds; an error when it has no metrics.jsonl it can read (not a run directory).
+// Everything else is optional: a config.toml, core.json or checkpoint that cannot be read (not a regular
+// file, too large, unreadable, a looping link, not TOML or JSON) is left out with a note in `notes`.
 absl::StatusOr<RunRecords> read_run_records(const std::string& run_dir);
 
 // The whole page.

@@ -1,5 +1,6 @@
 // chart_svg: the plot area is kWidth x kHeight user units (the SVG scales to its box), the axes' ranges
-// padded by 5%, ticks at 1, 2 or 5 times a power of ten, and the legend in a row under the title.
+// padded by 5%, ticks at 1, 2 or 5 times a power of ten, and the legend in a row under the title. Any finite
+// values are drawn: ticks are counted, not stepped to (a step below the values' spacing never advanced).
 #include "cli/report/svg_chart.h"
 
 #include <fmt/format.h>
@@ -17,6 +18,12 @@ namespace {
 constexpr double kWidth = 560, kHeight = 300;
 constexpr double kLeft = 64, kRight = 16, kTop = 44, kBottom = 40;  // margins: tick labels, title, legend
 constexpr int kTargetTicks = 5;
+// Values of larger magnitude are left out: the axis' span and padding must stay finite in a double.
+constexpr double kLargestDrawn = 1e300;
+
+bool drawable(double x, double y) {
+  return std::isfinite(x) && std::isfinite(y) && std::abs(x) <= kLargestDrawn && std::abs(y) <= kLargestDrawn;
+}
 
 struct Range {
   double low = std::numeric_limits<double>::infinity(), high = -std::numeric_limits<double>::infinity();
@@ -28,18 +35,27 @@ struct Range {
   }
 };
 
-// Ticks at multiples of 1, 2 or 5 x 10^k inside `range`, about kTargetTicks of them.
+// Ticks at multiples of 1, 2 or 5 x 10^k inside `range`, about kTargetTicks of them. Where the values are
+// so close that a tick step is below their spacing (1e17 and 1e17 + 16), neighbouring ticks round to one
+// value and are drawn once.
 std::vector<double> ticks(const Range& range) {
   const double raw = (range.high - range.low) / kTargetTicks;
+  if (!(raw > 0) || !std::isfinite(raw)) return {};  // a span so small that a fifth of it is 0
   const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
   double step = magnitude;
   for (const double factor : {1.0, 2.0, 5.0, 10.0}) {
     step = factor * magnitude;
     if (step >= raw) break;
   }
+  if (!(step > 0) || !std::isfinite(step)) return {};
+  const double first = std::ceil(range.low / step), last = std::floor(range.high / step + 1e-9);
+  const int count = static_cast<int>(std::clamp(last - first + 1, 0.0, 4.0 * kTargetTicks));
   std::vector<double> values;
-  for (double tick = std::ceil(range.low / step) * step; tick <= range.high + 1e-9 * step; tick += step)
-    values.push_back(std::abs(tick) < 1e-12 * step ? 0.0 : tick);
+  for (int i = 0; i < count; ++i) {
+    const double tick = (first + i) * step;
+    const double value = std::abs(tick) < 1e-12 * step ? 0.0 : tick;
+    if (values.empty() || value != values.back()) values.push_back(value);
+  }
   return values;
 }
 
@@ -53,7 +69,7 @@ std::string tick_label(double value) {
 bool chart_has_data(const Chart& chart) {
   for (const ChartSeries& series : chart.series) {
     for (const auto& [x, y] : series.points) {
-      if (std::isfinite(x) && std::isfinite(y)) return true;
+      if (drawable(x, y)) return true;
     }
   }
   return false;
@@ -92,7 +108,7 @@ std::string chart_svg(const Chart& chart) {
   Range x_range, y_range;
   for (const ChartSeries& series : chart.series) {
     for (const auto& [x, y] : series.points) {
-      if (!std::isfinite(x) || !std::isfinite(y)) continue;
+      if (!drawable(x, y)) continue;
       x_range.add(x);
       y_range.add(y);
     }
@@ -117,7 +133,9 @@ std::string chart_svg(const Chart& chart) {
     return svg + fmt::format("<text class=\"empty\" x=\"{}\" y=\"{}\">not recorded</text></svg></figure>\n",
                              kLeft + kWidth / 2, kTop + kHeight / 2);
   }
-  const Range xs = x_range.high > x_range.low ? x_range.padded() : Range{x_range.low - 1, x_range.high + 1};
+  // One step: a range of +-1 around it, unless the value is too large for that to widen it.
+  Range xs = x_range.high > x_range.low ? x_range.padded() : Range{x_range.low - 1, x_range.high + 1};
+  if (!(xs.high > xs.low)) xs = x_range.padded();
   const Range ys = y_range.padded();
   auto px = [&](double x) { return kLeft + (x - xs.low) / (xs.high - xs.low) * kWidth; };
   auto py = [&](double y) { return kTop + kHeight - (y - ys.low) / (ys.high - ys.low) * kHeight; };
@@ -141,7 +159,7 @@ std::string chart_svg(const Chart& chart) {
   for (const ChartSeries& series : chart.series) {
     std::string points;
     for (const auto& [x, y] : series.points) {
-      if (std::isfinite(x) && std::isfinite(y)) points += fmt::format("{:.1f},{:.1f} ", px(x), py(y));
+      if (drawable(x, y)) points += fmt::format("{:.1f},{:.1f} ", px(x), py(y));
     }
     if (points.empty()) continue;
     points.pop_back();
@@ -151,7 +169,7 @@ std::string chart_svg(const Chart& chart) {
         html_escape(series.label), points, series.color, series.faint ? 1 : 2, series.faint ? 0.3 : 1);
     if (!series.dots) continue;
     for (const auto& [x, y] : series.points) {
-      if (std::isfinite(x) && std::isfinite(y))
+      if (drawable(x, y))
         svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>\n", px(x), py(y),
                            series.color);
     }

@@ -12,7 +12,8 @@ namespace nanoforge {
 struct ChartSeries {
   std::string label;  // the legend's text; empty: no legend entry (a faint raw line under its smoothing)
   std::string color;  // CSS colour
-  std::vector<std::pair<double, double>> points = {};  // (step, value); non-finite values left out
+  // (step, value); non-finite values, and those beyond 1e300 in magnitude, are left out
+  std::vector<std::pair<double, double>> points = {};
   bool faint = false;
   bool dots = false;
 };

@@ -1,7 +1,9 @@
 // The run directory's lock (train/run_dir_lock.h), on the program: two trainings into one directory never
 // both run (the probe's interleaved metrics.jsonl and shared checkpoint names); the refusal names the holder;
-// the lock file of a killed run is taken over, saying so; NFS mounts that keep locks local are refused.
+// the lock file of a killed run is taken over, saying so; NFS mounts that keep locks local are refused; a
+// lock file that is not the directory's own plain file is refused, and what it names left as it was.
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -140,6 +142,41 @@ TEST(RunDirLock, TheLockOfAKilledRunIsTakenOverSayingSo) {
       fmt::format("{} train --recipe {} --run-dir {} --resume 2>&1", nanoforge_binary(), short_recipe, run));
   EXPECT_EQ(again.exit_code, 0) << again.output;
   EXPECT_EQ(again.output.find("took over"), std::string::npos) << again.output;
+}
+
+// The probe's run.lock was a symbolic link: the lock truncated its target and wrote the holder's record
+// into it (a dangling one would have been created). A hard link did the same to its other name's file.
+TEST(RunDirLock, ALockFileThatIsALinkOrNotAPlainFileIsRefusedAndWhatItNamesKept) {
+  const std::string dir = temp_dir("lock_not_plain"), run = dir + "/run", lock = run + "/run.lock";
+  const std::string victim = dir + "/victim";
+  fs::create_directories(run);
+  std::ofstream(victim) << "precious";
+  // Each case: refused with the fragment after the lock's path, and the victim as it was.
+  const auto expect_refused = [&](const std::string& case_name, const std::string& fragment) {
+    {
+      const absl::StatusOr<RunDirLock> taken = RunDirLock::acquire(run, nullptr);
+      EXPECT_EQ(taken.status().code(), absl::StatusCode::kFailedPrecondition) << case_name;
+      EXPECT_NE(taken.status().message().find(lock + fragment), std::string::npos)
+          << case_name << ": " << taken.status();
+    }  // a lock wrongly taken is released here, as at the end of a run
+    EXPECT_EQ(read_bytes(victim), "precious") << case_name;
+    std::ofstream(victim) << "precious";
+    fs::remove(lock);
+  };
+  fs::create_symlink(victim, lock);
+  expect_refused("a link", " is a symbolic link");
+  fs::create_symlink(dir + "/created_through_the_link", lock);
+  expect_refused("a dangling link", " is a symbolic link");
+  EXPECT_FALSE(fs::exists(dir + "/created_through_the_link"));
+  fs::create_hard_link(victim, lock);
+  expect_refused("a hard link", " has 2 names");
+  ASSERT_EQ(mkfifo(lock.c_str(), 0600), 0);
+  expect_refused("a pipe", " is a pipe, not a regular file");
+  fs::create_directory(lock);
+  expect_refused("a directory", " is a directory, not a regular file");
+  std::string previous_holder = "unset";
+  EXPECT_TRUE(RunDirLock::acquire(run, &previous_holder).ok()) << "with the offending name gone";
+  EXPECT_EQ(previous_holder, "");
 }
 
 TEST(RunDirLock, NfsMountsThatKeepLocksOnOneMachineAreRefused) {
