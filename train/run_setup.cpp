@@ -71,6 +71,15 @@ absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size, De
       return absl::Status(files.status().code(),
                           fmt::format("{}: {}", key, std::string(files.status().message())));
     }
+    // Sizes and CRC-32s against the manifest before any shard is opened. Shards that match are prep's own,
+    // whose writer checked every token: their tokens are checked as batches use them, not all again here
+    // (docs/data.md: what a start costs).
+    absl::StatusOr<int64_t> unchanged = check_shard_files(*location, split, *files);
+    if (!unchanged.ok()) {
+      return absl::Status(unchanged.status().code(),
+                          fmt::format("{}: {}", key, std::string(unchanged.status().message())));
+    }
+    open.verify_tokens = *unchanged < static_cast<int64_t>(files->size());
     absl::StatusOr<std::shared_ptr<const ShardSet>> shards = ShardSet::open(*files, open);
     if (!shards.ok()) {
       return absl::Status(shards.status().code(),

@@ -1,8 +1,10 @@
-// prep_shards: read a chunk of documents, encode them in parallel, append them in order to the open shard;
-// record each finished shard in prep.unfinished, and publish manifest.txt at the end. A resume re-reads the
-// input up to the last recorded shard's last document and carries on from there.
+// prep_shards: take --out's lock, read a chunk of documents, encode (and hash) them in parallel, append them
+// in order to the open shard; record each finished shard in prep.unfinished, and publish manifest.txt at the
+// end. A resume re-reads the input up to the last recorded shard's last document, checks that it hashes as
+// recorded, and carries on from there.
 #include "data/prep/prep.h"
 
+#include <absl/strings/str_split.h>
 #include <fmt/format.h>
 #include <omp.h>
 #include <sys/stat.h>
@@ -18,6 +20,7 @@
 #include <regex>
 #include <set>
 
+#include "data/prep/prep_lock.h"
 #include "data/shards/open_shard.h"
 #include "data/shards/shard_manifest.h"
 #include "data/shards/shard_writer.h"
@@ -29,8 +32,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int64_t kChunkDocuments = 4096;      // documents encoded per parallel round
-constexpr uint64_t kChunkBytes = 32ull << 20;  // ... or fewer, once they hold this much text
+constexpr int64_t kChunkDocuments = 4096;       // documents encoded per parallel round
+constexpr uint64_t kChunkBytes = 32ull << 20;   // ... or fewer, once they hold this much text
+constexpr int64_t kInputSampleBytes = 1 << 20;  // an input's first and last MiB are hashed into its identity
 
 // prep's own files in --out: shards, unfinished shard files, the journal and the manifest.
 const std::regex& own_file_pattern() {
@@ -41,7 +45,8 @@ const std::regex& own_file_pattern() {
 
 // NANOFORGE_PREP_FAULT=POINT@N kills the process with SIGKILL there (tests of resume): after_document@N (the
 // N-th document appended by this process), after_shard@N (the N-th shard renamed into place, not yet
-// recorded), after_record@N (... and recorded); term_after_document@N sends it SIGTERM instead.
+// recorded), after_record@N (... and recorded); term_after_document@N sends it SIGTERM instead, and
+// stop_after_document@N SIGSTOP (a prep that provably holds --out until SIGCONT: tests of concurrent preps).
 void fault_point(const char* point, int64_t count) {
   static const std::string fault = [] {
     const char* value = std::getenv("NANOFORGE_PREP_FAULT");
@@ -50,21 +55,64 @@ void fault_point(const char* point, int64_t count) {
   if (fault.empty()) return;
   if (fault == fmt::format("{}@{}", point, count)) std::raise(SIGKILL);
   if (fault == fmt::format("term_{}@{}", point, count)) std::raise(SIGTERM);
+  if (fault == fmt::format("stop_{}@{}", point, count)) std::raise(SIGSTOP);
 }
 
-// "BYTES MTIME_NS PATH" of each input file: a resume refuses input that changed.
+// FNV-1a 64 of a file's first and last MiB (all of it when it is smaller than 2 MiB); 0 when it cannot be
+// read (the document reader then says why).
+uint64_t input_sample_hash(const std::string& path, int64_t bytes) {
+  std::ifstream file(path, std::ios::binary);
+  std::string sample(static_cast<size_t>(std::min(bytes, 2 * kInputSampleBytes)), '\0');
+  const int64_t head = std::min(bytes, kInputSampleBytes), tail = static_cast<int64_t>(sample.size()) - head;
+  file.read(sample.data(), head);
+  file.seekg(bytes - tail);
+  file.read(sample.data() + head, tail);
+  return file ? fnv1a64(sample) : 0;
+}
+
+// "BYTES MTIME_NS HASH PATH" of each input file: a resume refuses input that changed, even under the same
+// size and modification time where the change is in its first or last MiB.
 std::vector<std::string> input_identity(const std::vector<std::string>& paths) {
   std::vector<std::string> identity;
   for (const std::string& path : paths) {
     struct stat info {};
     if (path == "-" || stat(path.c_str(), &info) != 0) {
-      identity.push_back(fmt::format("0 0 {}", path));
+      identity.push_back(fmt::format("0 0 {:016x} {}", 0, path));
       continue;
     }
     const int64_t mtime_ns = static_cast<int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec;
-    identity.push_back(fmt::format("{} {} {}", static_cast<int64_t>(info.st_size), mtime_ns, path));
+    identity.push_back(fmt::format("{} {} {:016x} {}", static_cast<int64_t>(info.st_size), mtime_ns,
+                                   input_sample_hash(path, info.st_size), path));
   }
   return identity;
+}
+
+// "BYTES MTIME_NS", "HASH" and "PATH" of an input's identity.
+struct InputIdentity {
+  std::string size_and_mtime, hash, path;
+};
+
+InputIdentity split_identity(const std::string& identity) {
+  const std::vector<std::string> words = absl::StrSplit(identity, absl::MaxSplits(' ', 3));
+  if (words.size() != 4) return {identity, "", ""};
+  return {words[0] + " " + words[1], words[2], words[3]};
+}
+
+// How the input files differ between a record and now, naming the file; "" when they do not.
+std::string changed_input(const std::vector<std::string>& then, const std::vector<std::string>& now) {
+  for (size_t i = 0; i < std::min(then.size(), now.size()); ++i) {
+    const InputIdentity before = split_identity(then[i]), after = split_identity(now[i]);
+    if (before.path == after.path && before.size_and_mtime == after.size_and_mtime &&
+        before.hash != after.hash) {
+      return fmt::format(
+          "{}: its first or last MiB changed since the prep started, though its size and modification "
+          "time did not",
+          after.path);
+    }
+  }
+  if (then == now) return "";
+  return fmt::format("the input files (--input; size, modification time, hash, path): {} then, {} now",
+                     fmt::join(then, "; "), fmt::join(now, "; "));
 }
 
 ShardManifest settings_record(const Tokenizer& tokenizer, const PrepOptions& options,
@@ -89,14 +137,12 @@ std::string changed_setting(const ShardManifest& then, const ShardManifest& now)
       {"--shard-tokens", {std::to_string(then.shard_tokens), std::to_string(now.shard_tokens)}},
       {"--val-docs", {std::to_string(then.val_docs), std::to_string(now.val_docs)}},
       {"--text-split", {then.text_split, now.text_split}},
-      {"--text-column", {then.text_column, now.text_column}},
-      {"the input files (--input; size, modification time, path)",
-       {fmt::format("{}", fmt::join(then.inputs, "; ")), fmt::format("{}", fmt::join(now.inputs, "; "))}}};
+      {"--text-column", {then.text_column, now.text_column}}};
   for (const auto& [what, values] : settings) {
     if (values.first != values.second)
       return fmt::format("{}: {} then, {} now", what, values.first, values.second);
   }
-  return "";
+  return changed_input(then.inputs, now.inputs);
 }
 
 // Shard files already in out_dir: refused, or with `overwrite` prep's own deleted (and returned).
@@ -156,10 +202,16 @@ absl::StatusOr<ShardManifest> reopen_unfinished(const PrepOptions& options, cons
   std::ifstream file(journal, std::ios::binary);
   const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
   NANOFORGE_ASSIGN_OR_RETURN(ShardManifest record, ShardManifest::parse(text, journal.string()));
+  if (record.format_version < kShardManifestVersion) {
+    return absl::FailedPreconditionError(fmt::format(
+        "--resume: {} was written by an earlier nanoforge (format {}), which did not record what a resume "
+        "now checks of the input: start over with --overwrite",
+        journal.string(), record.format_version));
+  }
   if (const std::string change = changed_setting(record, settings); !change.empty()) {
     return absl::FailedPreconditionError(fmt::format(
-        "--resume: {} was started with other settings: {}. Resume with the same ones, or start over "
-        "with --overwrite",
+        "--resume: {} was started with other settings or input: {}. Resume with the same ones, or start "
+        "over with --overwrite",
         options.out_dir, change));
   }
   for (const std::string& input : settings.inputs) {
@@ -256,6 +308,19 @@ absl::StatusOr<PrepResult> prep_shards(const Tokenizer& tokenizer, const PrepOpt
   const fs::path journal = fs::path(options.out_dir) / kPrepJournalName;
   ShardManifest record = settings_record(tokenizer, options, paths);
   std::error_code error;
+  if (!options.resume) {
+    fs::create_directories(options.out_dir, error);
+    if (error) {
+      return absl::PermissionDeniedError(
+          fmt::format("{}: cannot create: {}", options.out_dir, error.message()));
+    }
+  } else if (!fs::is_directory(options.out_dir, error)) {
+    return absl::NotFoundError(fmt::format(
+        "--resume: {} holds no unfinished prep (no such directory): leave out --resume to start one",
+        options.out_dir));
+  }
+  // From here on this prep alone writes --out; a second one is refused before it changes anything.
+  NANOFORGE_ASSIGN_OR_RETURN(const PrepLock lock, PrepLock::acquire(options.out_dir, options.command_line));
   if (options.resume) {
     if (!fs::exists(journal, error)) {
       if (fs::exists(fs::path(options.out_dir) / kShardManifestName, error)) {
@@ -269,11 +334,6 @@ absl::StatusOr<PrepResult> prep_shards(const Tokenizer& tokenizer, const PrepOpt
     NANOFORGE_ASSIGN_OR_RETURN(record, reopen_unfinished(options, record));
   } else {
     NANOFORGE_ASSIGN_OR_RETURN(result.removed_shards, clear_output_directory(options));
-    fs::create_directories(options.out_dir, error);
-    if (error) {
-      return absl::PermissionDeniedError(
-          fmt::format("{}: cannot create: {}", options.out_dir, error.message()));
-    }
     NANOFORGE_RETURN_IF_ERROR(write_file_durably(journal.string(), record.to_text()));
   }
   NANOFORGE_ASSIGN_OR_RETURN(DocumentReader reader, DocumentReader::open(paths, options.documents));
@@ -285,6 +345,7 @@ absl::StatusOr<PrepResult> prep_shards(const Tokenizer& tokenizer, const PrepOpt
   result.empty_docs = record.empty_documents;
   result.text_bytes = record.text_bytes;
   int64_t input_documents = 0, documents = result.val_docs + result.train_docs, appended = 0;
+  uint64_t documents_hash = kFnv1aStart;  // of the input documents read so far (ShardManifest)
   for (Document skipped; input_documents < record.input_documents; ++input_documents) {
     NANOFORGE_ASSIGN_OR_RETURN(const bool more, reader.next(skipped));
     if (!more) {
@@ -293,6 +354,15 @@ absl::StatusOr<PrepResult> prep_shards(const Tokenizer& tokenizer, const PrepOpt
           "--overwrite",
           input_documents, kPrepJournalName, record.input_documents));
     }
+    documents_hash = fold_document_hash(documents_hash, fnv1a64(skipped.text));
+  }
+  if (documents_hash != record.input_documents_hash) {
+    return absl::FailedPreconditionError(fmt::format(
+        "--resume: the documents read again are not those the recorded shards were made of (the first {} "
+        "hash to {:016x}, {} recorded {:016x}): the input ({}) changed though each file kept its size, "
+        "modification time and first and last MiB; start over with --overwrite",
+        record.input_documents, documents_hash, kPrepJournalName, record.input_documents_hash,
+        fmt::join(paths, ", ")));
   }
 
   const ShardMetadata metadata{tokenizer.vocab_size(), tokenizer.bos_id(), tokenizer.hash()};
@@ -307,6 +377,7 @@ absl::StatusOr<PrepResult> prep_shards(const Tokenizer& tokenizer, const PrepOpt
     NANOFORGE_ASSIGN_OR_RETURN(ManifestShard shard, describe_shard(path));
     record.shards.push_back(std::move(shard));
     record.input_documents = input_documents;
+    record.input_documents_hash = documents_hash;
     record.empty_documents = result.empty_docs;
     record.text_bytes = result.text_bytes;
     NANOFORGE_RETURN_IF_ERROR(write_file_durably(journal.string(), record.to_text()));
@@ -317,6 +388,7 @@ absl::StatusOr<PrepResult> prep_shards(const Tokenizer& tokenizer, const PrepOpt
   const auto start = std::chrono::steady_clock::now();
   std::vector<Document> chunk;
   std::vector<std::vector<int32_t>> encoded;
+  std::vector<uint64_t> text_hashes;
   for (bool more = true; more;) {
     chunk.clear();
     uint64_t chunk_bytes = 0;
@@ -328,11 +400,18 @@ absl::StatusOr<PrepResult> prep_shards(const Tokenizer& tokenizer, const PrepOpt
       chunk.push_back(std::move(document));
     }
     encoded.resize(chunk.size());
+    text_hashes.resize(chunk.size());
 #pragma omp parallel for schedule(dynamic, 16)
     for (int64_t i = 0; i < static_cast<int64_t>(chunk.size()); ++i) {
       encoded[i].clear();
       tokenizer.encode(chunk[i].text, encoded[i]);
+      text_hashes[i] = fnv1a64(chunk[i].text);
     }
+    // Document i is read: counted and hashed (after the record of the shard before it, if any).
+    auto consume = [&](size_t i) {
+      ++input_documents;
+      documents_hash = fold_document_hash(documents_hash, text_hashes[i]);
+    };
     for (size_t i = 0; i < chunk.size(); ++i) {
       if (options.stop_requested && options.stop_requested()) {
         return absl::CancelledError(fmt::format(
@@ -341,18 +420,18 @@ absl::StatusOr<PrepResult> prep_shards(const Tokenizer& tokenizer, const PrepOpt
             "`nanoforge prep --resume` and the same --input, --tokenizer and --out",
             documents, record.shards.size(), record.shards.size() == 1 ? " is" : "s are", journal.string()));
       }
-      ++input_documents;
       if (encoded[i].empty()) {
+        consume(i);
         ++result.empty_docs;
         continue;
       }
       const bool to_val = documents++ < options.val_docs;
-      if (!to_val && val.open()) {  // the validation split is complete: its last shard is final
+      // The validation split is complete: its last shard (without this document) is final.
+      if (!to_val && val.open()) {
         NANOFORGE_ASSIGN_OR_RETURN(const std::string finished, val.close());
-        --input_documents;  // this document is not in it
         NANOFORGE_RETURN_IF_ERROR(record_shard(finished));
-        ++input_documents;
       }
+      consume(i);
       (to_val ? result.val_docs : result.train_docs) += 1;
       result.text_bytes += chunk[i].text.size();
       (to_val ? result.val_tokens : result.train_tokens) += static_cast<int64_t>(encoded[i].size()) + 1;

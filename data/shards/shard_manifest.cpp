@@ -1,5 +1,6 @@
-// ShardManifest as text (one `key value` per line, values that may hold spaces last and escaped), the atomic
-// write, and the loader's check of a directory's shards against it.
+// ShardManifest as text (one `key value` per line, values that may hold spaces last and escaped, then the
+// checksum of the lines above), the atomic write, and the checks of a set's shards against their manifests:
+// sizes and CRC-32s before the shards are opened, their headers after.
 #include "data/shards/shard_manifest.h"
 
 #include <fcntl.h>
@@ -9,6 +10,8 @@
 #include <absl/strings/str_split.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -16,7 +19,9 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <thread>
 
+#include "support/file_checksum.h"
 #include "support/status.h"
 
 namespace nanoforge {
@@ -24,8 +29,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kFormatLine[] = "nanoforge-shards 1";
+constexpr char kFormatName[] = "nanoforge-shards";
+constexpr char kChecksumKey[] = "manifest_checksum";  // the last line (format 2)
 constexpr int64_t kMaxManifestBytes = 64 << 20;
+constexpr char kPrepareAgain[] = "prepare the data set again (`nanoforge prep ... --overwrite`)";
+constexpr char kCopyAgain[] = "copy it again from where it was prepared, or prepare the data set again";
 
 std::string escape(std::string_view text) {
   std::string out;
@@ -111,6 +119,97 @@ absl::Status refuse_without_manifest(const fs::path& directory) {
       directory.string(), kShardManifestName, directory.string()));
 }
 
+// The shards among `paths` that a manifest governs, by place of `location`, with the manifest's entry of
+// each.
+struct GovernedShards {
+  std::string manifest_path, manifest_text;
+  ShardManifest manifest;
+  std::vector<std::pair<size_t, size_t>> shards;  // (index into paths, index into manifest.shards)
+};
+
+// The rule on names: every directory among the places that holds .h5 shards among `paths`, and the directory
+// of every .h5 shard named directly when it has a manifest or an unfinished prep, must have a manifest that
+// lists each of them and, for a directory, misses none of its `split`.
+absl::StatusOr<std::vector<GovernedShards>> governed_shards(const std::string& location,
+                                                            std::string_view split,
+                                                            const std::vector<std::string>& paths) {
+  std::vector<GovernedShards> governed;
+  const std::vector<std::string> places = absl::StrSplit(location, ',', absl::SkipEmpty());
+  for (const std::string& place : places) {
+    std::error_code error;
+    const bool directory_place = fs::is_directory(place, error);
+    // The shards that this place contributed.
+    std::vector<size_t> here;
+    for (size_t i = 0; i < paths.size(); ++i) {
+      const fs::path path(paths[i]);
+      if (path.extension() != ".h5") continue;
+      if (directory_place ? same_directory(path.parent_path(), place) : same_directory(path, place))
+        here.push_back(i);
+    }
+    if (here.empty()) continue;
+    const fs::path directory = directory_place ? fs::path(place) : fs::path(place).parent_path();
+    const fs::path manifest_path = directory / kShardManifestName;
+    if (!fs::exists(manifest_path, error)) {
+      // A shard file named on its own, from a directory that was never a prep's, is the user's choice.
+      if (directory_place || fs::exists(directory / kPrepJournalName, error))
+        return refuse_without_manifest(directory);
+      continue;
+    }
+    GovernedShards& found = governed.emplace_back();
+    found.manifest_path = manifest_path.string();
+    NANOFORGE_ASSIGN_OR_RETURN(found.manifest_text, read_small_file(found.manifest_path));
+    NANOFORGE_ASSIGN_OR_RETURN(found.manifest,
+                               ShardManifest::parse(found.manifest_text, found.manifest_path));
+    std::map<std::string, size_t> listed;
+    for (size_t entry = 0; entry < found.manifest.shards.size(); ++entry) {
+      const ManifestShard& shard = found.manifest.shards[entry];
+      if (split.empty() || shard.split() == split || !directory_place) listed[shard.name] = entry;
+    }
+    std::map<std::string, bool> seen;
+    for (const size_t i : here) {
+      const std::string name = fs::path(paths[i]).filename().string();
+      const auto entry = listed.find(name);
+      if (entry == listed.end()) {
+        return absl::FailedPreconditionError(fmt::format(
+            "{} is not in {}: the prep that made this data set did not write it; remove it, or prepare the "
+            "data set again",
+            paths[i], found.manifest_path));
+      }
+      found.shards.emplace_back(i, entry->second);
+      seen[name] = true;
+    }
+    if (directory_place) {
+      for (const auto& [name, entry] : listed) {
+        if (!seen.count(name)) {
+          return absl::DataLossError(fmt::format(
+              "{} lists {}, which is missing: the data set is incomplete; restore the file or prepare the "
+              "data set again",
+              found.manifest_path, (directory / name).string()));
+        }
+      }
+    }
+  }
+  return governed;
+}
+
+// The CRC-32 of each file, the files spread over the cores (checksum_file splits a file of more than
+// 128 MiB further).
+std::vector<absl::StatusOr<FileChecksum>> checksum_files(const std::vector<std::string>& paths) {
+  std::vector<absl::StatusOr<FileChecksum>> results(paths.size(), FileChecksum{});
+  std::atomic<size_t> next{0};
+  const size_t workers = std::min<size_t>(paths.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> threads;
+  for (size_t w = 0; w < workers; ++w) {
+    threads.emplace_back([&] {
+      for (size_t i = next++; i < paths.size(); i = next++)
+        results[i] = checksum_file(paths[i]);
+    });
+  }
+  for (std::thread& thread : threads)
+    thread.join();
+  return results;
+}
+
 }  // namespace
 
 int64_t ShardManifest::documents(std::string_view split) const {
@@ -135,15 +234,16 @@ int64_t ShardManifest::shard_count(std::string_view split) const {
 }
 
 std::string ShardManifest::to_text() const {
-  std::string text = fmt::format("{}\n", kFormatLine);
+  std::string text = fmt::format("{} {}\n", kFormatName, format_version);
   text += fmt::format("tokenizer_hash {}\nvocab_size {}\nbos_id {}\n", tokenizer_hash, vocab_size, bos_id);
   text += fmt::format("shard_tokens {}\nval_docs {}\n", shard_tokens, val_docs);
   text += fmt::format("text_split {}\ntext_column {}\n", escape(text_split), escape(text_column));
   text += fmt::format("command {}\n", escape(command_line));
   for (const std::string& input : inputs)
     text += fmt::format("input {}\n", escape(input));
-  text += fmt::format("input_documents {}\nempty_documents {}\ntext_bytes {}\n", input_documents,
-                      empty_documents, text_bytes);
+  text += fmt::format("input_documents {}\n", input_documents);
+  if (format_version >= 2) text += fmt::format("input_documents_hash {:016x}\n", input_documents_hash);
+  text += fmt::format("empty_documents {}\ntext_bytes {}\n", empty_documents, text_bytes);
   for (const char* split : {"val", "train"}) {
     text += fmt::format("split {} documents {} tokens {} shards {}\n", split, documents(split), tokens(split),
                         shard_count(split));
@@ -152,16 +252,46 @@ std::string ShardManifest::to_text() const {
     text += fmt::format("shard {} {} {:08x} {} {} {:016x}\n", shard.name, shard.bytes, shard.crc32,
                         shard.documents, shard.tokens, shard.token_checksum);
   }
+  if (format_version >= 2) text += fmt::format("{} {:016x}\n", kChecksumKey, fnv1a64(text));
   return text;
 }
 
 absl::StatusOr<ShardManifest> ShardManifest::parse(std::string_view text, const std::string& source) {
   const std::vector<std::string> lines = absl::StrSplit(std::string(text), '\n', absl::SkipEmpty());
-  if (lines.empty() || lines.front() != kFormatLine) {
-    return absl::DataLossError(fmt::format(
-        "{}: not a nanoforge shard manifest (its first line is not \"{}\")", source, kFormatLine));
-  }
   ShardManifest manifest;
+  const std::string first = lines.empty() ? "" : lines.front();
+  if (first == fmt::format("{} 1", kFormatName)) {
+    manifest.format_version = 1;
+  } else if (first == fmt::format("{} {}", kFormatName, kShardManifestVersion)) {
+    manifest.format_version = kShardManifestVersion;
+  } else if (first.starts_with(fmt::format("{} ", kFormatName))) {
+    return absl::FailedPreconditionError(fmt::format(
+        "{}: shard manifest format {}; this nanoforge reads formats 1 to {} (written by a newer nanoforge: "
+        "update it)",
+        source, first.substr(sizeof(kFormatName), 20), kShardManifestVersion));
+  } else {
+    return absl::DataLossError(
+        fmt::format("{}: not a nanoforge shard manifest (its first line is not \"{} {}\")", source,
+                    kFormatName, kShardManifestVersion));
+  }
+  if (manifest.format_version >= 2) {
+    // The last line is the checksum of every byte above it: any edit or damage is refused here.
+    const std::string prefix = fmt::format("{} ", kChecksumKey);
+    const size_t last_line = text.ends_with('\n') ? text.rfind('\n', text.size() - 2) + 1 : 0;
+    const std::string_view last = text.substr(last_line);
+    if (last_line == 0 || !last.starts_with(prefix)) {
+      return absl::DataLossError(fmt::format(
+          "{}: its last line is not its {}: it was cut short, damaged or edited after prep wrote it; {}",
+          source, kChecksumKey, kPrepareAgain));
+    }
+    const std::string computed = fmt::format("{:016x}", fnv1a64(text.substr(0, last_line)));
+    const std::string_view stored = last.substr(prefix.size(), last.size() - prefix.size() - 1);
+    if (stored != computed) {
+      return absl::DataLossError(fmt::format(
+          "{}: its {} is {} but the lines above it give {}: it was damaged or edited after prep wrote it; {}",
+          source, kChecksumKey, stored.substr(0, 32), computed, kPrepareAgain));
+    }
+  }
   for (size_t n = 1; n < lines.size(); ++n) {
     const std::string& line = lines[n];
     const size_t space = line.find(' ');
@@ -197,6 +327,8 @@ absl::StatusOr<ShardManifest> ShardManifest::parse(std::string_view text, const 
       manifest.inputs.push_back(unescape(value));
     else if (key == "input_documents")
       ok = number(value, manifest.input_documents);
+    else if (key == "input_documents_hash")
+      ok = hex_number(value, &manifest.input_documents_hash);
     else if (key == "empty_documents")
       ok = number(value, manifest.empty_documents);
     else if (key == "text_bytes")
@@ -211,7 +343,7 @@ absl::StatusOr<ShardManifest> ShardManifest::parse(std::string_view text, const 
       shard.name = words[0];
       manifest.shards.push_back(std::move(shard));
     } else {
-      ok = false;
+      ok = key == kChecksumKey;  // checked above
     }
     if (!ok) return bad();
   }
@@ -219,19 +351,39 @@ absl::StatusOr<ShardManifest> ShardManifest::parse(std::string_view text, const 
   if (manifest.to_text() != std::string(text)) {
     return absl::DataLossError(fmt::format(
         "{}: its totals do not match its shards, or it is not as prep writes it: it was damaged or "
-        "edited; prepare the data set again",
-        source));
+        "edited; {}",
+        source, kPrepareAgain));
+  }
+  // Every input document read is in a shard or was empty (format 1 has no checksum to catch an edit).
+  int64_t in_shards = 0;
+  for (const ManifestShard& shard : manifest.shards)
+    in_shards += shard.documents;
+  if (manifest.input_documents != in_shards + manifest.empty_documents) {
+    return absl::DataLossError(fmt::format(
+        "{}: input_documents {} is not the documents of its shards ({}) plus empty_documents ({}): it was "
+        "damaged or edited; {}",
+        source, manifest.input_documents, in_shards, manifest.empty_documents, kPrepareAgain));
   }
   return manifest;
 }
 
-std::string manifest_hash(std::string_view manifest_text) {
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (const char c : manifest_text) {
+uint64_t fnv1a64(std::string_view bytes, uint64_t hash) {
+  for (const char c : bytes) {
     hash ^= static_cast<unsigned char>(c);
     hash *= 0x100000001b3ull;
   }
-  return fmt::format("{:016x}", hash);
+  return hash;
+}
+
+uint64_t fold_document_hash(uint64_t running, uint64_t document_hash) {
+  char bytes[8];
+  for (int i = 0; i < 8; ++i)
+    bytes[i] = static_cast<char>(document_hash >> (8 * i));
+  return fnv1a64({bytes, sizeof(bytes)}, running);
+}
+
+std::string manifest_hash(std::string_view manifest_text) {
+  return fmt::format("{:016x}", fnv1a64(manifest_text));
 }
 
 absl::Status write_file_durably(const std::string& path, std::string_view text) {
@@ -259,60 +411,54 @@ absl::Status write_file_durably(const std::string& path, std::string_view text) 
   return absl::OkStatus();
 }
 
+absl::StatusOr<int64_t> check_shard_files(const std::string& location, std::string_view split,
+                                          const std::vector<std::string>& files) {
+  NANOFORGE_ASSIGN_OR_RETURN(const std::vector<GovernedShards> governed,
+                             governed_shards(location, split, files));
+  std::vector<std::string> paths;
+  std::vector<std::pair<const GovernedShards*, const ManifestShard*>> listed;
+  for (const GovernedShards& place : governed) {
+    for (const auto& [file, entry] : place.shards) {
+      std::error_code error;
+      const auto bytes = static_cast<int64_t>(fs::file_size(files[file], error));
+      if (!error && bytes != place.manifest.shards[entry].bytes) {
+        return absl::DataLossError(fmt::format(
+            "{}: {} bytes, but {} lists it with {}: it changed after prep wrote it (a partial copy?); {}",
+            files[file], bytes, place.manifest_path, place.manifest.shards[entry].bytes, kCopyAgain));
+      }
+      paths.push_back(files[file]);
+      listed.emplace_back(&place, &place.manifest.shards[entry]);
+    }
+  }
+  const std::vector<absl::StatusOr<FileChecksum>> checksums = checksum_files(paths);
+  for (size_t i = 0; i < paths.size(); ++i) {
+    NANOFORGE_RETURN_IF_ERROR(checksums[i].status());
+    const auto& [place, entry] = listed[i];
+    if (checksums[i]->bytes != entry->bytes || checksums[i]->crc32 != entry->crc32) {
+      return absl::DataLossError(fmt::format(
+          "{}: CRC-32 {:08x}, but {} lists {:08x}: its bytes changed after prep wrote it (damage on disk or "
+          "in a copy, or an edit); {}",
+          paths[i], checksums[i]->crc32, place->manifest_path, entry->crc32, kCopyAgain));
+    }
+  }
+  return static_cast<int64_t>(paths.size());
+}
+
 absl::StatusOr<std::string> check_shard_manifests(const std::string& location, std::string_view split,
                                                   const ShardSet& set) {
+  std::vector<std::string> paths;
+  for (int64_t i = 0; i < set.shard_count(); ++i)
+    paths.push_back(set.shard(i).path());
+  NANOFORGE_ASSIGN_OR_RETURN(const std::vector<GovernedShards> governed,
+                             governed_shards(location, split, paths));
   std::vector<std::string> hashes;
-  const std::vector<std::string> places = absl::StrSplit(location, ',', absl::SkipEmpty());
-  for (const std::string& place : places) {
-    std::error_code error;
-    const bool directory_place = fs::is_directory(place, error);
-    // The shards of the set that this place contributed.
-    std::vector<const TokenShard*> here;
-    for (int64_t i = 0; i < set.shard_count(); ++i) {
-      const fs::path path(set.shard(i).path());
-      if (path.extension() != ".h5") continue;
-      if (directory_place ? same_directory(path.parent_path(), place) : same_directory(path, place))
-        here.push_back(&set.shard(i));
+  for (const GovernedShards& place : governed) {
+    for (const auto& [file, entry] : place.shards) {
+      NANOFORGE_RETURN_IF_ERROR(check_shard(set.shard(static_cast<int64_t>(file)),
+                                            place.manifest.shards[entry], place.manifest_path,
+                                            place.manifest));
     }
-    if (here.empty()) continue;
-    const fs::path directory = directory_place ? fs::path(place) : fs::path(place).parent_path();
-    const fs::path manifest_path = directory / kShardManifestName;
-    if (!fs::exists(manifest_path, error)) {
-      // A shard file named on its own, from a directory that was never a prep's, is the user's choice.
-      if (directory_place || fs::exists(directory / kPrepJournalName, error))
-        return refuse_without_manifest(directory);
-      continue;
-    }
-    NANOFORGE_ASSIGN_OR_RETURN(const std::string text, read_small_file(manifest_path.string()));
-    NANOFORGE_ASSIGN_OR_RETURN(const ShardManifest manifest,
-                               ShardManifest::parse(text, manifest_path.string()));
-    std::map<std::string, const ManifestShard*> listed;
-    for (const ManifestShard& shard : manifest.shards)
-      if (split.empty() || shard.split() == split || !directory_place) listed[shard.name] = &shard;
-    std::map<std::string, bool> seen;
-    for (const TokenShard* shard : here) {
-      const std::string name = fs::path(shard->path()).filename().string();
-      const auto entry = listed.find(name);
-      if (entry == listed.end()) {
-        return absl::FailedPreconditionError(fmt::format(
-            "{} is not in {}: the prep that made this data set did not write it; remove it, or prepare the "
-            "data set again",
-            shard->path(), manifest_path.string()));
-      }
-      NANOFORGE_RETURN_IF_ERROR(check_shard(*shard, *entry->second, manifest_path.string(), manifest));
-      seen[name] = true;
-    }
-    if (directory_place) {
-      for (const auto& [name, shard] : listed) {
-        if (!seen.count(name)) {
-          return absl::DataLossError(fmt::format(
-              "{} lists {}, which is missing: the data set is incomplete; restore the file or prepare the "
-              "data set again",
-              manifest_path.string(), (directory / name).string()));
-        }
-      }
-    }
-    hashes.push_back(manifest_hash(text));
+    hashes.push_back(manifest_hash(place.manifest_text));
   }
   return fmt::format("{}", fmt::join(hashes, ","));
 }

@@ -4,71 +4,32 @@
 // verified) and `prep --resume` completes it with every shard byte for byte the uninterrupted prep's.
 // The manifest's own checks: settings that changed refuse a resume; a shard added, removed or rewritten
 // after prep, and a directory of shards without a manifest, are refused naming the file.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
-#include <map>
 
 #include "data/prep/prep.h"
 #include "data/shards/shard_manifest.h"
 #include "data/shards/shard_set.h"
 #include "data/shards/shard_writer.h"
-#include "tests/data/tokenizer/tokenizer_test_util.h"
-#include "tests/program_run.h"
-#include "tests/test_paths.h"
+#include "tests/data/prep/prep_test_files.h"
 
 namespace nanoforge {
 namespace {
 
 namespace fs = std::filesystem;
 using test::run_command;
+using testing::corpus_lines;
+using testing::files_that_differ;
 using testing::fresh_temp_dir;
 using testing::golden_dir;
+using testing::load_train_shards;
+using testing::prep_command;
+using testing::prep_files;
 using testing::read_file;
 using testing::write_file;
-
-// 600 JSON-line documents of varied length, every 50th empty (skipped by prep, yet counted when resuming).
-std::string corpus_lines() {
-  std::string text;
-  for (int i = 0; i < 600; ++i) {
-    std::string document;
-    if (i % 50 != 49) {
-      document = "Document " + std::to_string(i) + ":";
-      for (int w = 0; w < 5 + (i * 7) % 40; ++w)
-        document += " word" + std::to_string((i * 31 + w) % 97);
-    }
-    text += "{\"text\": \"" + document + "\"}\n";
-  }
-  return text;
-}
-
-std::string prep_command(const std::string& input, const std::string& out, const std::string& extra = "") {
-  return std::string(test::nanoforge_binary()) + " prep --input " + input + " --tokenizer " + golden_dir() +
-         " --out " + out + " --val-docs 150 --shard-tokens 4000 --threads 2 " + extra + " 2>&1";
-}
-
-// Every file of a prep directory by name; the manifest without its command line (it names --out).
-std::map<std::string, std::string> prep_files(const std::string& dir) {
-  std::map<std::string, std::string> files;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    std::string bytes = read_file(entry.path().string());
-    if (entry.path().filename() == kShardManifestName) {
-      const size_t command = bytes.find("\ncommand ");
-      bytes.erase(command, bytes.find('\n', command + 1) - command);
-    }
-    files[entry.path().filename().string()] = bytes;
-  }
-  return files;
-}
-
-// The loader's view of a directory: the train shards listed, opened and checked against the manifest.
-absl::Status load_train_shards(const std::string& dir) {
-  absl::StatusOr<std::vector<std::string>> files = list_split_shard_files(dir, "train");
-  if (!files.ok()) return files.status();
-  absl::StatusOr<std::shared_ptr<const ShardSet>> set = ShardSet::open(*files, {});
-  if (!set.ok()) return set.status();
-  return check_shard_manifests(dir, "train", **set).status();
-}
 
 TEST(PrepResume, KilledOrStoppedPrepIsRefusedThenResumedToTheUninterruptedShards) {
   const std::string dir = fresh_temp_dir("prep_resume");
@@ -159,6 +120,88 @@ TEST(PrepResume, ChangedSettingsOrInputAreRefused) {
   EXPECT_FALSE(fs::exists(options.out_dir + "/" + kShardManifestName));
 }
 
+// 3,300 JSON-line documents of about 1,000 bytes (3.3 MB): an input whose middle lies outside its first and
+// last MiB.
+std::string long_corpus_lines() {
+  std::string text;
+  for (int i = 0; i < 3300; ++i) {
+    std::string document = "Document " + std::to_string(i) + ":";
+    while (document.size() < 1000)
+      document += " word" + std::to_string((i * 31 + static_cast<int>(document.size())) % 97);
+    text += "{\"text\": \"" + document + "\"}\n";
+  }
+  return text;
+}
+
+// `bytes` written to `path` with the modification time `mtime` set back.
+void write_with_mtime(const std::string& path, const std::string& bytes, const timespec& mtime) {
+  write_file(path, bytes);
+  const timespec times[2] = {mtime, mtime};
+  ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+}
+
+TEST(PrepResume, InputChangedUnderTheSameSizeAndModificationTimeIsRefusedWhereItMatters) {
+  const absl::StatusOr<Tokenizer> tokenizer = Tokenizer::load(golden_dir());
+  ASSERT_TRUE(tokenizer.ok());
+  const std::string dir = fresh_temp_dir("prep_resume_same_size");
+  const std::string input = dir + "/corpus.jsonl";
+  const std::string original = long_corpus_lines();
+  write_file(input, original);
+  struct stat written {};
+  ASSERT_EQ(stat(input.c_str(), &written), 0);
+  PrepOptions options;
+  options.inputs = {input};
+  options.out_dir = dir + "/stopped";
+  options.shard_tokens = 60000;
+  options.val_docs = 100;
+  stopped_prep(*tokenizer, options, 1700);
+  // The input the recorded shards were made of: its first `consumed_bytes`.
+  const absl::StatusOr<ShardManifest> journal =
+      ShardManifest::parse(read_file(options.out_dir + "/" + kPrepJournalName), "journal");
+  ASSERT_TRUE(journal.ok()) << journal.status();
+  size_t consumed_bytes = 0;
+  for (int64_t line = 0; line < journal->input_documents; ++line)
+    consumed_bytes = original.find('\n', consumed_bytes) + 1;
+  constexpr size_t kMiB = 1 << 20;
+  ASSERT_GT(consumed_bytes, kMiB + 20000);
+  ASSERT_LT(consumed_bytes + 20000, original.size() - kMiB);
+
+  struct Change {
+    std::string where;
+    size_t offset;
+    std::string refusal;  // "" when the resume goes on
+  };
+  for (const Change& change : std::vector<Change>{
+           {"first MiB", 5000, input + ": its first or last MiB changed"},
+           {"last MiB", original.size() - 5000, input + ": its first or last MiB changed"},
+           {"middle, in a document the recorded shards hold", kMiB + 10000, "the documents read again"},
+           {"middle, after the documents the recorded shards hold", consumed_bytes + 10000, ""}}) {
+    SCOPED_TRACE("a letter changed in the " + change.where);
+    std::string changed = original;
+    changed[changed.find(" word", change.offset) + 2] = 'a';
+    write_with_mtime(input, changed, written.st_mtim);
+    PrepOptions resume = options;
+    resume.out_dir = dir + "/resumed_" + std::to_string(change.offset);
+    fs::copy(options.out_dir, resume.out_dir);
+    resume.resume = true;
+    const absl::StatusOr<PrepResult> resumed = prep_shards(*tokenizer, resume);
+    if (change.refusal.empty()) {
+      ASSERT_TRUE(resumed.ok()) << resumed.status();
+      PrepOptions uninterrupted = options;
+      uninterrupted.out_dir = dir + "/uninterrupted_" + std::to_string(change.offset);
+      ASSERT_TRUE(prep_shards(*tokenizer, uninterrupted).ok());
+      EXPECT_EQ(files_that_differ(prep_files(resume.out_dir), prep_files(uninterrupted.out_dir)), "")
+          << "the uninterrupted prep of the input as it is now";
+    } else {
+      EXPECT_EQ(resumed.status().code(), absl::StatusCode::kFailedPrecondition) << resumed.status();
+      EXPECT_NE(resumed.status().message().find(change.refusal), std::string::npos) << resumed.status();
+      EXPECT_NE(resumed.status().message().find("--overwrite"), std::string::npos) << resumed.status();
+      EXPECT_FALSE(fs::exists(resume.out_dir + "/" + kShardManifestName));
+    }
+    write_with_mtime(input, original, written.st_mtim);
+  }
+}
+
 TEST(ShardManifest, ShardsThatDisagreeWithTheManifestOrHaveNoneAreRefusedNamingTheFile) {
   const absl::StatusOr<Tokenizer> tokenizer = Tokenizer::load(golden_dir());
   ASSERT_TRUE(tokenizer.ok());
@@ -184,7 +227,17 @@ TEST(ShardManifest, ShardsThatDisagreeWithTheManifestOrHaveNoneAreRefusedNamingT
     ASSERT_TRUE(writer->append_document(tokenizer->encode("another data set")).ok());
     ASSERT_TRUE(writer->finish().ok());
   }
-  expect_refused(out + "/train_00001.h5 disagrees with " + out + "/manifest.txt");
+  expect_refused(out + "/train_00001.h5: ");
+  expect_refused(" bytes, but " + out + "/manifest.txt lists it with ");
+  // eval and bench loader compare the opened shard's header (the size first).
+  const absl::StatusOr<std::shared_ptr<const ShardSet>> replaced =
+      ShardSet::open({out + "/train_00001.h5"}, {});
+  ASSERT_TRUE(replaced.ok()) << replaced.status();
+  EXPECT_NE(check_shard_manifests(out + "/train_00001.h5", "train", **replaced)
+                .status()
+                .message()
+                .find(out + "/train_00001.h5 disagrees with " + out + "/manifest.txt"),
+            std::string::npos);
   fs::remove(out + "/train_00001.h5");
   expect_refused("lists " + out + "/train_00001.h5, which is missing");
   fs::rename(dir + "/kept.h5", out + "/train_00001.h5");
