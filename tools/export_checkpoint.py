@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Export a nanoforge checkpoint to nanochat's files (model and tokenizer) or to safetensors.
 
-    python3 tools/export_checkpoint.py nanochat    CHECKPOINT BASE_DIR [--tokenizer DIR] [--model-tag d20]
+    python3 tools/export_checkpoint.py nanochat    CHECKPOINT BASE_DIR [--tokenizer DIR] [--model-tag d20] [--overwrite]
     python3 tools/export_checkpoint.py safetensors CHECKPOINT OUT.safetensors
 
 CHECKPOINT is a checkpoint directory (with model.h5 and trainer.h5) or a run directory (its latest checkpoint).
@@ -15,6 +15,10 @@ The nanochat export makes BASE_DIR a NANOCHAT_BASE_DIR that nanochat's own loade
   BASE_DIR/base_checkpoints/d<depth>/meta_NNNNNN.json the model config and the run's training settings
   BASE_DIR/tokenizer/tokenizer.pkl, token_bytes.pt    the run's tokenizer (the recipe's data.tokenizer, or
                                                       --tokenizer DIR; its hash must be the checkpoint's)
+A run directory's checkpoint may be pruned (checkpoint.keep_last) while it trains: its files are held open from
+the start, and one deleted before they are open is replaced by the run's newest. An export never replaces what
+BASE_DIR holds (another run's checkpoint at that step, another tokenizer; the same tokenizer is kept as it is)
+unless --overwrite, and writes every file beside its name, renaming them into place once all are written.
 The nanochat export needs torch and tiktoken (tools/nanochat_files.py); the safetensors one needs the safetensors
 package (and numpy); both read the HDF5 files with h5py.
 """
@@ -30,6 +34,11 @@ import numpy as np
 import nanochat_files
 
 
+# Tries at opening a run's newest checkpoint before it is pruned: each fails only when a whole checkpoint is
+# written and the one `latest` named deleted between reading `latest` and opening two files.
+OPEN_ATTEMPTS = 20
+
+
 def resolve_checkpoint(path):
     if os.path.exists(os.path.join(path, "model.h5")):
         return path
@@ -40,21 +49,36 @@ def resolve_checkpoint(path):
     sys.exit(f"{path}: neither a checkpoint directory (model.h5) nor a run directory with checkpoints/latest")
 
 
-def read_model(checkpoint):
-    with h5py.File(os.path.join(checkpoint, "model.h5"), "r") as f:
-        config = {key: (value.decode() if isinstance(value, bytes) else value) for key, value in f["config"].attrs.items()}
-        config = {key: (str(value) if key == "window_pattern" else int(value)) for key, value in config.items()}
-        weights = {name: f["weights"][name][()] for name in f["weights"]}
+def open_checkpoint(path):
+    """(checkpoint directory, its model.h5 and trainer.h5 open): open files stay readable when the run prunes
+    their checkpoint, and a checkpoint gone before they are open is replaced by the run's newest."""
+    for _ in range(OPEN_ATTEMPTS):
+        checkpoint = resolve_checkpoint(path)
+        try:
+            model = h5py.File(os.path.join(checkpoint, "model.h5"), "r")
+        except FileNotFoundError:
+            continue
+        try:
+            return checkpoint, model, h5py.File(os.path.join(checkpoint, "trainer.h5"), "r")
+        except FileNotFoundError:
+            model.close()
+    sys.exit(f"{path}: its checkpoint was deleted before it could be opened, {OPEN_ATTEMPTS} times (a run pruning "
+             "with checkpoint.keep_last faster than that?): export a copy of a checkpoint directory")
+
+
+def read_model(f):
+    config = {key: (value.decode() if isinstance(value, bytes) else value) for key, value in f["config"].attrs.items()}
+    config = {key: (str(value) if key == "window_pattern" else int(value)) for key, value in config.items()}
+    weights = {name: f["weights"][name][()] for name in f["weights"]}
     return config, weights
 
 
-def read_trainer(checkpoint):
-    with h5py.File(os.path.join(checkpoint, "trainer.h5"), "r") as f:
-        if "recipe" in f:  # checkpoint format 2: every value a dataset
-            step, recipe_text = int(f["step"][0]), bytes(f["recipe"][:]).decode("utf-8")
-            tokenizer_hash = bytes(f["tokenizer_hash"][:]).decode("utf-8")
-        else:  # format 1: attributes
-            step, recipe_text, tokenizer_hash = int(f.attrs["step"]), f.attrs["recipe"], f.attrs["tokenizer_hash"]
+def read_trainer(f):
+    if "recipe" in f:  # checkpoint format 2: every value a dataset
+        step, recipe_text = int(f["step"][0]), bytes(f["recipe"][:]).decode("utf-8")
+        tokenizer_hash = bytes(f["tokenizer_hash"][:]).decode("utf-8")
+    else:  # format 1: attributes
+        step, recipe_text, tokenizer_hash = int(f.attrs["step"]), f.attrs["recipe"], f.attrs["tokenizer_hash"]
     recipe_text = recipe_text.decode() if isinstance(recipe_text, bytes) else recipe_text
     tokenizer_hash = tokenizer_hash.decode() if isinstance(tokenizer_hash, bytes) else str(tokenizer_hash)
     try:
@@ -79,12 +103,42 @@ def run_tokenizer(tokenizer_dir, recipe, tokenizer_hash, config):
     return tokenizer
 
 
-def export_nanochat(checkpoint, base_dir, tokenizer_dir, model_tag, fp32_embeddings):
-    import torch
+def tokenizer_to_write(tokenizer, tokenizer_out, overwrite):
+    """Whether the export writes BASE_DIR/tokenizer/: not when this tokenizer is there (another checkpoint of the
+    run exported before); refused when anything else is, unless --overwrite."""
+    pickle_path, token_bytes_path = nanochat_files.nanochat_tokenizer_files(tokenizer_out)
+    if overwrite or not (os.path.lexists(pickle_path) or os.path.lexists(token_bytes_path)):
+        return True
+    try:
+        there = nanochat_files.read_nanochat_tokenizer(pickle_path)
+        if (there.ranks, there.specials) == (tokenizer.ranks, tokenizer.specials):
+            if os.path.lexists(token_bytes_path):
+                return False
+            found = "this run's tokenizer, but no token_bytes.pt beside it"
+        else:
+            found = f"another tokenizer (vocab {there.vocab_size()}; this run's has {tokenizer.vocab_size()})"
+    except SystemExit as unreadable:
+        found = f"something else than a nanochat tokenizer ({unreadable})"
+    sys.exit(f"{pickle_path}: BASE_DIR already holds {found}. A NANOCHAT_BASE_DIR has one tokenizer for all its "
+             "checkpoints: export into another BASE_DIR, or pass --overwrite to replace it")
 
-    config, weights = read_model(checkpoint)
-    step, recipe, tokenizer_hash = read_trainer(checkpoint)
+
+def export_nanochat(checkpoint, model_file, trainer_file, base_dir, tokenizer_dir, model_tag, fp32_embeddings,
+                    overwrite):
+    config, weights = read_model(model_file)
+    step, recipe, tokenizer_hash = read_trainer(trainer_file)
     tokenizer = run_tokenizer(tokenizer_dir, recipe, tokenizer_hash, config)
+    out_dir = os.path.join(base_dir, "base_checkpoints", model_tag or f"d{config['n_layer']}")
+    model_path = os.path.join(out_dir, f"model_{step:06d}.pt")
+    meta_path = os.path.join(out_dir, f"meta_{step:06d}.json")
+    if not overwrite:
+        nanochat_files.refuse_existing([model_path, meta_path], "another run's checkpoint at this step, or an "
+                                       "earlier export? Export into another BASE_DIR or --model-tag, or pass "
+                                       "--overwrite to replace it")
+    tokenizer_out = os.path.join(base_dir, "tokenizer")
+    write_tokenizer = tokenizer_to_write(tokenizer, tokenizer_out, overwrite)
+    import torch  # after the refusals above: it takes seconds to import
+
     state = {}
     for name, array in weights.items():
         tensor = torch.from_numpy(np.ascontiguousarray(array))
@@ -103,23 +157,23 @@ def export_nanochat(checkpoint, base_dir, tokenizer_dir, model_tag, fp32_embeddi
         "dataloader_state_dict": None,
         "loop_state": {"min_val_bpb": None, "smooth_train_loss": None, "total_training_time": None},
     }
-    out_dir = os.path.join(base_dir, "base_checkpoints", model_tag or f"d{config['n_layer']}")
-    os.makedirs(out_dir, exist_ok=True)
-    model_path = os.path.join(out_dir, f"model_{step:06d}.pt")
-    meta_path = os.path.join(out_dir, f"meta_{step:06d}.json")
-    torch.save(state, model_path)
-    with open(meta_path, "w", encoding="utf-8") as f:
-        json.dump(meta, f, indent=2)
-    tokenizer_out = os.path.join(base_dir, "tokenizer")
-    nanochat_files.write_nanochat_tokenizer(tokenizer, tokenizer_out)
-    print(f"wrote {model_path} and {meta_path} ({len(state)} tensors), and {tokenizer_out}/tokenizer.pkl and "
-          f"token_bytes.pt (vocab {tokenizer.vocab_size()}): NANOCHAT_BASE_DIR={base_dir}")
+    # The tokenizer first and the model last: nanochat finds a checkpoint by its model_NNNNNN.pt.
+    with nanochat_files.StagedFiles() as staged:
+        if write_tokenizer:
+            nanochat_files.write_nanochat_tokenizer(tokenizer, tokenizer_out, staged)
+        with staged.open(meta_path, binary=False) as f:
+            json.dump(meta, f, indent=2)
+        with staged.open(model_path) as f:
+            torch.save(state, f)
+    print(f"wrote {model_path} and {meta_path} ({len(state)} tensors), and "
+          f"{'' if write_tokenizer else 'kept the same '}{tokenizer_out}/tokenizer.pkl and token_bytes.pt "
+          f"(vocab {tokenizer.vocab_size()}): NANOCHAT_BASE_DIR={base_dir}")
 
 
-def export_safetensors(checkpoint, out_path):
+def export_safetensors(model_file, out_path):
     from safetensors.numpy import save_file
 
-    config, weights = read_model(checkpoint)
+    config, weights = read_model(model_file)
     metadata = {key: str(value) for key, value in config.items()}
     metadata["format"] = "nanochat-gpt"
     save_file({name: np.ascontiguousarray(array) for name, array in weights.items()}, out_path, metadata=metadata)
@@ -135,15 +189,19 @@ def main():
     nanochat.add_argument("--tokenizer", help="the run's tokenizer directory (default: the recipe's data.tokenizer)")
     nanochat.add_argument("--model-tag", help="the folder under base_checkpoints/ (default: d<depth>)")
     nanochat.add_argument("--fp32-embeddings", action="store_true", help="keep wte and value_embeds in float32")
+    nanochat.add_argument("--overwrite", action="store_true",
+                          help="replace the checkpoint at this step and the tokenizer already in BASE_DIR")
     safetensors = sub.add_parser("safetensors", help="one .safetensors file with every parameter in float32")
     safetensors.add_argument("checkpoint")
     safetensors.add_argument("out")
     args = parser.parse_args()
-    checkpoint = resolve_checkpoint(args.checkpoint)
-    if args.format == "nanochat":
-        export_nanochat(checkpoint, args.base_dir, args.tokenizer, args.model_tag, args.fp32_embeddings)
-    else:
-        export_safetensors(checkpoint, args.out)
+    checkpoint, model_file, trainer_file = open_checkpoint(args.checkpoint)
+    with model_file, trainer_file:
+        if args.format == "nanochat":
+            export_nanochat(checkpoint, model_file, trainer_file, args.base_dir, args.tokenizer, args.model_tag,
+                            args.fp32_embeddings, args.overwrite)
+        else:
+            export_safetensors(model_file, args.out)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 // Rank 0's metrics sidecar: tools/metrics_sidecar.py, started with the build's Python, follows metrics.jsonl
 // and forwards it to Weights & Biases and TensorBoard (the log.* recipe keys). The trainer never waits on it:
-// no pipe joins them, it is only looked at (waitpid without blocking) between steps, restarted a few times
-// if it dies, and told with SIGTERM when the run ends; a missing Python or package is one warning line.
+// no pipe joins them, it is only looked at (waitpid without blocking, and the warnings it appended to
+// RUN_DIR/sidecar.log, repeated on the console) between steps, restarted a few times if it dies, and told
+// with SIGTERM when the run ends; a missing Python or package, or a sidecar.log that is not a plain file, is
+// one warning line.
 #pragma once
 
 #include <sys/types.h>
@@ -23,18 +25,22 @@ class MetricsSidecar {
   // Tells the sidecar the run has ended: it forwards what is left and exits by itself.
   ~MetricsSidecar();
 
-  // Between steps: restarts a sidecar that has exited, at most kMaxRestarts times (one warning line).
+  // Between steps: repeats the sidecar's new warnings, and restarts a sidecar that has exited, at most
+  // kMaxRestarts times (one warning line).
   void check();
 
   static constexpr int kMaxRestarts = 3;
 
  private:
-  MetricsSidecar(std::string run_dir, std::string python, std::string script)
-      : run_dir_(std::move(run_dir)), python_(std::move(python)), script_(std::move(script)) {}
+  MetricsSidecar(std::string run_dir, std::string python, std::string script, int log_fd);
   bool spawn();  // false (and a warning printed) when the interpreter cannot be started
+  // Prints the "warning: metrics sidecar" lines appended to the log since the last call (a bounded read).
+  void echo_warnings();
 
   std::string run_dir_, python_, script_;
-  pid_t pid_ = -1;  // -1: not running
+  int log_fd_;           // RUN_DIR/sidecar.log, the sidecar's stdout and stderr
+  off_t log_echoed_to_;  // the log's bytes before this offset have been looked at (or were there before)
+  pid_t pid_ = -1;       // -1: not running
   int restarts_ = 0;
   bool warned_ = false;
 };
