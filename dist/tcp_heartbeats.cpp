@@ -22,12 +22,13 @@
 #include <thread>
 
 #include "dist/launch_env.h"
+#include "dist/tcp_io.h"
 #include "support/status.h"
 
 namespace nanoforge {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = TcpClock;
 
 constexpr size_t kAnnounceBytes = 8;
 constexpr size_t kEntryBytes = 16;
@@ -48,15 +49,6 @@ constexpr auto kConnectAttempt = std::chrono::seconds(5);  // one connect() to o
 constexpr auto kConnectRetry = std::chrono::milliseconds(100);
 // Refusals after the first are counted and reported on stderr at most this often.
 constexpr auto kReportEvery = std::chrono::seconds(60);
-
-Clock::time_point after(double seconds) {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-}
-
-int remaining_ms(Clock::time_point deadline) {
-  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return left <= 0 ? 0 : static_cast<int>(std::min<int64_t>(left, 1 << 30));
-}
 
 void set_no_delay(int fd) {
   const int one = 1;
@@ -104,33 +96,13 @@ void append(std::string& bytes, T value) {
   bytes.append(reinterpret_cast<const char*>(&value), sizeof(value));
 }
 
-// "10.0.0.7:41234", "[fe80::1]:41234": who is at the other end of a connection.
-std::string peer_address(int fd) {
-  sockaddr_storage address{};
-  socklen_t length = sizeof(address);
-  char host[INET6_ADDRSTRLEN] = {};
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return "an unknown address";
-  if (address.ss_family == AF_INET) {
-    const auto* ipv4 = reinterpret_cast<const sockaddr_in*>(&address);
-    ::inet_ntop(AF_INET, &ipv4->sin_addr, host, sizeof(host));
-    return fmt::format("{}:{}", host, ntohs(ipv4->sin_port));
-  }
-  const auto* ipv6 = reinterpret_cast<const sockaddr_in6*>(&address);
-  if (IN6_IS_ADDR_V4MAPPED(&ipv6->sin6_addr)) {  // an IPv4 peer of the dual-stack listener
-    ::inet_ntop(AF_INET, &ipv6->sin6_addr.s6_addr[12], host, sizeof(host));
-    return fmt::format("{}:{}", host, ntohs(ipv6->sin6_port));
-  }
-  ::inet_ntop(AF_INET6, &ipv6->sin6_addr, host, sizeof(host));
-  return fmt::format("[{}]:{}", host, ntohs(ipv6->sin6_port));
-}
-
 // The rank's side of the handshake, on a non-blocking socket with deadlines. ABORTED when the connection
 // closed or could not be made (worth another try while time is left), DEADLINE_EXCEEDED when the time is up;
 // other errors are final.
 absl::Status wait_ready(int fd, short events, Clock::time_point deadline, const char* what) {
   while (true) {
     pollfd entry{fd, events, 0};
-    const int ready = ::poll(&entry, 1, remaining_ms(deadline));
+    const int ready = ::poll(&entry, 1, tcp_remaining_ms(deadline));
     if (ready > 0) return absl::OkStatus();
     if (ready == 0) return absl::DeadlineExceededError(fmt::format("timed out waiting for {}", what));
     if (errno != EINTR) return absl::UnavailableError(fmt::format("poll: {}", std::strerror(errno)));
@@ -271,7 +243,7 @@ absl::StatusOr<std::unique_ptr<TcpHeartbeats>> TcpHeartbeats::connect(const Rend
                                                                       int rank, int world_size,
                                                                       double timeout_seconds) {
   std::unique_ptr<TcpHeartbeats> channel(new TcpHeartbeats(rank, world_size));
-  const Clock::time_point deadline = after(timeout_seconds);
+  const Clock::time_point deadline = tcp_deadline_after(timeout_seconds);
   const std::string where = fmt::format("rank 0's heartbeat port at {}:{}", master_addr, address.port);
   std::string failure = "no address";
   uint32_t attempt = 0;
@@ -456,7 +428,7 @@ void TcpHeartbeats::serve_port() {
     if (!accepting) wake = std::min(wake, accept_paused_until_);
     if (!handshakes_.empty()) wake = std::min(wake, handshakes_.front().deadline);  // the oldest's is first
     if (unreported_ > 0) wake = std::min(wake, reported_at_ + kReportEvery);
-    const int ready = ::poll(fds.data(), fds.size(), remaining_ms(wake));
+    const int ready = ::poll(fds.data(), fds.size(), tcp_remaining_ms(wake));
     if (ready < 0 && errno != EINTR) std::this_thread::sleep_for(kAcceptPause);  // not worth a busy loop
     if (ready <= 0) continue;  // a deadline: closed at the top
     if (fds[0].revents != 0) break;
@@ -490,8 +462,8 @@ void TcpHeartbeats::accept_connections() {
     set_no_delay(fd);
     Handshake handshake;
     handshake.fd = fd;
-    handshake.address = peer_address(fd);
-    handshake.deadline = after(port_options_.hello_timeout_seconds);
+    handshake.address = tcp_peer_address(fd);
+    handshake.deadline = tcp_deadline_after(port_options_.hello_timeout_seconds);
     if (receive_hello(handshake)) continue;  // a rank's hello comes with its connection
     if (handshakes_.size() >= most_waiting()) {
       Handshake& oldest = handshakes_.front();

@@ -24,13 +24,14 @@
 #include <optional>
 #include <thread>
 
+#include "dist/tcp_io.h"
 #include "support/json_text.h"
 #include "support/status.h"
 
 namespace nanoforge {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = TcpClock;
 
 constexpr auto kConnectRetry = std::chrono::milliseconds(100);  // while rank 0 is not listening yet
 constexpr auto kConnectAttempt = std::chrono::seconds(5);       // one connect() to one address
@@ -67,20 +68,11 @@ std::string errno_text(int error) {
   return std::strerror(error);
 }
 
-Clock::time_point after(double seconds) {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-}
-
-int remaining_ms(Clock::time_point deadline) {
-  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return left <= 0 ? 0 : static_cast<int>(std::min<int64_t>(left, 1 << 30));
-}
-
 // Waits until `fd` is ready for `events`; false at the deadline.
 absl::StatusOr<bool> wait_ready(int fd, short events, Clock::time_point deadline) {
   while (true) {
     pollfd entry{fd, events, 0};
-    const int ready = ::poll(&entry, 1, remaining_ms(deadline));
+    const int ready = ::poll(&entry, 1, tcp_remaining_ms(deadline));
     if (ready > 0) return true;
     if (ready == 0) return false;
     if (errno != EINTR) return absl::UnavailableError(fmt::format("poll: {}", errno_text(errno)));
@@ -135,29 +127,6 @@ absl::StatusOr<std::vector<uint8_t>> receive_message(int fd, RendezvousMessage e
   std::vector<uint8_t> body(*length);
   NANOFORGE_RETURN_IF_ERROR(receive_all(fd, body, deadline, what));
   return body;
-}
-
-// "10.0.0.7:41234", "[fe80::1]:41234": who is at the other end of a connection.
-std::string peer_address(int fd) {
-  sockaddr_storage address{};
-  socklen_t length = sizeof(address);
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return "an unknown address";
-  char host[INET6_ADDRSTRLEN] = {};
-  if (address.ss_family == AF_INET) {
-    const auto* ipv4 = reinterpret_cast<const sockaddr_in*>(&address);
-    ::inet_ntop(AF_INET, &ipv4->sin_addr, host, sizeof(host));
-    return fmt::format("{}:{}", host, ntohs(ipv4->sin_port));
-  }
-  if (address.ss_family == AF_INET6) {
-    const auto* ipv6 = reinterpret_cast<const sockaddr_in6*>(&address);
-    if (IN6_IS_ADDR_V4MAPPED(&ipv6->sin6_addr)) {  // an IPv4 peer of the dual-stack listener
-      ::inet_ntop(AF_INET, &ipv6->sin6_addr.s6_addr[12], host, sizeof(host));
-      return fmt::format("{}:{}", host, ntohs(ipv6->sin6_port));
-    }
-    ::inet_ntop(AF_INET6, &ipv6->sin6_addr, host, sizeof(host));
-    return fmt::format("[{}]:{}", host, ntohs(ipv6->sin6_port));
-  }
-  return "an unknown address";
 }
 
 absl::StatusOr<Socket> listen_on(int port) {
@@ -255,7 +224,7 @@ class RendezvousServer {
     Clock::time_point wake = deadline_;
     for (const Connection& connection : pending_)
       wake = std::min(wake, connection.hello_deadline);
-    const int ready = ::poll(fds.data(), fds.size(), remaining_ms(wake));
+    const int ready = ::poll(fds.data(), fds.size(), tcp_remaining_ms(wake));
     if (ready < 0) {
       if (errno == EINTR) return absl::OkStatus();
       return absl::UnavailableError(fmt::format("rendezvous: poll: {}", errno_text(errno)));
@@ -278,7 +247,7 @@ class RendezvousServer {
     if (!socket.valid()) return;  // the peer gave up meanwhile
     Connection connection;
     connection.socket = std::move(socket);
-    connection.address = peer_address(connection.socket.fd());
+    connection.address = tcp_peer_address(connection.socket.fd());
     if (pending_.size() >= kMaxPendingConnections) {
       refused(connection, fmt::format("{} connections already wait to authenticate", pending_.size()));
       return;
@@ -291,7 +260,7 @@ class RendezvousServer {
       return;
     }
     connection.challenge = *nonce;
-    connection.hello_deadline = std::min(deadline_, after(options_.hello_timeout_seconds));
+    connection.hello_deadline = std::min(deadline_, tcp_deadline_after(options_.hello_timeout_seconds));
     // 32 bytes into a fresh connection's empty send buffer: sent whole, or the connection is already gone.
     const std::vector<uint8_t> challenge = encode_challenge({.nonce = connection.challenge});
     const ssize_t sent = ::send(connection.socket.fd(), challenge.data(), challenge.size(), MSG_NOSIGNAL);
@@ -489,7 +458,7 @@ absl::StatusOr<std::pair<Socket, RendezvousNonce>> connect_and_get_challenge(con
     }
     const int one = 1;
     ::setsockopt(socket.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    const auto challenge_deadline = std::min(deadline, after(options.hello_timeout_seconds));
+    const auto challenge_deadline = std::min(deadline, tcp_deadline_after(options.hello_timeout_seconds));
     absl::StatusOr<std::vector<uint8_t>> body =
         receive_message(socket.fd(), RendezvousMessage::kChallenge, challenge_deadline, "rank 0's challenge");
     if (!body.ok()) {
@@ -589,7 +558,7 @@ absl::StatusOr<std::vector<uint8_t>> tcp_rendezvous(const RendezvousOptions& opt
     return absl::InvalidArgumentError(fmt::format("rendezvous payload of {} bytes is too big (at most {})",
                                                   payload.size(), kRendezvousMaxDataBytes));
   }
-  const auto deadline = after(options.timeout_seconds);
+  const auto deadline = tcp_deadline_after(options.timeout_seconds);
   if (options.rank != 0) return join(options, deadline);
   NANOFORGE_ASSIGN_OR_RETURN(Socket listener, listen_on(options.master_port));
   RendezvousServer server(options, deadline, std::move(listener));
