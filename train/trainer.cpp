@@ -649,12 +649,7 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
   NANOFORGE_RETURN_IF_ERROR(recipe.train.core.validate());
   std::optional<CoreBundle> core_bundle;
   if (recipe.train.core.enabled()) {
-    absl::StatusOr<CoreBundle> read = CoreBundle::read(recipe.train.core.bundle);
-    if (!read.ok()) {
-      return absl::Status(read.status().code(),
-                          fmt::format("train.core_bundle: {}", std::string(read.status().message())));
-    }
-    core_bundle = std::move(*read);
+    NANOFORGE_ASSIGN_OR_RETURN(core_bundle, recipe.train.core.read_bundle());
   }
   NANOFORGE_ASSIGN_OR_RETURN(const Device device, resolve_train_device(recipe));
   // NCCL reads its environment when the communicator is created: doctor's settings for this machine first.

@@ -58,6 +58,9 @@ absl::Status run_core_eval() {
   set_cpu_threads(absl::GetFlag(FLAGS_threads));
   NANOFORGE_ASSIGN_OR_RETURN(const Device device, device_from_flag());
   NANOFORGE_ASSIGN_OR_RETURN(const CoreBundle bundle, CoreBundle::read(absl::GetFlag(FLAGS_core)));
+  // Every task against --max-per-task before the model is loaded: nothing is scored when one cannot run.
+  NANOFORGE_RETURN_IF_ERROR(
+      check_core_max_per_task(bundle, absl::GetFlag(FLAGS_max_per_task), "--max-per-task"));
   // Before the model: the NCCL engine binds this rank's GPU first.
   NANOFORGE_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> communicator, create_communicator(device, {}));
   NANOFORGE_ASSIGN_OR_RETURN(

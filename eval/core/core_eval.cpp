@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <numeric>
 
@@ -62,6 +63,41 @@ std::vector<const CoreExample*> core_task_examples(const CoreTask& task, int64_t
   return data;
 }
 
+absl::Status check_core_max_per_task(const CoreBundle& bundle, int64_t max_per_task,
+                                     std::string_view setting) {
+  std::vector<std::string> too_few_kept, too_few_in_file;
+  int64_t smallest_working = 1;
+  for (const CoreTask& task : bundle.tasks) {
+    const int64_t available = static_cast<int64_t>(task.examples.size());
+    const int64_t kept = max_per_task > 0 ? std::min(available, max_per_task) : available;
+    const int64_t needed = std::max<int64_t>(1, task.num_fewshot + 1);  // the example and its shots
+    smallest_working = std::max(smallest_working, needed);
+    const std::string need = task.num_fewshot > 0
+                                 ? fmt::format("{} shots need at least {} examples", task.num_fewshot, needed)
+                                 : std::string("needs at least 1 example");
+    if (available < needed) {
+      too_few_in_file.push_back(
+          fmt::format("{} ({}; eval_data/{} has {})", task.label, need, task.dataset_uri, available));
+    } else if (kept < needed) {
+      too_few_kept.push_back(fmt::format("{} ({}, the cut keeps {})", task.label, need, kept));
+    }
+  }
+  if (!too_few_in_file.empty()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: {} task{} cannot run with any {}: {}; give the task more examples or lower its num_fewshot in "
+        "core.yaml",
+        bundle.dir, too_few_in_file.size(), too_few_in_file.size() == 1 ? "" : "s", setting,
+        fmt::join(too_few_in_file, ", ")));
+  }
+  if (!too_few_kept.empty()) {
+    return absl::InvalidArgumentError(
+        fmt::format("{} {} is too few for {} task{} of {}: {}; give {} {} or more, or -1 (all examples)",
+                    setting, max_per_task, too_few_kept.size(), too_few_kept.size() == 1 ? "" : "s",
+                    bundle.dir, fmt::join(too_few_kept, ", "), setting, smallest_working));
+  }
+  return absl::OkStatus();
+}
+
 std::vector<int64_t> core_fewshot_indices(int64_t idx, int64_t count, int64_t num_fewshot) {
   if (num_fewshot <= 0) return {};
   std::vector<int64_t> available;
@@ -74,6 +110,7 @@ std::vector<int64_t> core_fewshot_indices(int64_t idx, int64_t count, int64_t nu
 
 absl::StatusOr<CoreResults> evaluate_core(GPT& model, const Tokenizer& tokenizer, const CoreBundle& bundle,
                                           const CoreEvalOptions& options, Communicator& communicator) {
+  NANOFORGE_RETURN_IF_ERROR(check_core_max_per_task(bundle, options.max_per_task, "max_per_task"));
   const auto start = std::chrono::steady_clock::now();
   const int64_t rank = communicator.rank(), world_size = communicator.world_size();
   CoreScorer scorer(model);
@@ -82,12 +119,6 @@ absl::StatusOr<CoreResults> evaluate_core(GPT& model, const Tokenizer& tokenizer
     const auto task_start = std::chrono::steady_clock::now();
     const std::vector<const CoreExample*> data = core_task_examples(task, options.max_per_task);
     const int64_t count = static_cast<int64_t>(data.size());
-    if (task.num_fewshot >= count && task.num_fewshot > 0) {
-      return absl::InvalidArgumentError(
-          fmt::format("task {}: {} shots need at least {} examples, it has {}{}", task.label,
-                      task.num_fewshot, task.num_fewshot + 1, count,
-                      options.max_per_task > 0 ? " after the cut to max_per_task (raise it)" : ""));
-    }
     // Per example 1 if correct, then this rank's error count, summed over ranks.
     std::vector<double> sums(static_cast<size_t>(count) + 1, 0.0);
     absl::Status error;

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "data/tokenizer/tokenizer.h"
@@ -54,7 +55,14 @@ std::vector<const CoreExample*> core_task_examples(const CoreTask& task, int64_t
 // Needs num_fewshot < count.
 std::vector<int64_t> core_fewshot_indices(int64_t idx, int64_t count, int64_t num_fewshot);
 
-// The model is re-planned as it goes; plan it again for training afterwards.
+// Every task's preconditions under `max_per_task`, checked before anything is scored: each task keeps at
+// least one example and more than its num_fewshot. The error names `setting` (the flag or recipe key), lists
+// every task that cannot run and says which values work.
+absl::Status check_core_max_per_task(const CoreBundle& bundle, int64_t max_per_task,
+                                     std::string_view setting);
+
+// Checks check_core_max_per_task first. The model is re-planned as it goes; plan it again for training
+// afterwards.
 absl::StatusOr<CoreResults> evaluate_core(GPT& model, const Tokenizer& tokenizer, const CoreBundle& bundle,
                                           const CoreEvalOptions& options, Communicator& communicator);
 

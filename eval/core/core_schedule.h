@@ -4,10 +4,12 @@
 // it CORE is off.
 #pragma once
 
-#include <absl/status/status.h>
+#include <absl/status/statusor.h>
 
 #include <cstdint>
 #include <string>
+
+#include "eval/core/core_bundle.h"
 
 namespace nanoforge {
 
@@ -18,6 +20,8 @@ struct CoreSchedule {
 
   // Errors name the recipe key.
   absl::Status validate() const;
+  // The bundle, read and checked against max_per_task before the run starts; errors name the recipe key.
+  absl::StatusOr<CoreBundle> read_bundle() const;
   bool enabled() const { return every > 0 && !bundle.empty(); }
   // base_train's rule: every `every` steps after the first, and at the last step.
   bool due(int64_t step, bool last_step) const {

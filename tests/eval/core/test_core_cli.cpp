@@ -1,7 +1,7 @@
 // `nanoforge eval --core` as a user runs it: on the committed bundle and checkpoint its closing JSON record
 // and its results file equal nanochat's golden run for run; 2 ranks under mpirun give one rank's results;
-// and a prompt longer than the model, a continuation that is not a token prefix, or too few examples for the
-// shots stop every rank with a message naming the task and the example.
+// a prompt longer than the model or a continuation that is not a token prefix stop every rank with a
+// message naming the task and the example; too few examples for the shots stop it before any task is scored.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <simdjson.h>
@@ -154,12 +154,36 @@ TEST(CoreCli, ContinuationThatIsNotATokenPrefixIsAnError) {
                "continuation does not tokenize to a proper prefix");
 }
 
-TEST(CoreCli, TooFewExamplesForTheShotsIsAnError) {
-  const ProgramRun run = eval_core(kCoreBundle, scratch("few.json"), "--max-per-task 10");
+// Every task is checked against --max-per-task before the model is loaded: the error lists each task that
+// cannot run and the smallest value that works, and no task is scored (mc_zeroshot, the first, could be).
+TEST(CoreCli, TooFewExamplesForTheShotsStopsBeforeAnyTaskIsScored) {
+  const ProgramRun run = eval_core(kCoreBundle, scratch("few.json"), "--max-per-task 4");
   EXPECT_NE(run.exit_code, 0) << run.output;
   EXPECT_PRED2(
       contains, std::string(run.output),
-      "task mc_tenshot: 10 shots need at least 11 examples, it has 10 after the cut to max_per_task");
+      "--max-per-task 4 is too few for 3 tasks of " + std::string(kCoreBundle) +
+          ": mc_tenshot (10 shots need at least 11 examples, the cut keeps 4), schema_fewshot (5 shots "
+          "need at least 6 examples, the cut keeps 4), lm_tenshot (10 shots need at least 11 examples, "
+          "the cut keeps 4); give --max-per-task 11 or more, or -1 (all examples)");
+  EXPECT_EQ(run.output.find("accuracy:"), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("CORE of"), std::string::npos) << run.output;  // the model was not loaded
+}
+
+// A task whose file holds no more examples than its shots cannot run under any --max-per-task.
+TEST(CoreCli, ATaskWithTooFewExamplesForItsShotsIsNamedBeforeScoring) {
+  const std::string dir = bundle_copy("short_task");
+  const std::string file = dir + "/eval_data/world_knowledge/mc_tenshot.jsonl";
+  const std::string text = read_text(file);
+  size_t end = 0;
+  for (int line = 0; line < 10; ++line)
+    end = text.find('\n', end) + 1;
+  write_text(file, text.substr(0, end));  // 10 examples for 10 shots
+  const ProgramRun run = eval_core(dir, scratch("short.json"));
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_PRED2(contains, std::string(run.output),
+               "1 task cannot run with any --max-per-task: mc_tenshot (10 shots need at least 11 examples; "
+               "eval_data/world_knowledge/mc_tenshot.jsonl has 10)");
+  EXPECT_EQ(run.output.find("accuracy:"), std::string::npos) << run.output;
 }
 
 // The results file may not replace one of the checkpoint's own files; refused before evaluating.

@@ -56,6 +56,12 @@ TEST(CoreTraining, BadCoreSettingsStopBeforeTheRun) {
   recipe.train.core.max_per_task = 0;
   status = run_training(recipe, stop_at(dir + "/run", 1));
   EXPECT_PRED2(contains, std::string(status.message()), "train.core_max_per_task must be > 0 or -1");
+  recipe.train.core.max_per_task =
+      4;  // below mc_tenshot's 10 shots + 1: refused before the run, not at step 10
+  status = run_training(recipe, stop_at(dir + "/run", 1));
+  EXPECT_PRED2(contains, std::string(status.message()),
+               "train.core_max_per_task 4 is too few for 3 tasks of " + std::string(kCoreBundle));
+  EXPECT_PRED2(contains, std::string(status.message()), "give train.core_max_per_task 11 or more");
   recipe.train.core.max_per_task = 5;
   recipe.train.core.bundle = dir + "/no_bundle";
   status = run_training(recipe, stop_at(dir + "/run", 1));
