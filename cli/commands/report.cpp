@@ -1,4 +1,4 @@
-// `nanoforge report RUN_DIR [RUN_DIR ...] --out report.html`: one self-contained HTML page of one run or
+// `nanoforge report RUN_DIR [RUN_DIR ...] --out FILE.html|DIR`: one self-contained HTML page of one run or
 // several overlaid — curves, time per step, configs side by side, checkpoints, CORE tasks and samples
 // (cli/report/run_report.h). It reads the run directories only, so it works on a run still training; its
 // output may be none of the files it reads (the probe's `--out RUN/metrics.jsonl` replaced the run's
@@ -55,12 +55,23 @@ absl::Status check_output_is_no_input(const std::string& out, const std::vector<
   return absl::OkStatus();
 }
 
-absl::Status run_report_command(const std::vector<std::string>& run_dirs) {
-  const std::string out = absl::GetFlag(FLAGS_out);
-  if (run_dirs.empty() || out.empty()) {
+// --out as a file: a directory (e.g. the run's) gets report.html in it.
+absl::StatusOr<std::string> report_file(const std::string& out) {
+  std::error_code error;
+  if (std::filesystem::is_directory(out, error)) return (std::filesystem::path(out) / "report.html").string();
+  if (out.back() == '/') {
     return absl::InvalidArgumentError(
-        "give one or more run directories and --out FILE.html (see nanoforge report --help)");
+        fmt::format("--out {}: no such directory; create it, or give the page's file name", out));
   }
+  return out;
+}
+
+absl::Status run_report_command(const std::vector<std::string>& run_dirs) {
+  if (run_dirs.empty() || absl::GetFlag(FLAGS_out).empty()) {
+    return absl::InvalidArgumentError(
+        "give one or more run directories and --out FILE.html or DIR (see nanoforge report --help)");
+  }
+  NANOFORGE_ASSIGN_OR_RETURN(const std::string out, report_file(absl::GetFlag(FLAGS_out)));
   NANOFORGE_RETURN_IF_ERROR(check_output_file_path(out));
   std::vector<RunRecords> runs;
   for (const std::string& run_dir : run_dirs) {
@@ -82,7 +93,7 @@ Command report_command() {
       "report",
       "one self-contained HTML page of one or several runs (curves as SVG, configs compared, checkpoints, "
       "samples)",
-      "RUN_DIR [RUN_DIR ...] --out report.html",
+      "RUN_DIR [RUN_DIR ...] --out FILE.html|DIR   (a directory, e.g. a run's, gets report.html)",
       {"out"},
       run_report_command,
       /*takes_arguments=*/true};

@@ -197,6 +197,30 @@ void read_core_file(const std::string& path, RunRecords& run) {
   }
 }
 
+// A float as config.toml has it: the shortest text that reads back as the same double (as Python's repr and
+// TOML writers print it), so 0.3 shows as 0.3, not as toml++'s 17 digits 0.29999999999999999.
+std::string float_text(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  std::string text = fmt::format("{}", value);                      // fmt's shortest round trip
+  if (text.find_first_of(".e") == std::string::npos) text += ".0";  // a float stays one: 1.0, not 1
+  return text;
+}
+
+// A config value as TOML text, its floats (alone or in arrays) by float_text.
+std::string config_value_text(const toml::node& value) {
+  if (const toml::value<double>* number = value.as_floating_point()) return float_text(number->get());
+  if (const toml::array* array = value.as_array()) {
+    std::vector<std::string> items;
+    for (const toml::node& item : *array)
+      items.push_back(config_value_text(item));
+    return fmt::format("[{}]", fmt::join(items, ", "));
+  }
+  std::ostringstream text;
+  value.visit([&](const auto& leaf) { text << leaf; });
+  return text.str();
+}
+
 void read_config(const std::string& path, RunRecords& run) {
   const absl::StatusOr<std::string> text = read_small_file(path);
   if (!text.ok()) {
@@ -215,11 +239,8 @@ void read_config(const std::string& path, RunRecords& run) {
   for (const auto& [section, node] : table) {
     const toml::table* keys = node.as_table();
     if (keys == nullptr) continue;
-    for (const auto& [key, value] : *keys) {
-      std::ostringstream text_value;
-      value.visit([&](const auto& leaf) { text_value << leaf; });
-      run.config.emplace_back(fmt::format("{}.{}", section.str(), key.str()), text_value.str());
-    }
+    for (const auto& [key, value] : *keys)
+      run.config.emplace_back(fmt::format("{}.{}", section.str(), key.str()), config_value_text(value));
   }
 }
 
@@ -308,11 +329,25 @@ Chart training_chart(const std::vector<RunRecords>& runs, std::string id, std::s
   return chart;
 }
 
+// The steps the runs trained, first to last; nullopt when none recorded a training step.
+std::optional<AxisExtent> trained_steps(const std::vector<RunRecords>& runs) {
+  std::optional<AxisExtent> steps;
+  for (const RunRecords& run : runs) {
+    for (const TrainingPoint& point : run.training) {
+      const double step = static_cast<double>(point.step);
+      if (!steps) steps = AxisExtent{step, step};
+      steps->low = std::min(steps->low, step), steps->high = std::max(steps->high, step);
+    }
+  }
+  return steps;
+}
+
+// Evaluations over the runs' steps: one CORE point at step 250 sits at the end of its run's axis.
 Chart evaluation_chart(const std::vector<RunRecords>& runs, std::string id, std::string title,
                        std::vector<std::pair<double, double>> RunRecords::*points) {
-  Chart chart{.id = std::move(id), .title = std::move(title)};
+  Chart chart{.id = std::move(id), .title = std::move(title), .x_extent = trained_steps(runs)};
   for (size_t i = 0; i < runs.size(); ++i)
-    chart.series.push_back({runs[i].name, series_color(i), runs[i].*points, false, true});
+    chart.series.push_back({runs[i].name, series_color(i), runs[i].*points, SeriesStyle::kLineAndDots});
   return chart;
 }
 
@@ -322,19 +357,20 @@ Chart loss_chart(const std::vector<RunRecords>& runs) {
     std::vector<std::pair<double, double>> raw;
     for (const TrainingPoint& point : runs[i].training)
       raw.emplace_back(point.step, point.loss);
-    chart.series.push_back({"", series_color(i), raw, /*faint=*/true});
+    chart.series.push_back({"", series_color(i), raw, SeriesStyle::kFaintLine});
     chart.series.push_back({runs[i].name, series_color(i), debiased_ema(raw)});
   }
   return chart;
 }
 
-// Where one run's steps went: compute (the rest of the step), exposed communication, data wait, checkpoints.
+// Where one run's steps went, stacked to the step's time: compute (the rest of the step), exposed
+// communication, data wait; checkpoints (their own time, not part of a step) as markers.
 Chart time_split_chart(const RunRecords& run) {
   Chart chart{.id = "time-" + run.name, .title = "time per step (ms): " + run.name};
-  ChartSeries compute{.label = "compute", .color = series_color(0)},
-      communication{.label = "exposed communication", .color = series_color(1)},
-      data{.label = "data wait", .color = series_color(2)},
-      checkpoint{"checkpoint", series_color(3), run.checkpoint_ms, false, true};
+  ChartSeries compute{"compute", series_color(0), {}, SeriesStyle::kStacked},
+      communication{"exposed communication", series_color(1), {}, SeriesStyle::kStacked},
+      data{"data wait", series_color(2), {}, SeriesStyle::kStacked},
+      checkpoint{"checkpoint", series_color(3), run.checkpoint_ms, SeriesStyle::kMarkers};
   for (const TrainingPoint& point : run.training) {
     if (!point.step_ms) continue;
     const double comm = point.exposed_comm_ms.value_or(0), wait = point.data_wait_ms.value_or(0);
@@ -344,6 +380,23 @@ Chart time_split_chart(const RunRecords& run) {
   }
   chart.series = {compute, communication, data, checkpoint};
   return chart;
+}
+
+// One time chart per run, side by side on one y-scale: the widest of their ranges.
+std::vector<Chart> time_split_charts(const std::vector<RunRecords>& runs) {
+  std::vector<Chart> charts;
+  std::optional<AxisExtent> shared;
+  for (const RunRecords& run : runs) {
+    Chart chart = time_split_chart(run);
+    if (const std::optional<AxisExtent> range = chart_y_range(chart)) {
+      if (!shared) shared = range;
+      shared->low = std::min(shared->low, range->low), shared->high = std::max(shared->high, range->high);
+      charts.push_back(std::move(chart));
+    }
+  }
+  for (Chart& chart : charts)
+    chart.y_extent = shared;
+  return charts;
 }
 
 std::string config_table(const std::vector<RunRecords>& runs) {
@@ -519,10 +572,8 @@ std::string run_report_html(const std::vector<RunRecords>& runs) {
                     html_escape(fmt::format("{}", fmt::join(not_recorded, "; "))));
   }
   html += "<h2>Time per step</h2>\n<div class=\"charts\">\n";
-  for (const RunRecords& run : runs) {
-    const Chart chart = time_split_chart(run);
-    if (chart_has_data(chart)) html += chart_svg(chart);
-  }
+  for (const Chart& chart : time_split_charts(runs))
+    html += chart_svg(chart);
   html += "</div>\n<h2>Config</h2>\n" + config_table(runs);
   html += "<h2>Checkpoints, CORE tasks and samples</h2>\n<div class=\"runs\">\n";
   for (const RunRecords& run : runs) {
