@@ -20,6 +20,9 @@
 namespace nanoforge {
 namespace {
 
+// Between a name and its text in --help's columns: a name as wide as its column still stands apart.
+constexpr const char* kColumnGap = "  ";
+
 std::string dashed(std::string name) {
   std::replace(name.begin(), name.end(), '_', '-');
   return name;
@@ -39,21 +42,47 @@ void print_program_help(const std::vector<Command>& commands) {
       "nanoforge {}: pretrain nanochat's GPT from scratch, data-parallel, on CPUs and NVIDIA GPUs.\n\n",
       version_line());
   fmt::print("usage: nanoforge COMMAND [flags]\n       nanoforge COMMAND --help\n\ncommands:\n");
+  size_t name_width = std::string("--version").size();
   for (const Command& command : commands)
-    fmt::print("  {:<14} {}\n", command.name, command.summary);
-  fmt::print("\nglobal flags:\n  --help         this text\n  --version      version, commit and backends\n");
+    name_width = std::max(name_width, command.name.size());
+  for (const Command& command : commands)
+    fmt::print("  {:<{}}{}{}\n", command.name, name_width, kColumnGap, command.summary);
+  fmt::print("\nglobal flags:\n  {:<{}}{}this text\n  {:<{}}{}version, commit and backends\n", "--help",
+             name_width, kColumnGap, "--version", name_width, kColumnGap);
 }
 
 void print_command_help(const Command& command) {
   fmt::print("usage: nanoforge {} {}\n\n{}\n", command.name, command.usage, command.summary);
   if (command.flags.empty()) return;
   fmt::print("\nflags:\n");
+  size_t name_width = 0;
+  for (const std::string& name : command.flags)
+    name_width = std::max(name_width, name.size() + 2);
   for (const std::string& name : command.flags) {
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (flag == nullptr) continue;
-    fmt::print("  --{:<16} {} (default: {})\n", dashed(name), flag->Help(),
+    fmt::print("  {:<{}}{}{} (default: {})\n", "--" + dashed(name), name_width, kColumnGap, flag->Help(),
                flag->DefaultValue().empty() ? "none" : flag->DefaultValue());
   }
+}
+
+// Why an argument is not a flag of `command`. `--train.num_iterations=5` is torchtitan's spelling of a recipe
+// override; a command that reads a recipe and takes overrides says how to write it.
+std::string not_a_flag_message(const Command& command, const std::string& arg) {
+  std::string message = fmt::format("nanoforge {}: {} is not a flag of this command", command.name,
+                                    arg.substr(0, arg.find('=')));
+  const std::string name =
+      arg.substr(2, arg.find('=') == std::string::npos ? std::string::npos : arg.find('=') - 2);
+  const size_t dot = name.find('.');
+  const bool override_shaped = dot != std::string::npos && dot > 0 && dot + 1 < name.size();
+  const bool takes_overrides =
+      command.takes_arguments &&
+      std::find(command.flags.begin(), command.flags.end(), "recipe") != command.flags.end();
+  if (override_shaped && takes_overrides) {
+    message += fmt::format("; recipe overrides are written without dashes: {}",
+                           arg.find('=') == std::string::npos ? name + "=VALUE" : arg.substr(2));
+  }
+  return message + fmt::format("; see `nanoforge {} --help`", command.name);
 }
 
 // Whether an (underscored) "--name" argument without "=" is a non-boolean flag, whose value follows.
@@ -137,8 +166,7 @@ int run_cli(int argc, char** argv, const std::vector<Command>& commands) {
     const std::string& arg = args[i];
     rewritten.push_back(underscored_flag(arg));
     if (!flag_applies(*command, rewritten.back())) {
-      fmt::print(stderr, "nanoforge {}: {} is not a flag of this command; see `nanoforge {} --help`\n",
-                 command->name, arg.substr(0, arg.find('=')), command->name);
+      fmt::print(stderr, "{}\n", not_a_flag_message(*command, arg));
       return 2;
     }
     if (takes_separate_value(rewritten.back()) && i + 1 < args.size()) rewritten.push_back(args[++i]);

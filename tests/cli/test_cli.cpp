@@ -33,6 +33,47 @@ TEST(Cli, HelpListsTheCommands) {
   EXPECT_NE(command_help.output.find("--window-pattern"), std::string::npos) << command_help.output;
 }
 
+// The lines of `text` between the line `header` and the next empty line.
+std::vector<std::string> section_lines(const std::string& text, const std::string& header) {
+  std::vector<std::string> lines;
+  size_t at = text.find(header + "\n");
+  if (at == std::string::npos) return lines;
+  for (at += header.size() + 1; at < text.size();) {
+    const size_t end = text.find('\n', at);
+    const std::string line = text.substr(at, end - at);
+    if (line.empty()) break;
+    lines.push_back(line);
+    at = end == std::string::npos ? text.size() : end + 1;
+  }
+  return lines;
+}
+
+// Each line "  NAME  TEXT": the text starts in one column for all, two spaces at least after the longest
+// name (the probe's "tokenizer train train nanochat's..." ran them together).
+void expect_two_columns(const std::vector<std::string>& lines, const std::string& output) {
+  ASSERT_FALSE(lines.empty()) << output;
+  size_t text_column = std::string::npos;
+  for (const std::string& line : lines) {
+    // The name is the first word, or two for "bench step": the text starts after the last run of 2+ spaces
+    // that follows the name.
+    const size_t gap = line.find("  ", 2);
+    ASSERT_NE(gap, std::string::npos) << "no two-space gap after the name: " << line;
+    const size_t text = line.find_first_not_of(' ', gap);
+    if (text_column == std::string::npos) text_column = text;
+    EXPECT_EQ(text, text_column) << "not aligned: " << line << "\n" << output;
+  }
+}
+
+TEST(Cli, HelpAlignsNamesAndTextsInColumns) {
+  const ProgramRun help = run("--help");
+  ASSERT_EQ(help.exit_code, 0);
+  expect_two_columns(section_lines(help.output, "commands:"), help.output);
+  EXPECT_NE(help.output.find("  tokenizer train  "), std::string::npos) << help.output;
+  const ProgramRun eval_help = run("eval --help");
+  ASSERT_EQ(eval_help.exit_code, 0);
+  expect_two_columns(section_lines(eval_help.output, "flags:"), eval_help.output);
+}
+
 TEST(Cli, VersionNamesCommitAndBackends) {
   const ProgramRun version = run("--version");
   EXPECT_EQ(version.exit_code, 0);
@@ -49,6 +90,21 @@ TEST(Cli, UnknownCommandAndForeignFlagsAreRefused) {
   EXPECT_EQ(foreign.exit_code, 2);
   EXPECT_NE(foreign.output.find("--depth is not a flag of this command"), std::string::npos)
       << foreign.output;
+  // torchtitan's spelling of a recipe override: the command that takes overrides shows how to write it.
+  for (const std::string command : {"train", "bench scaling"}) {
+    const ProgramRun dashed = run(command + " --recipe r.toml --train.num_iterations=5");
+    EXPECT_EQ(dashed.exit_code, 2);
+    EXPECT_NE(dashed.output.find("--train.num_iterations is not a flag of this command; recipe overrides are "
+                                 "written without dashes: train.num_iterations=5"),
+              std::string::npos)
+        << dashed.output;
+  }
+  const ProgramRun no_value = run("train --recipe r.toml --optim.embedding_lr");
+  EXPECT_NE(no_value.output.find("written without dashes: optim.embedding_lr=VALUE"), std::string::npos)
+      << no_value.output;
+  const ProgramRun no_overrides = run("report --train.num_iterations=5 run");  // takes no recipe
+  EXPECT_EQ(no_overrides.exit_code, 2);
+  EXPECT_EQ(no_overrides.output.find("recipe overrides"), std::string::npos) << no_overrides.output;
   const ProgramRun missing = run("parity --out y.h5");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.output.find("exactly one of --case"), std::string::npos) << missing.output;
