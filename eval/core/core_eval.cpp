@@ -25,15 +25,20 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// One example end to end; the error names the task and the example's line in its file.
-absl::StatusOr<bool> evaluate_example(const CoreTask& task, const std::vector<const CoreExample*>& data,
-                                      int64_t idx, const Tokenizer& tokenizer, CoreScorer& scorer,
-                                      int64_t max_positions, int64_t sequence_len) {
-  const CoreExample& example = *data[static_cast<size_t>(idx)];
+// Example idx's prompts: its shots drawn from `data` (core_fewshot_indices), then rendered.
+std::vector<std::string> example_prompts(const CoreTask& task, const std::vector<const CoreExample*>& data,
+                                         int64_t idx) {
   std::vector<const CoreExample*> shots;
   for (const int64_t shot : core_fewshot_indices(idx, static_cast<int64_t>(data.size()), task.num_fewshot))
     shots.push_back(data[static_cast<size_t>(shot)]);
-  const std::vector<std::string> prompts = render_core_prompts(task, example, shots);
+  return render_core_prompts(task, *data[static_cast<size_t>(idx)], shots);
+}
+
+// The prompts' token rows, each within the model's positions; the error names the task and the example's
+// line in its file.
+absl::StatusOr<CoreSequences> example_sequences(const CoreTask& task, const CoreExample& example,
+                                                const std::vector<std::string>& prompts,
+                                                const Tokenizer& tokenizer, const GPTConfig& model) {
   auto in_example = [&](const std::string& why) {
     return absl::InvalidArgumentError(fmt::format("task {}, example on line {} of {}: {}", task.label,
                                                   example.line, task.dataset_uri, why));
@@ -41,14 +46,47 @@ absl::StatusOr<bool> evaluate_example(const CoreTask& task, const std::vector<co
   absl::StatusOr<CoreSequences> sequences = core_sequences(task.type, tokenizer, prompts);
   if (!sequences.ok()) return in_example(std::string(sequences.status().message()));
   for (const std::vector<int32_t>& row : sequences->tokens) {
-    if (static_cast<int64_t>(row.size()) > max_positions) {
+    if (static_cast<int64_t>(row.size()) > model.max_positions()) {
       return in_example(fmt::format(
           "its {}-shot prompt is {} tokens, more than the {} positions the model can read (10 x its "
           "sequence_len {}, nanochat's rotary limit); lower num_fewshot or use a model with a longer context",
-          task.num_fewshot, row.size(), max_positions, sequence_len));
+          task.num_fewshot, row.size(), model.max_positions(), model.sequence_len));
     }
   }
-  return scorer.score(task.type, *sequences, example.gold).correct;
+  return sequences;
+}
+
+// Every example of every task (all ranks' shares, so that every rank stops alike without a word to the
+// others) fits the model, before any is scored. A row is BOS and then its prompt's tokens, each at least
+// one byte (byte-level BPE), so only a prompt of max_positions bytes or more is tokenized to be measured.
+absl::Status check_core_prompt_lengths(const CoreBundle& bundle, int64_t max_per_task,
+                                       const Tokenizer& tokenizer, const GPTConfig& model) {
+  for (const CoreTask& task : bundle.tasks) {
+    const std::vector<const CoreExample*> data = core_task_examples(task, max_per_task);
+    for (int64_t idx = 0; idx < static_cast<int64_t>(data.size()); ++idx) {
+      const std::vector<std::string> prompts = example_prompts(task, data, idx);
+      const bool may_not_fit = std::any_of(prompts.begin(), prompts.end(), [&](const std::string& prompt) {
+        return static_cast<int64_t>(prompt.size()) + 1 > model.max_positions();
+      });
+      if (may_not_fit) {
+        NANOFORGE_RETURN_IF_ERROR(
+            example_sequences(task, *data[static_cast<size_t>(idx)], prompts, tokenizer, model).status());
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One example end to end. Its length was checked by check_core_prompt_lengths; example_sequences checks it
+// again, cheaply, because the scorer must never be given a row longer than the model's positions.
+absl::StatusOr<bool> evaluate_example(const CoreTask& task, const std::vector<const CoreExample*>& data,
+                                      int64_t idx, const Tokenizer& tokenizer, CoreScorer& scorer,
+                                      const GPTConfig& model) {
+  const CoreExample& example = *data[static_cast<size_t>(idx)];
+  NANOFORGE_ASSIGN_OR_RETURN(
+      const CoreSequences sequences,
+      example_sequences(task, example, example_prompts(task, data, idx), tokenizer, model));
+  return scorer.score(task.type, sequences, example.gold).correct;
 }
 
 }  // namespace
@@ -111,6 +149,8 @@ std::vector<int64_t> core_fewshot_indices(int64_t idx, int64_t count, int64_t nu
 absl::StatusOr<CoreResults> evaluate_core(GPT& model, const Tokenizer& tokenizer, const CoreBundle& bundle,
                                           const CoreEvalOptions& options, Communicator& communicator) {
   NANOFORGE_RETURN_IF_ERROR(check_core_max_per_task(bundle, options.max_per_task, "max_per_task"));
+  NANOFORGE_RETURN_IF_ERROR(
+      check_core_prompt_lengths(bundle, options.max_per_task, tokenizer, model.config()));
   const auto start = std::chrono::steady_clock::now();
   const int64_t rank = communicator.rank(), world_size = communicator.world_size();
   CoreScorer scorer(model);
@@ -123,8 +163,7 @@ absl::StatusOr<CoreResults> evaluate_core(GPT& model, const Tokenizer& tokenizer
     std::vector<double> sums(static_cast<size_t>(count) + 1, 0.0);
     absl::Status error;
     for (int64_t idx = rank; idx < count && error.ok(); idx += world_size) {
-      absl::StatusOr<bool> correct = evaluate_example(
-          task, data, idx, tokenizer, scorer, model.config().max_positions(), model.config().sequence_len);
+      absl::StatusOr<bool> correct = evaluate_example(task, data, idx, tokenizer, scorer, model.config());
       if (correct.ok()) {
         sums[static_cast<size_t>(idx)] = *correct ? 1.0 : 0.0;
       } else {

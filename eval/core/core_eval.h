@@ -6,8 +6,9 @@
 // random baseline / 100, and CORE is the mean of the centred accuracies.
 //
 // Data parallel as nanochat: rank r scores examples r, r + W, ...; the per-example results are summed over
-// ranks, so every rank returns the same numbers as one rank would. An error in one example (a prompt longer
-// than the model, a continuation that is not a token prefix) stops every rank after that task.
+// ranks, so every rank returns the same numbers as one rank would. Too few examples for a task's shots, or a
+// prompt longer than the model, stop every rank before any task is scored; a continuation that is not a
+// token prefix stops every rank after its task.
 #pragma once
 
 #include <absl/status/statusor.h>
@@ -61,8 +62,8 @@ std::vector<int64_t> core_fewshot_indices(int64_t idx, int64_t count, int64_t nu
 absl::Status check_core_max_per_task(const CoreBundle& bundle, int64_t max_per_task,
                                      std::string_view setting);
 
-// Checks check_core_max_per_task first. The model is re-planned as it goes; plan it again for training
-// afterwards.
+// Checks check_core_max_per_task and every prompt's length first. The model is re-planned as it goes; plan it
+// again for training afterwards.
 absl::StatusOr<CoreResults> evaluate_core(GPT& model, const Tokenizer& tokenizer, const CoreBundle& bundle,
                                           const CoreEvalOptions& options, Communicator& communicator);
 

@@ -1,7 +1,8 @@
 // `nanoforge eval --core` as a user runs it: on the committed bundle and checkpoint its closing JSON record
 // and its results file equal nanochat's golden run for run; 2 ranks under mpirun give one rank's results;
 // a prompt longer than the model or a continuation that is not a token prefix stop every rank with a
-// message naming the task and the example; too few examples for the shots stop it before any task is scored.
+// message naming the task and the example; too few examples for the shots, or a prompt longer than the
+// model, stop it before any task is scored.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <simdjson.h>
@@ -131,6 +132,8 @@ TEST(CoreCli, PromptLongerThanTheModelNamesTheExampleOnEveryRank) {
                  "task lm_zeroshot, example on line 11 of language_understanding/"
                  "lm_zeroshot.jsonl: its 0-shot prompt is");
     EXPECT_PRED2(contains, std::string(run.output), "more than the 640 positions the model can read");
+    // Checked before any task is scored: the five tasks before lm_zeroshot print nothing.
+    EXPECT_EQ(run.output.find("accuracy:"), std::string::npos) << run.output;
   }
 }
 
