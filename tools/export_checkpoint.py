@@ -28,10 +28,13 @@ import json
 import os
 import sys
 
-import h5py
-import numpy as np
+import build_python  # the build tree's Python when this one lacks the packages
 
-import nanochat_files
+build_python.require("h5py", "numpy")
+import h5py  # noqa: E402
+import numpy as np  # noqa: E402
+
+import nanochat_files  # noqa: E402
 
 
 # Tries at opening a run's newest checkpoint before it is pruned: each fails only when a whole checkpoint is

@@ -2,14 +2,17 @@
 """Watching runs: the metrics sidecar (tools/metrics_sidecar.py started by train/metrics_sidecar.cpp) and
 `nanoforge report`, on tiny CPU trainings of the nanoforge program (one layer, a few 512-token steps).
 
-    test_watching.py --nanoforge BIN CASE     (CASE: forwards | killed_and_resumed | report_in_browser)
+    test_watching.py --nanoforge BIN CASE  (CASE: forwards | killed_and_resumed | report_in_browser |
+                                            tools_use_build_python)
 
 forwards: W&B offline and TensorBoard hold every record of metrics.jsonl, read back with wandb's own reader
 of its offline files and tensorboard's EventAccumulator. killed_and_resumed: a sidecar that dies mid-run
 leaves the losses equal to a run without logging; a resumed run (whose sidecar starts after it ends)
 continues the same W&B run with no step twice. report_in_browser: the report of two runs in headless
-Chromium. Exit 77 (CTest's skip) with one line when the build's Python lacks wandb/tensorboard, or Chromium
-is not installed.
+Chromium. tools_use_build_python: plot_run.py and the other tools needing build/python's packages, started by
+a python3 that lacks them, re-run themselves with build/python/bin/python3, or say in one line what to run.
+Exit 77 (CTest's skip) with one line when the build's Python lacks wandb/tensorboard, or Chromium is not
+installed.
 """
 
 import argparse
@@ -300,15 +303,74 @@ def case_report_in_browser(runs):
     check(image.size[0] >= 1000 and deviation > 10, f"the screenshot looks blank (pixel deviation {deviation})")
 
 
+# The tools a user runs that need build/python's packages (tools/build_python.py), and one package of each.
+TOOLS_NEEDING_PACKAGES = {"plot_run.py": "matplotlib", "scaling_report.py": "matplotlib",
+                          "export_checkpoint.py": "h5py", "upgrade_h5.py": "h5py", "import_nanochat.py": "numpy",
+                          "make_parquet_corpus.py": "pyarrow"}
+
+
+def case_tools_use_build_python(work):
+    # A python3 without the packages, as a pyenv or conda one first on PATH: this one without site-packages.
+    lacking = [sys.executable, "-S"]
+    for module in sorted(set(TOOLS_NEEDING_PACKAGES.values())):
+        if subprocess.run(lacking + ["-c", f"import {module}"], stderr=subprocess.DEVNULL).returncode == 0:
+            skip(f"{sys.executable} -S still imports {module}: no python3 lacking the packages to start tools with")
+    run_dir = os.path.join(work, "run")
+    os.makedirs(run_dir)
+    with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
+        f.writelines(json.dumps({"step": step, "loss": 5.0 - step / 10, "tokens_per_s": 1000.0}) + "\n"
+                     for step in range(1, 9))
+        f.write(json.dumps({"step": 8, "val_bpb": 1.5}) + "\n")
+
+    def clone(name, build_python):
+        """A copy of tools/ in a tree of its own, with build/python made by `build_python(path)`."""
+        root = os.path.join(work, name)
+        shutil.copytree(os.path.join(SOURCE, "tools"), os.path.join(root, "tools"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        if build_python:
+            os.makedirs(os.path.join(root, "build"))
+            build_python(os.path.join(root, "build", "python"))
+        return root
+
+    def tool(root, script, *arguments):
+        return subprocess.run(lacking + [os.path.join("tools", script), *arguments], cwd=root, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+
+    # With the build's Python (this test's interpreter) as build/python: each tool re-runs itself with it.
+    with_build = clone("with_build", lambda path: os.symlink(sys.prefix, path))
+    for script in TOOLS_NEEDING_PACKAGES:
+        result = tool(with_build, script, "--help")
+        check(result.returncode == 0 and "usage:" in result.stdout, f"{script} --help: {result.stdout[-2000:]}")
+    result = tool(with_build, "plot_run.py", run_dir)
+    check(result.returncode == 0 and os.path.getsize(os.path.join(run_dir, "run.png")) > 0,
+          f"plot_run.py with the packages in build/python only: {result.stdout[-2000:]}")
+
+    # No build/python (a clone before `make`): one line with the command.
+    result = tool(clone("without_build", None), "plot_run.py", run_dir)
+    check(result.returncode == 1 and result.stdout.count("\n") == 1 and "make deps" in result.stdout
+          and f"build/python/bin/python3 tools/plot_run.py {run_dir}" in result.stdout,
+          f"plot_run.py without build/python: {result.stdout}")
+
+    # A build/python that lacks the package too (a venv of its own, no system packages): one line, no loop.
+    result = tool(clone("lacking_build", lambda path: subprocess.run(
+        [sys._base_executable, "-m", "venv", "--without-pip", path], check=True)), "plot_run.py", run_dir)
+    check(result.returncode == 1 and result.stdout.count("\n") == 1
+          and "build/python/bin/pip install matplotlib" in result.stdout,
+          f"plot_run.py with a build/python lacking matplotlib: {result.stdout}")
+
+
+CASES = ("forwards", "killed_and_resumed", "report_in_browser", "tools_use_build_python")
+NEEDS_PROGRAM = ("forwards", "killed_and_resumed", "report_in_browser")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nanoforge", required=True)
-    parser.add_argument("case", choices=["forwards", "killed_and_resumed", "report_in_browser"])
+    parser.add_argument("case", choices=CASES)
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix=f"nanoforge_watch_{args.case}_")
     try:
-        runs = Runs(args.nanoforge, work)
-        globals()["case_" + args.case](runs)
+        globals()["case_" + args.case](Runs(args.nanoforge, work) if args.case in NEEDS_PROGRAM else work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"PASSED: {args.case}")
