@@ -12,7 +12,10 @@ The nanochat export makes BASE_DIR a NANOCHAT_BASE_DIR that nanochat's own loade
                                                       everything else float32; --fp32-embeddings keeps them
                                                       float32, and the round trip through import_nanochat.py
                                                       then gives back the weights bit for bit)
-  BASE_DIR/base_checkpoints/d<depth>/meta_NNNNNN.json the model config and the run's training settings
+  BASE_DIR/base_checkpoints/d<depth>/meta_NNNNNN.json the model config, the run's training settings, and its
+                                                      val bpb (the last evaluation at or before the step, and
+                                                      the lowest) from RUN/metrics.jsonl; null where the run
+                                                      evaluated none, or the checkpoint is not in its run
   BASE_DIR/tokenizer/tokenizer.pkl, token_bytes.pt    the run's tokenizer (the recipe's data.tokenizer, or
                                                       --tokenizer DIR; its hash must be the checkpoint's)
 A run directory's checkpoint may be pruned (checkpoint.keep_last) while it trains: its files are held open from
@@ -24,16 +27,23 @@ package (and numpy); both read the HDF5 files with h5py.
 """
 
 import argparse
+import errno
 import json
+import math
 import os
+import stat
 import sys
 
-import h5py
-import numpy as np
+import build_python  # the build tree's Python when this one lacks the packages
 
-import nanochat_files
+build_python.require("h5py", "numpy")
+import h5py  # noqa: E402
+import numpy as np  # noqa: E402
+
+import nanochat_files  # noqa: E402
 
 
+MAX_METRICS_LINE_BYTES = 1 << 20  # a metrics.jsonl record; the trainer's longest (a sample) is a few kB
 # Tries at opening a run's newest checkpoint before it is pruned: each fails only when a whole checkpoint is
 # written and the one `latest` named deleted between reading `latest` and opening two files.
 OPEN_ATTEMPTS = 20
@@ -103,6 +113,54 @@ def run_tokenizer(tokenizer_dir, recipe, tokenizer_hash, config):
     return tokenizer
 
 
+def metrics_lines(path):
+    """The lines of a run's metrics.jsonl, each at most MAX_METRICS_LINE_BYTES (a longer one is passed over);
+    OSError where it cannot be opened or is not a regular file (a FIFO would hold the export)."""
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        while line := f.readline(MAX_METRICS_LINE_BYTES):
+            if line.endswith(b"\n") or len(line) < MAX_METRICS_LINE_BYTES:
+                yield line
+                continue
+            while (rest := f.readline(MAX_METRICS_LINE_BYTES)) and not rest.endswith(b"\n"):
+                pass
+
+
+def run_val_bpb(checkpoint, step):
+    """(val_bpb, min_val_bpb, why they are null or ""), as nanochat's meta has them when it saves at `step`: the
+    run's last evaluation at or before it, and the lowest of those, from RUN/metrics.jsonl (a checkpoint is
+    RUN/checkpoints/step_NNNNNN). A line that is not a JSON record with a whole step and a finite val_bpb is
+    passed over: the file is the run's, not the export's to judge."""
+    checkpoints = os.path.dirname(os.path.abspath(checkpoint))
+    if os.path.basename(checkpoints) != "checkpoints":
+        return None, None, f"{checkpoint} is not in a run directory's checkpoints/ (a copy?): no metrics.jsonl"
+    path = os.path.join(os.path.dirname(checkpoints), "metrics.jsonl")
+    last_step, last, lowest = -1, None, None
+    try:
+        for line in metrics_lines(path):
+            try:
+                record = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if not isinstance(record, dict):
+                continue
+            record_step, value = record.get("step"), record.get("val_bpb")
+            if (type(record_step) is not int or not 0 <= record_step <= step or isinstance(value, bool)
+                    or not isinstance(value, (int, float)) or not math.isfinite(value)):
+                continue
+            if record_step >= last_step:  # the newest of a step evaluated again after a resume
+                last_step, last = record_step, float(value)
+            lowest = float(value) if lowest is None else min(lowest, float(value))
+    except FileNotFoundError:
+        return None, None, f"the run has no {path}"
+    except OSError as error:
+        return None, None, f"{path}: {error.strerror}"
+    if last is None:
+        return None, None, f"{path} has no val bpb at or before step {step} (the run evaluated none: train.eval_every)"
+    return last, lowest, ""
+
+
 def tokenizer_to_write(tokenizer, tokenizer_out, overwrite):
     """Whether the export writes BASE_DIR/tokenizer/: not when this tokenizer is there (another checkpoint of the
     run exported before); refused when anything else is, unless --overwrite."""
@@ -146,16 +204,17 @@ def export_nanochat(checkpoint, model_file, trainer_file, base_dir, tokenizer_di
         state[name] = tensor if fp32_embeddings or not embedding else tensor.to(torch.bfloat16)
     train = recipe.get("train", {})
     model = recipe.get("model", {})
+    val_bpb, min_val_bpb, no_val_bpb = run_val_bpb(checkpoint, step)
     meta = {
         "step": step,
-        "val_bpb": None,
+        "val_bpb": val_bpb,
         "model_config": {key: config[key] for key in nanochat_files.MODEL_CONFIG_KEYS},
         "user_config": {"source": "nanoforge", "checkpoint": os.path.abspath(checkpoint), "recipe": recipe},
         "device_batch_size": train.get("device_batch_size"),
         "max_seq_len": model.get("max_seq_len", config["sequence_len"]),
         "total_batch_size": train.get("total_batch_size"),
         "dataloader_state_dict": None,
-        "loop_state": {"min_val_bpb": None, "smooth_train_loss": None, "total_training_time": None},
+        "loop_state": {"min_val_bpb": min_val_bpb, "smooth_train_loss": None, "total_training_time": None},
     }
     # The tokenizer first and the model last: nanochat finds a checkpoint by its model_NNNNNN.pt.
     with nanochat_files.StagedFiles() as staged:
@@ -168,6 +227,7 @@ def export_nanochat(checkpoint, model_file, trainer_file, base_dir, tokenizer_di
     print(f"wrote {model_path} and {meta_path} ({len(state)} tensors), and "
           f"{'' if write_tokenizer else 'kept the same '}{tokenizer_out}/tokenizer.pkl and token_bytes.pt "
           f"(vocab {tokenizer.vocab_size()}): NANOCHAT_BASE_DIR={base_dir}")
+    print(f"val_bpb {val_bpb:.6f} (min {min_val_bpb:.6f})" if no_val_bpb == "" else f"val_bpb null: {no_val_bpb}")
 
 
 def export_safetensors(model_file, out_path):

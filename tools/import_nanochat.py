@@ -21,7 +21,10 @@ goes beside and is renamed into place.
 
 import argparse
 
-import nanochat_files
+import build_python  # the build tree's Python when this one lacks the packages
+
+build_python.require("numpy")
+import nanochat_files  # noqa: E402
 
 
 def main():

@@ -15,8 +15,11 @@ import argparse
 import json
 import os
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+import build_python  # the build tree's Python when this one lacks the packages
+
+build_python.require("pyarrow")
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
 
 ROW_GROUP_DOCUMENTS = 1024
 SHARD_TEXT_BYTES = 250_000_000

@@ -188,14 +188,16 @@ class ForwardedState:
 
 class MetricsFollower:
     """The complete lines appended to metrics.jsonl since the last call, as (line number, record of a known
-    kind); starts over when the file is replaced (a resume trims it by writing a new file). A line that is not
-    such a record, or that cannot be forwarded, is skipped with a warning (the first MAX_RECORD_WARNINGS)."""
+    kind, its kind); starts over when the file is replaced (a resume trims it by writing a new file). A line
+    that is not such a record, or that cannot be forwarded, is skipped with a warning (the first
+    MAX_RECORD_WARNINGS)."""
 
     def __init__(self, path):
         self.path, self.offset, self.inode, self.pending, self.line = path, 0, None, b"", 0
         self.overlong = False  # skipping a line longer than MAX_RECORD_BYTES up to its end
         self.behind = False  # the last call read READ_BYTES_PER_ROUND: more may be there already
         self.warnings = 0
+        self.sample_step, self.samples_in_step = None, 0  # the samples just read: their step, how many
 
     def skip(self, line, reason):
         self.warnings += 1
@@ -212,6 +214,7 @@ class MetricsFollower:
             return []
         if status.st_ino != self.inode or status.st_size < self.offset:
             self.inode, self.offset, self.pending, self.line, self.overlong = status.st_ino, 0, b"", 0, False
+            self.sample_step, self.samples_in_step = None, 0
         with open(self.path, "rb") as f:
             f.seek(self.offset)
             data = f.read(READ_BYTES_PER_ROUND)
@@ -226,12 +229,25 @@ class MetricsFollower:
                 self.overlong = False
                 continue
             if record := self.parse(text):
-                records.append((self.line, record))
+                records.append((self.line, record, self.kind_of(record)))
         if len(self.pending) > MAX_RECORD_BYTES:
             if not self.overlong:
                 self.skip(self.line + 1, f"longer than {MAX_RECORD_BYTES} bytes")
             self.pending, self.overlong = b"", True
         return records
+
+    def kind_of(self, record):
+        """record_kind(record); for a sample "sample:N", N its place among the samples of its step written one
+        after the other, counted across calls (and the same in a restarted sidecar, which reads the file from
+        its start): a step trained again after a resume numbers its samples from 1 again."""
+        kind = record_kind(record)
+        if kind != "sample":
+            self.sample_step = None
+            return kind
+        if record["step"] != self.sample_step:
+            self.sample_step, self.samples_in_step = record["step"], 0
+        self.samples_in_step += 1
+        return f"sample:{self.samples_in_step}"
 
     def parse(self, text):
         if len(text) > MAX_RECORD_BYTES:
@@ -384,33 +400,41 @@ def send(sinks, follower, line, call):
             follower.skip(line, f"{type(sink).__name__} failed on it: {error!r:.200}")
 
 
-def forward(records, sinks, state, follower):
-    """Sends the records (line number, record) not forwarded before, step by step in file order."""
-    samples, sample_step, sample_line = [], None, 0
-    sample_counts = {}
+class Forwarder:
+    """Sends the records (line number, record, kind) not forwarded before, step by step in file order. The
+    samples of a step are held until its last one is in (a record of another kind or step follows, or the run
+    has ended), however the polls split them: each sink gets them once, as one update."""
 
-    def flush_samples():
-        if samples:
-            send(sinks, follower, sample_line, lambda sink: sink.samples(samples, sample_step))
-            samples.clear()
+    def __init__(self, sinks, state, follower):
+        self.sinks, self.state, self.follower = sinks, state, follower
+        self.samples, self.sample_kinds, self.sample_step, self.sample_line = [], [], None, 0
 
-    for line, record in records:
-        step, kind = record["step"], record_kind(record)
-        if kind == "sample":
-            sample_counts[step] = sample_counts.get(step, 0) + 1
-            kind = f"sample:{sample_counts[step]}"
-        if not state.is_new(step, kind):
-            continue
-        if sample_step is not None and (step != sample_step or not kind.startswith("sample")):
-            flush_samples()
-        if kind.startswith("sample"):
-            samples.append(record["sample"])
-            sample_step, sample_line = step, line
-        else:
-            values = {key: value for key, value in scalars_of(record, kind).items() if math.isfinite(value)}
-            send(sinks, follower, line, lambda sink: sink.scalars(values, step))
-        state.add(step, kind)
-    flush_samples()
+    def forward(self, records):
+        for line, record, kind in records:
+            step = record["step"]
+            if self.samples and (step != self.sample_step or not kind.startswith("sample")):
+                self.flush_samples()
+            if not self.state.is_new(step, kind):
+                continue
+            if kind.startswith("sample"):
+                self.samples.append(record["sample"])
+                self.sample_kinds.append(kind)
+                self.sample_step, self.sample_line = step, line
+            else:
+                values = {key: value for key, value in scalars_of(record, kind).items() if math.isfinite(value)}
+                send(self.sinks, self.follower, line, lambda sink: sink.scalars(values, step))
+                self.state.add(step, kind)
+
+    def flush_samples(self):
+        """Sends the samples held: at the end of their step's samples, and at the run's end."""
+        if not self.samples:
+            return
+        texts, step = list(self.samples), self.sample_step
+        send(self.sinks, self.follower, self.sample_line, lambda sink: sink.samples(texts, step))
+        for kind in self.sample_kinds:
+            self.state.add(step, kind)
+        self.samples.clear()
+        self.sample_kinds.clear()
 
 
 def forward_scaling_table(run_dir, sinks):
@@ -507,11 +531,14 @@ def main():
             "metrics.jsonl from its start")
         state.forget()
     follower = MetricsFollower(os.path.join(args.run_dir, "metrics.jsonl"))
+    forwarder = Forwarder(sinks, state, follower)
     log(f"forwarding {args.run_dir}/metrics.jsonl after step {state.step} (pid {os.getpid()})")
     scaling_forwarded = False
     while True:
         last_round = trainer_gone()
-        forward(follower.new_records(), sinks, state, follower)
+        forwarder.forward(follower.new_records())
+        if last_round and not follower.behind:
+            forwarder.flush_samples()  # the run's last records are in: nothing more of their step comes
         if not scaling_forwarded and os.path.exists(os.path.join(args.run_dir, "scaling.jsonl")):
             forward_scaling_table(args.run_dir, sinks)
             scaling_forwarded = True

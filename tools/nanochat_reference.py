@@ -1,9 +1,9 @@
 """Independent PyTorch reference of nanochat's GPT training forward pass (CPU, fp32 or fp64).
 
 It is the PyTorch CPU baseline for benchmarks (bench_torch_reference.py). nanoforge's parity files are not
-made with it but with nanochat's own code (make_nanochat_goldens.py). It follows the nanoforge
-spec (shared/spec/nanochat.md, sections 1.1-1.4 and 8) and nanochat's CPU fp32 mode: no bf16 rounding
-anywhere, plain masked softmax attention instead of flash-attention. Parameter names, shapes and
+made with it but with nanochat's own code (make_nanochat_goldens.py). It follows nanochat's GPT as
+docs/model.md writes it down (the sizes, the forward pass, the sliding windows) in nanochat's CPU fp32 mode: no
+bf16 rounding anywhere, plain masked softmax attention instead of flash-attention. Parameter names, shapes and
 registration order are nanochat's state-dict layout, so checkpoints and case files map one to one.
 """
 

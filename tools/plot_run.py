@@ -14,7 +14,10 @@ import math
 import os
 import sys
 
-import matplotlib
+import build_python  # the build tree's Python when this one lacks the packages
+
+build_python.require("matplotlib")
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

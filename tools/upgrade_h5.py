@@ -20,8 +20,11 @@ import shutil
 import sys
 import zlib
 
-import h5py
-import numpy as np
+import build_python  # the build tree's Python when this one lacks the packages
+
+build_python.require("h5py", "numpy")
+import h5py  # noqa: E402
+import numpy as np  # noqa: E402
 
 CHECKPOINT_FORMAT = 2
 CHECKPOINT_FILES = ("model.h5", "optimizer.h5", "trainer.h5")

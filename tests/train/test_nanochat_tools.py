@@ -6,7 +6,8 @@
 code_in_pickles: a tokenizer.pkl or model_NNNNNN.pt that runs a command when unpickled is refused, naming the
 file and the global it names, and the command never runs; so is a .pt in torch's format from before 1.6.
 existing_files_kept: an export or import never replaces another run's files (a tokenizer, a checkpoint at the
-same step, a nanoforge checkpoint) unless --overwrite, and with it leaves no half-written file.
+same step, a nanoforge checkpoint) unless --overwrite, and with it leaves no half-written file; the exported
+meta holds the run's val bpb.
 export_while_checkpoints_pruned: exports of a run that trains with keep_last=2 and a checkpoint every step all
 succeed. Exit 77 (CTest's skip) where the build's Python lacks torch,
 tiktoken or h5py.
@@ -128,6 +129,7 @@ def checkpoint_pickle_refused(work):
 def case_existing_files_kept(work, runs):
     run, _ = runs.train("run", 4, ["checkpoint.every=2"])  # checkpoints at steps 2 and 4
     export_keeps_existing_files(work, run)
+    exported_meta_has_val_bpb(work, run)
     import_keeps_existing_files(work, run)
 
 
@@ -158,6 +160,30 @@ def export_keeps_existing_files(work, run):
     refused(tool("export_checkpoint.py", "nanochat", run, base),
             os.path.join(base, "base_checkpoints", "d1", "model_000004.pt"), "--overwrite")
     check(snapshot(base) == after, "a refused export changed the files of the base directory")
+
+
+def exported_meta_has_val_bpb(work, run):
+    """The exports above (steps 2 and 4 of a run evaluated at steps 0 and 4): their meta holds val bpb as
+    nanochat's does when it saves, the last evaluation at or before the step and the lowest; a checkpoint
+    exported away from its run has none, and the export says why."""
+    with open(os.path.join(run, "metrics.jsonl")) as f:
+        evaluations = [(r["step"], r["val_bpb"]) for r in map(json.loads, f) if "val_bpb" in r]
+    check([step for step, _ in evaluations] == [0, 4], f"the run's evaluations {evaluations}")
+    for step in (2, 4):
+        with open(os.path.join(work, "base", "base_checkpoints", "d1", f"meta_{step:06d}.json")) as f:
+            meta = json.load(f)
+        values = [value for at, value in evaluations if at <= step]
+        check(meta["val_bpb"] == values[-1] and meta["loop_state"]["min_val_bpb"] == min(values),
+              f"meta of step {step}: val_bpb {meta['val_bpb']}, min {meta['loop_state']['min_val_bpb']}; the run's "
+              f"evaluations {evaluations}")
+    alone = os.path.join(work, "alone", "step_000002")
+    shutil.copytree(os.path.join(run, "checkpoints", "step_000002"), alone)
+    result = tool("export_checkpoint.py", "nanochat", alone, os.path.join(work, "base_alone"))
+    succeeded(result)
+    with open(os.path.join(work, "base_alone", "base_checkpoints", "d1", "meta_000002.json")) as f:
+        meta = json.load(f)
+    check(meta["val_bpb"] is None and f"val_bpb null: {alone} is not in a run directory's" in result.stdout,
+          f"a checkpoint away from its run: val_bpb {meta['val_bpb']}, the export said:\n{result.stdout}")
 
 
 def import_keeps_existing_files(work, run):

@@ -6,15 +6,17 @@ that starts it.
 
 bad_records: a hostile record (an integer of 401 digits, a step of 10^30, timings that are text, a sample that
 is a number or half a character, 200,000 nested arrays, a step that is `true`) is skipped with one warning
-each and every good record is forwarded. symlinked_own_files: the sidecar never writes through a symbolic
-link it finds at its lock or its state's .partial. tampered_wandb_run_id: a wandb_run_id that is a symbolic
-link or not an id is not used. hostile_sidecar_log: a RUN/sidecar.log that is a FIFO or a symbolic link costs
-the run only a warning, and a 2 GiB sparse one costs the trainer no memory. stopped_sidecar_on_resume: a
-resume while the old sidecar is stopped (SIGSTOP) says so on the console and forwards everything once it goes
-on. run_ends_while_sidecar_starts: a run that ends (and sends SIGTERM) before the sidecar's Python has
-started is forwarded whole. emptied_run_dir: a new run after `rm -rf RUN/*` is forwarded whole. tampered_wandb_run_id_on_resume: says
-so on the console. Exit 77 (CTest's skip) when the build's Python lacks wandb or
-tensorboard.
+each and every good record is forwarded. samples_across_polls: the seven samples of a step that reach the
+sidecar in two polls, and then a restarted sidecar, each reach W&B and TensorBoard once.
+symlinked_own_files: the sidecar never writes through a symbolic link it finds at its lock or its state's
+.partial. tampered_wandb_run_id: a wandb_run_id that is a symbolic link or not an id is not used.
+hostile_sidecar_log: a RUN/sidecar.log that is a FIFO or a symbolic link costs the run only a warning, and a
+2 GiB sparse one costs the trainer no memory. stopped_sidecar_on_resume: a resume while the old sidecar is
+stopped (SIGSTOP) says so on the console and forwards everything once it goes on.
+run_ends_while_sidecar_starts: a run that ends (and sends SIGTERM) before the sidecar's Python has started
+is forwarded whole. emptied_run_dir: a new run after `rm -rf RUN/*` is forwarded whole.
+tampered_wandb_run_id_on_resume: says so on the console. Exit 77 (CTest's skip) when the build's Python
+lacks wandb or tensorboard.
 """
 
 import argparse
@@ -29,8 +31,8 @@ import tempfile
 import threading
 import time
 
-from test_watching import (float32, need_packages, records, sidecar_env, tensorboard_scalars, wait_for_sidecar,
-                           wandb_history)
+from test_watching import (DYING_SIDECAR, LATE_SIDECAR, float32, need_packages, records, sidecar_env,
+                           tensorboard_scalars, wait_for_sidecar, wandb_history, wandb_samples)
 from tiny_runs import SOURCE, Runs, check
 
 SIDECAR = os.path.join(SOURCE, "tools", "metrics_sidecar.py")
@@ -64,16 +66,18 @@ class Sidecar:
     """tools/metrics_sidecar.py run by hand on a run directory of our making (config.toml and metrics.jsonl)."""
 
     def __init__(self, run_dir, wandb=False, metrics=()):
+        """metrics: the lines of a new metrics.jsonl, or None to go on with the directory as it is."""
         self.run_dir = run_dir
         os.makedirs(run_dir, exist_ok=True)
-        with open(os.path.join(run_dir, "config.toml"), "w") as f:
-            f.write("[log]\ntensorboard = true\n")
-            if wandb:
-                f.write('wandb_project = "nanoforge-test"\nwandb_mode = "offline"\n')
-        with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
-            f.writelines(line + "\n" for line in metrics)
+        if metrics is not None:
+            with open(os.path.join(run_dir, "config.toml"), "w") as f:
+                f.write("[log]\ntensorboard = true\n")
+                if wandb:
+                    f.write('wandb_project = "nanoforge-test"\nwandb_mode = "offline"\n')
+            with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
+                f.writelines(line + "\n" for line in metrics)
         self.log_path = os.path.join(os.path.dirname(run_dir), os.path.basename(run_dir) + ".log")
-        with open(self.log_path, "w") as log:
+        with open(self.log_path, "a") as log:
             self.process = subprocess.Popen([sys.executable, "-u", SIDECAR, run_dir], stdout=log,
                                             stderr=subprocess.STDOUT, start_new_session=True)
         STARTED.append(self.process)
@@ -180,6 +184,39 @@ def case_bad_records(work, runs):
     check(texts == ["The farmer"], f"TensorBoard samples {texts}")
     rows, _, _ = wandb_history(sidecar.run_dir)
     check([row["_step"] for row in rows if "train/loss" in row] == list(range(1, 9)), "W&B train/loss steps")
+
+
+def case_samples_across_polls(work, runs):
+    need_packages()
+    run_dir = os.path.join(work, "run")
+    samples = {8: [f"step 8, prompt {i}" for i in range(1, 8)], 9: ["step 9, prompt 1", "step 9, prompt 2"]}
+
+    def append(lines):
+        with open(os.path.join(run_dir, "metrics.jsonl"), "a") as f:
+            f.write("".join(json.dumps(line) + "\n" for line in lines))
+
+    # Three of step 8's seven samples are in the file when the sidecar starts (its first poll reads them all,
+    # and the training record of step 8 with them: forwarded through 8 says that poll is done); the other
+    # four come in a later poll, as a slow generation writes them.
+    sidecar = Sidecar(run_dir, wandb=True, metrics=[json.dumps(training_record(step)) for step in range(1, 9)]
+                      + [json.dumps({"step": 8, "sample": text}) for text in samples[8][:3]])
+    sidecar.forwarded_through(8)
+    append([{"step": 8, "sample": text} for text in samples[8][3:]] + [training_record(9)])
+    sidecar.forwarded_through(9)
+    sidecar.stop()
+    # A restarted sidecar (or a resumed run's) forwards step 9's samples, and none of step 8's again.
+    append([{"step": 9, "sample": text} for text in samples[9]] + [training_record(10)])
+    restarted = Sidecar(run_dir, metrics=None)
+    restarted.forwarded_through(10)
+    restarted.stop()
+
+    texts = [(e.step, e.tensor_proto.string_val[0].decode()) for e in tensorboard_scalars(run_dir).Tensors("samples")]
+    check(texts == [(step, "\n\n".join(samples[step])) for step in (8, 9)],
+          f"TensorBoard samples: each once, a step's together; got {texts}")
+    rows, _, _ = wandb_history(run_dir)
+    tables = wandb_samples(rows)
+    check(tables == {step: [[step, text] for text in samples[step]] for step in (8, 9)},
+          f"W&B samples tables: each sample once; got {tables}")
 
 
 def case_symlinked_own_files(work, runs):
@@ -301,18 +338,9 @@ def case_stopped_sidecar_on_resume(work, runs):
 
 def case_run_ends_while_sidecar_starts(work, runs):
     need_packages()
-    # A sidecar whose Python starts slower than the run ends: it waits for the trainer to exit (which sends it
-    # SIGTERM first), then becomes tools/metrics_sidecar.py.
-    slow_start = os.path.join(work, "slow_start_sidecar.py")
-    with open(slow_start, "w") as f:
-        f.write(f"""import os, sys, time
-parent = os.getppid()
-while os.getppid() == parent:
-    time.sleep(0.05)
-os.execv(sys.executable, [sys.executable, "-u", {SIDECAR!r}] + sys.argv[1:])
-""")
+    # A sidecar whose Python starts slower than the run ends (tests/watch/late_sidecar.py).
     run_dir, _ = runs.train("slow_start", 2, ["log.tensorboard=true"],
-                            env=sidecar_env({"NANOFORGE_METRICS_SIDECAR": slow_start}))
+                            env=sidecar_env({"NANOFORGE_METRICS_SIDECAR": LATE_SIDECAR}))
     wait_for_sidecar(run_dir)
     forwarded = [e.step for e in tensorboard_scalars(run_dir).Scalars("train/loss")]
     check(forwarded == [1, 2], f"TensorBoard has train/loss steps {forwarded}, the run 1 and 2")
@@ -361,7 +389,7 @@ def sparse_log(work, runs):
     with open(os.path.join(run_dir, "sidecar.log"), "wb") as f:
         f.truncate(2 << 30)  # 2 GiB of holes, no line end
     # The first sidecar dies at once (dying_sidecar.py), so the trainer reads the log to say why.
-    env = sidecar_env({"NANOFORGE_METRICS_SIDECAR": os.path.join(SOURCE, "tests/watch/dying_sidecar.py")})
+    env = sidecar_env({"NANOFORGE_METRICS_SIDECAR": DYING_SIDECAR})
     with open(os.path.join(work, "console"), "w+") as console:
         trainer = subprocess.Popen(command, stdout=console, stderr=subprocess.STDOUT, env=dict(os.environ, **env),
                                    start_new_session=True)
@@ -379,7 +407,7 @@ def sparse_log(work, runs):
     wait_for_sidecar(run_dir)
 
 
-CASES = ("bad_records", "symlinked_own_files", "tampered_wandb_run_id", "hostile_sidecar_log",
+CASES = ("bad_records", "samples_across_polls", "symlinked_own_files", "tampered_wandb_run_id", "hostile_sidecar_log",
          "stopped_sidecar_on_resume", "run_ends_while_sidecar_starts", "emptied_run_dir",
          "tampered_wandb_run_id_on_resume")
 NEEDS_PROGRAM = ("hostile_sidecar_log", "stopped_sidecar_on_resume", "run_ends_while_sidecar_starts",

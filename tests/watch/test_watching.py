@@ -2,13 +2,17 @@
 """Watching runs: the metrics sidecar (tools/metrics_sidecar.py started by train/metrics_sidecar.cpp) and
 `nanoforge report`, on tiny CPU trainings of the nanoforge program (one layer, a few 512-token steps).
 
-    test_watching.py --nanoforge BIN CASE     (CASE: forwards | killed_and_resumed | report_in_browser)
+    test_watching.py --nanoforge BIN CASE  (CASE: forwards | killed_and_resumed | report_in_browser |
+                                            tools_use_build_python)
 
 forwards: W&B offline and TensorBoard hold every record of metrics.jsonl, read back with wandb's own reader
 of its offline files and tensorboard's EventAccumulator. killed_and_resumed: a sidecar that dies mid-run
-leaves the losses equal to a run without logging; a resumed run continues the same W&B run with no step
-twice. report_in_browser: the report of two runs in headless Chromium. Exit 77 (CTest's skip) with one line
-when the build's Python lacks wandb/tensorboard, or Chromium is not installed.
+leaves the losses equal to a run without logging; a resumed run (whose sidecar starts after it ends)
+continues the same W&B run with no step twice. report_in_browser: the report of two runs in headless
+Chromium. tools_use_build_python: plot_run.py and the other tools needing build/python's packages, started by
+a python3 that lacks them, re-run themselves with build/python/bin/python3, or say in one line what to run.
+Exit 77 (CTest's skip) with one line when the build's Python lacks wandb/tensorboard, or Chromium is not
+installed.
 """
 
 import argparse
@@ -27,6 +31,8 @@ import time
 from tiny_runs import SOURCE, Runs, check
 
 SKIP = 77
+DYING_SIDECAR = os.path.join(SOURCE, "tests/watch/dying_sidecar.py")
+LATE_SIDECAR = os.path.join(SOURCE, "tests/watch/late_sidecar.py")
 
 
 def skip(reason):
@@ -43,28 +49,43 @@ def losses(run_dir):
     return {r["step"]: r["loss"] for r in records(run_dir) if "loss" in r}
 
 
-def wait_for_sidecar(run_dir, seconds=90):
-    """The sidecar goes on after the trainer exits, until it has forwarded the last record."""
+def wait_for_sidecar(run_dir, seconds=180):
+    """The state of the sidecar that forwarded the run's last record, once that sidecar is gone. It goes on
+    after the trainer exits, and may even start after it (late_sidecar.py): until then the state file is an
+    earlier sidecar's, finished at an earlier step. So: finished at the last step of metrics.jsonl, the lock
+    free, and its process gone (W&B's files are written to their end when wandb's exit handlers are done)."""
     path = os.path.join(run_dir, ".sidecar_state.json")
+    last_step = max(r["step"] for r in records(run_dir))
     deadline = time.time() + seconds
     while time.time() < deadline:
         try:
             with open(path) as f:
                 state = json.load(f)
-            if state.get("finished"):
-                with open(os.path.join(run_dir, ".sidecar.lock")) as lock:  # its lock: fully exited
+            if state.get("finished") and state.get("step") == last_step:
+                with open(os.path.join(run_dir, ".sidecar.lock")) as lock:
                     fcntl.flock(lock, fcntl.LOCK_EX)
-                return state
+                if process_gone(state["pid"]):
+                    return state
         except (OSError, ValueError):
             pass
         time.sleep(0.2)
     log = open(os.path.join(run_dir, "sidecar.log")).read() if os.path.exists(
         os.path.join(run_dir, "sidecar.log")) else "(no sidecar.log)"
-    check(False, f"the sidecar of {run_dir} did not finish in {seconds} s:\n{log}")
+    check(False, f"the sidecar of {run_dir} did not finish at step {last_step} in {seconds} s:\n{log}")
+
+
+def process_gone(pid):
+    """Whether process `pid` has exited (a zombie no one reaps has too)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[0] in (b"Z", b"X")
+    except OSError:
+        return True
 
 
 def wandb_history(run_dir):
-    """Every history row and the run ids of RUN/wandb/offline-run-*/run-*.wandb, with wandb's own reader."""
+    """Every history row and the run ids of RUN/wandb/offline-run-*/run-*.wandb, with wandb's own reader; each
+    row also names its offline run's files/ directory (under "_files")."""
     from wandb.proto import wandb_internal_pb2
     from wandb.sdk.internal.datastore import DataStore
     rows, run_ids, configs = [], [], []
@@ -78,10 +99,23 @@ def wandb_history(run_dir):
             if kind == "history":
                 rows.append({item.key or "/".join(item.nested_key): json.loads(item.value_json)
                              for item in record.history.item})
+                rows[-1]["_files"] = os.path.join(os.path.dirname(path), "files")
             elif kind == "run":
                 run_ids.append(record.run.run_id)
                 configs.append({item.key: json.loads(item.value_json) for item in record.run.config.update})
     return rows, run_ids, configs
+
+
+def wandb_samples(rows):
+    """{step: the rows of the samples table logged at that step}, read from the table files W&B wrote."""
+    tables = {}
+    for row in rows:
+        if "samples/path" in row:
+            with open(os.path.join(row["_files"], row["samples/path"])) as f:
+                table = json.load(f)
+            check(len(table["data"]) == row["samples/nrows"], f"W&B samples table {row['samples/path']}")
+            tables[row["_step"]] = table["data"]
+    return tables
 
 
 def tensorboard_scalars(run_dir):
@@ -146,7 +180,8 @@ def case_forwards(runs):
                                                   f"{record[field]}")
     for record in evaluations:
         check(by_step.get(record["step"], {}).get("val/bpb") == record["val_bpb"], f"W&B val/bpb {record}")
-    check(by_step[8].get("samples/nrows") == 7, "the samples as a W&B table")
+    tables = wandb_samples(rows)
+    check(tables == {8: [[8, text] for text in samples]}, f"the samples as a W&B table: {tables}")
 
     accumulator = tensorboard_scalars(run_dir)
     tb_loss = [(e.step, e.value) for e in accumulator.Scalars("train/loss")]
@@ -167,8 +202,7 @@ def case_killed_and_resumed(runs):
     reference, _ = runs.train("reference", 16)
     # The first sidecar SIGKILLs itself as it starts (tests/watch/dying_sidecar.py); the trainer restarts it.
     # The recipe says online and WANDB_MODE=offline overrides it, as with wandb itself.
-    env = sidecar_env({"NANOFORGE_METRICS_SIDECAR": os.path.join(SOURCE, "tests/watch/dying_sidecar.py"),
-                       "WANDB_MODE": "offline"})
+    env = sidecar_env({"NANOFORGE_METRICS_SIDECAR": DYING_SIDECAR, "WANDB_MODE": "offline"})
     logging = ["log.wandb_project=nanoforge-test", "log.wandb_mode=online", "log.tensorboard=true"]
     run_dir, output = runs.train("killed", 16, logging, extra=["--stop-at-step", "10"], env=env)
     check(output.count("warning: metrics sidecar stopped (killed by signal 9") == 1,
@@ -177,15 +211,22 @@ def case_killed_and_resumed(runs):
     check(first["step"] == 10, f"the restarted sidecar forwarded through step 10, state {first}")
     with open(os.path.join(run_dir, "wandb_run_id")) as f:
         run_id = f.read().strip()
-    # Resumed from the step-8 checkpoint: metrics.jsonl gets steps 9 and 10 and val bpb at step 8 again.
+    # Resumed from the step-8 checkpoint: metrics.jsonl gets steps 9 and 10 and val bpb at step 8 again. Its
+    # sidecar starts only once the run has ended (as on a loaded machine), when the state file still says
+    # "finished at step 10": the test must wait for the resumed run's sidecar, not take that one for it.
     checkpoint = os.path.join(run_dir, "checkpoints", "step_000008")
-    _, output = runs.train("killed", 16, logging, extra=["--resume-from", checkpoint], env=env)
+    _, output = runs.train("killed", 16, logging, extra=["--resume-from", checkpoint],
+                           env=dict(env, NANOFORGE_METRICS_SIDECAR=LATE_SIDECAR))
     check("resume: " in output and "warning" not in output, output)
-    wait_for_sidecar(run_dir)
+    second = wait_for_sidecar(run_dir)
+    check(second["step"] == 16 and second["pid"] != first["pid"], f"the resumed run's sidecar, state {second}")
     check(losses(run_dir) == losses(reference), "the losses of the run with a killed sidecar and a resume "
                                                 "differ from those of the run without logging")
     rows, run_ids, _ = wandb_history(run_dir)
     check(len(run_ids) == 2 and set(run_ids) == {run_id}, f"the resumed W&B run keeps id {run_id}: {run_ids}")
+    directories = sorted(os.listdir(os.path.join(run_dir, "wandb")))
+    check(len([name for name in directories if name.startswith("offline-run-") and name.endswith("-" + run_id)]) == 2,
+          f"two offline runs of id {run_id}, one a resume: {directories}")
     loss_steps = [row["_step"] for row in rows if "train/loss" in row]
     bpb_steps = [row["_step"] for row in rows if "val/bpb" in row]
     check(loss_steps == list(range(1, 17)), f"W&B train/loss steps {loss_steps}")
@@ -262,15 +303,74 @@ def case_report_in_browser(runs):
     check(image.size[0] >= 1000 and deviation > 10, f"the screenshot looks blank (pixel deviation {deviation})")
 
 
+# The tools a user runs that need build/python's packages (tools/build_python.py), and one package of each.
+TOOLS_NEEDING_PACKAGES = {"plot_run.py": "matplotlib", "scaling_report.py": "matplotlib",
+                          "export_checkpoint.py": "h5py", "upgrade_h5.py": "h5py", "import_nanochat.py": "numpy",
+                          "make_parquet_corpus.py": "pyarrow"}
+
+
+def case_tools_use_build_python(work):
+    # A python3 without the packages, as a pyenv or conda one first on PATH: this one without site-packages.
+    lacking = [sys.executable, "-S"]
+    for module in sorted(set(TOOLS_NEEDING_PACKAGES.values())):
+        if subprocess.run(lacking + ["-c", f"import {module}"], stderr=subprocess.DEVNULL).returncode == 0:
+            skip(f"{sys.executable} -S still imports {module}: no python3 lacking the packages to start tools with")
+    run_dir = os.path.join(work, "run")
+    os.makedirs(run_dir)
+    with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
+        f.writelines(json.dumps({"step": step, "loss": 5.0 - step / 10, "tokens_per_s": 1000.0}) + "\n"
+                     for step in range(1, 9))
+        f.write(json.dumps({"step": 8, "val_bpb": 1.5}) + "\n")
+
+    def clone(name, build_python):
+        """A copy of tools/ in a tree of its own, with build/python made by `build_python(path)`."""
+        root = os.path.join(work, name)
+        shutil.copytree(os.path.join(SOURCE, "tools"), os.path.join(root, "tools"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        if build_python:
+            os.makedirs(os.path.join(root, "build"))
+            build_python(os.path.join(root, "build", "python"))
+        return root
+
+    def tool(root, script, *arguments):
+        return subprocess.run(lacking + [os.path.join("tools", script), *arguments], cwd=root, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+
+    # With the build's Python (this test's interpreter) as build/python: each tool re-runs itself with it.
+    with_build = clone("with_build", lambda path: os.symlink(sys.prefix, path))
+    for script in TOOLS_NEEDING_PACKAGES:
+        result = tool(with_build, script, "--help")
+        check(result.returncode == 0 and "usage:" in result.stdout, f"{script} --help: {result.stdout[-2000:]}")
+    result = tool(with_build, "plot_run.py", run_dir)
+    check(result.returncode == 0 and os.path.getsize(os.path.join(run_dir, "run.png")) > 0,
+          f"plot_run.py with the packages in build/python only: {result.stdout[-2000:]}")
+
+    # No build/python (a clone before `make`): one line with the command.
+    result = tool(clone("without_build", None), "plot_run.py", run_dir)
+    check(result.returncode == 1 and result.stdout.count("\n") == 1 and "make deps" in result.stdout
+          and f"build/python/bin/python3 tools/plot_run.py {run_dir}" in result.stdout,
+          f"plot_run.py without build/python: {result.stdout}")
+
+    # A build/python that lacks the package too (a venv of its own, no system packages): one line, no loop.
+    result = tool(clone("lacking_build", lambda path: subprocess.run(
+        [sys._base_executable, "-m", "venv", "--without-pip", path], check=True)), "plot_run.py", run_dir)
+    check(result.returncode == 1 and result.stdout.count("\n") == 1
+          and "build/python/bin/pip install matplotlib" in result.stdout,
+          f"plot_run.py with a build/python lacking matplotlib: {result.stdout}")
+
+
+CASES = ("forwards", "killed_and_resumed", "report_in_browser", "tools_use_build_python")
+NEEDS_PROGRAM = ("forwards", "killed_and_resumed", "report_in_browser")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nanoforge", required=True)
-    parser.add_argument("case", choices=["forwards", "killed_and_resumed", "report_in_browser"])
+    parser.add_argument("case", choices=CASES)
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix=f"nanoforge_watch_{args.case}_")
     try:
-        runs = Runs(args.nanoforge, work)
-        globals()["case_" + args.case](runs)
+        globals()["case_" + args.case](Runs(args.nanoforge, work) if args.case in NEEDS_PROGRAM else work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"PASSED: {args.case}")
