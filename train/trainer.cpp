@@ -12,11 +12,11 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 
 #include "data/tokenizer/utf8_text.h"
 #include "dist/create_communicator.h"
+#include "dist/launch_env.h"
 #include "doctor/nccl_env_apply.h"
 #include "eval/bits_per_byte.h"
 #include "eval/core/core_eval.h"
@@ -33,18 +33,18 @@
 #include "step/training_step.h"
 #include "support/number_format.h"
 #include "support/status.h"
-#include "train/attention_choice.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/model_file.h"
 #include "train/checkpoint/resume.h"
 #include "train/checkpoint/writer.h"
-#include "train/fp8_choice.h"
+#include "train/kernel_choice.h"
 #include "train/memory_plan.h"
 #include "train/metrics_log.h"
 #include "train/metrics_sidecar.h"
-#include "train/mlp_gemm_choice.h"
 #include "train/run_dir_lock.h"
+#include "train/run_directory.h"
 #include "train/run_setup.h"
+#include "train/run_summary.h"
 #include "train/shutdown_signal.h"
 
 namespace nanoforge {
@@ -75,13 +75,6 @@ double seconds_since(Clock::time_point start) {
 
 std::string minutes(double seconds) {
   return fmt::format("{:.1f}m", seconds / 60.0);
-}
-
-absl::Status write_text_file(const std::string& path, const std::string& text) {
-  std::ofstream file(path);
-  file << text;
-  if (!file) return absl::PermissionDeniedError(fmt::format("{}: cannot write", path));
-  return absl::OkStatus();
 }
 
 // model.init_from: weights from a model.h5 file, a checkpoint directory or a run directory, for runs that
@@ -177,7 +170,8 @@ class Trainer {
   std::optional<StopVotes> votes_;  // from the step just taken, until agreed_stop uses them
   int64_t start_step_ = 0;
   double training_seconds_ = 0;  // timed steps only (not evaluation), as nanochat's total_training_time
-  int64_t timed_steps_ = 0;
+  double resumed_training_seconds_ = 0;  // what training_seconds_ was at the resumed checkpoint
+  int64_t timed_steps_ = 0;              // by this process: its ETA is its own rate
   Clock::time_point run_start_ = Clock::now();
 };
 
@@ -332,7 +326,7 @@ absl::Status Trainer::resume(const std::string& checkpoint) {
   }
   train_loader_ = std::move(*loader);
   start_step_ = state.step;
-  training_seconds_ = state.training_seconds;
+  training_seconds_ = resumed_training_seconds_ = state.training_seconds;
   writer_.protect_step(start_step_);  // never pruned: the run may need to resume from it again
   if (!chief_) return absl::OkStatus();
   NANOFORGE_RETURN_IF_ERROR(trim_metrics_after(options_.run_dir + "/metrics.jsonl", start_step_));
@@ -464,7 +458,9 @@ absl::Status Trainer::train_step(int64_t step) {
       mfu_percent(tokens_per_second, static_cast<double>(flops_per_token(setup_.model)), setup_.device_name,
                   static_cast<int>(setup_.world_size));
   const double mean_step =
-      timed_steps_ > 0 ? training_seconds_ / static_cast<double>(timed_steps_) : step_seconds;
+      timed_steps_ > 0 ? (training_seconds_ - resumed_training_seconds_) / static_cast<double>(timed_steps_)
+                       : step_seconds;
+  const double eta_seconds = mean_step * static_cast<double>(last_step - step - 1);
   if (options_.on_step) {
     options_.on_step({step + 1, setup_.horizon.total_batch_size, step_seconds,
                       optimizer_.last_exposed_seconds(), data_seconds});
@@ -477,7 +473,7 @@ absl::Status Trainer::train_step(int64_t step) {
       loss, grad_norm, schedule.lr_multiplier, 1e3 * step_seconds,
       with_thousands(static_cast<int64_t>(tokens_per_second)),
       mfu ? fmt::format("{:.2f}%", *mfu) : std::string("n/a"), minutes(seconds_since(run_start_)),
-      minutes(mean_step * static_cast<double>(last_step - step - 1)));
+      minutes(eta_seconds));
   std::fflush(stdout);
   MetricRecord record = {{"step", step + 1},
                          {"loss", loss},
@@ -487,7 +483,8 @@ absl::Status Trainer::train_step(int64_t step) {
                          {"step_ms", 1e3 * step_seconds},
                          {"exposed_comm_ms", 1e3 * optimizer_.last_exposed_seconds()},
                          {"data_wait_ms", 1e3 * data_seconds},
-                         {"elapsed_s", seconds_since(run_start_)}};
+                         {"elapsed_s", seconds_since(run_start_)},
+                         {"eta_s", eta_seconds}};
   if (mfu) record.push_back({"mfu", *mfu});
   if (setup_.on_cuda_emulator) record.push_back({"emulated_gpu", setup_.device_name});  // never on a GPU
   NANOFORGE_RETURN_IF_ERROR(metrics_->write(record));
@@ -557,7 +554,7 @@ absl::Status Trainer::run() {
     if (options_.checkpoints && step != start_step_ && (stop_here || checkpoint_due || signal != 0)) {
       NANOFORGE_RETURN_IF_ERROR(save(step, /*wait=*/stop_here || signal != 0));
     }
-    if (signal != 0) {
+    if (signal != 0 && !stop_here) {  // after the last step a signal changes nothing: the run ends as planned
       if (chief_) {
         const std::string by = signal == kSignalElsewhere ? std::string("a signal to another rank")
                                                           : fmt::format("signal {}", signal);
@@ -579,11 +576,13 @@ absl::Status Trainer::run() {
     if (stop_here) break;
     NANOFORGE_RETURN_IF_ERROR(train_step(step));
   }
-  if (chief_) {
-    fmt::print("done: step {} of {} in {}; run directory {}\n", last_step, num_iterations,
-               minutes(seconds_since(run_start_)), options_.run_dir);
-  }
-  return writer_.wait();
+  NANOFORGE_RETURN_IF_ERROR(writer_.wait());  // the summary names the last checkpoint
+  if (!chief_) return absl::OkStatus();
+  const RunSummary summary =
+      summarize_run({options_.run_dir, last_step, num_iterations, start_step_, setup_.device,
+                     setup_.device_name, seconds_since(run_start_), options_.checkpoints});
+  fmt::print("{}", summary.text);
+  return metrics_->write(summary.record);
 }
 
 void Trainer::print_setup() const {
@@ -623,13 +622,13 @@ absl::Status check_run_fits(const RunSetup& setup, const Communicator& communica
       setup.model, setup.param_groups, setup.device, setup.recipe.train.device_batch_size,
       setup.model.sequence_len, communicator.rank(), communicator.world_size(),
       static_cast<int64_t>(setup.recipe.dist.bucket_mb * 1024 * 1024), setup.recipe.model.fp8);
-  if (communicator.rank() == 0) fmt::print("{}", plan.table());
   NANOFORGE_ASSIGN_OR_RETURN(const AvailableMemory available, available_memory(setup.device));
   const absl::Status fits = check_memory_plan(plan, available);
-  if (!fits.ok()) {
+  if (!fits.ok()) {  // the refusal holds the table
     return absl::Status(fits.code(),
                         fmt::format("rank {}: {}", communicator.rank(), std::string(fits.message())));
   }
+  if (communicator.rank() == 0) fmt::print("{}", plan.table());
   return absl::OkStatus();
 }
 
@@ -644,6 +643,8 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
     return absl::InvalidArgumentError(fmt::format(
         "--stop-at-step {}: give a step >= 1 to stop after (or leave it unset)", options.stop_at_step));
   }
+  if (!options.resume_from.empty())
+    NANOFORGE_RETURN_IF_ERROR(check_resume_from_exists(options.resume_from, options.run_dir));
   NANOFORGE_RETURN_IF_ERROR(validate_recipe(recipe));  // before any rank starts talking to the others
   set_cpu_threads(static_cast<int>(recipe.train.threads));
   NANOFORGE_RETURN_IF_ERROR(recipe.train.core.validate());
@@ -652,56 +653,31 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
     NANOFORGE_ASSIGN_OR_RETURN(core_bundle, recipe.train.core.read_bundle());
   }
   NANOFORGE_ASSIGN_OR_RETURN(const Device device, resolve_train_device(recipe));
-  // NCCL reads its environment when the communicator is created: doctor's settings for this machine first.
-  if (device == Device::kCuda) apply_advised_nccl_environment_for_run();
+  // NCCL reads its environment when the communicator is created: doctor's settings for this machine first
+  // (one process creates no NCCL communicator: nothing to set or print).
+  NANOFORGE_ASSIGN_OR_RETURN(const LaunchEnv launch, launch_env_from_process());
+  if (device == Device::kCuda && launch.world_size > 1) apply_advised_nccl_environment_for_run();
   // The NCCL engine binds this rank's GPU (local rank) before anything else touches CUDA.
   NANOFORGE_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> communicator,
                              create_communicator(device, {recipe.dist.timeout_seconds}));
   install_shutdown_handlers();  // again: an MPI runtime may have installed its own
   NANOFORGE_ASSIGN_OR_RETURN(RunSetup setup, set_up_run(recipe, communicator->world_size(), device));
-  // The run's kernels, chosen once, before the run directory is touched: a cuDNN that refuses the run's
-  // attention stops it, nothing written.
-  NANOFORGE_ASSIGN_OR_RETURN(const ChosenAttention attention,
-                             choose_attention(recipe.model.attention, device, setup.model,
-                                              recipe.train.device_batch_size, recipe.train.deterministic));
-  NANOFORGE_ASSIGN_OR_RETURN(const ChosenMlpGemm mlp_gemm,
-                             choose_mlp_gemm(recipe.model.mlp_gemm, device, setup.model));
-  NANOFORGE_ASSIGN_OR_RETURN(const std::string fp8,
-                             choose_fp8(recipe.model.fp8, recipe.model.fp8_recipe, device, setup.model));
-  setup.kernel_settings = {attention.implementation, mlp_gemm.gemm, recipe.train.deterministic,
-                           recipe.model.fp8};
-  if (communicator->rank() == 0) {
-    fmt::print("kernels: {} ({}; {})\n{}\n", setup.kernel_settings.describe(), attention.line, mlp_gemm.line,
-               fp8);
-  }
+  // The run's kernels and its memory, before the run directory is touched: a refusal writes nothing.
+  NANOFORGE_ASSIGN_OR_RETURN(const ChosenKernels kernels, choose_kernels(recipe, device, setup.model));
+  setup.kernel_settings = kernels.settings;
+  if (communicator->rank() == 0) fmt::print("{}", kernels.lines);
+  NANOFORGE_RETURN_IF_ERROR(check_run_fits(setup, *communicator));
   std::optional<RunDirLock> run_dir_lock;  // held until the trainer (and its checkpoint writer) is gone
   if (communicator->rank() == 0) {
-    std::error_code error;
-    std::filesystem::create_directories(options.run_dir, error);
-    if (error) {
-      return absl::PermissionDeniedError(
-          fmt::format("{}: cannot create the run directory: {}", options.run_dir, error.message()));
-    }
-    std::string previous_holder;
-    NANOFORGE_ASSIGN_OR_RETURN(RunDirLock lock, RunDirLock::acquire(options.run_dir, &previous_holder));
+    NANOFORGE_ASSIGN_OR_RETURN(
+        RunDirLock lock, claim_run_directory(options.run_dir, !options.resume && options.resume_from.empty(),
+                                             recipe_to_toml(recipe)));
     run_dir_lock.emplace(std::move(lock));
-    if (!previous_holder.empty()) {
-      fmt::print("run directory: took over {} from {}, which no longer holds it (it was stopped or killed)\n",
-                 run_dir_lock->path(), previous_holder);
-    }
-    if (!options.resume && options.resume_from.empty())
-      NANOFORGE_RETURN_IF_ERROR(check_new_run_directory(options.run_dir));
-    NANOFORGE_ASSIGN_OR_RETURN(const std::vector<std::string> stale,
-                               remove_stale_partial_checkpoints(options.run_dir));
-    for (const std::string& name : stale)
-      fmt::print("checkpoints: removed {}, left by a save that was interrupted\n", name);
-    NANOFORGE_RETURN_IF_ERROR(write_text_file(options.run_dir + "/config.toml", recipe_to_toml(recipe)));
     fmt::print("dist: {} rank{} ({})\n", communicator->world_size(),
                communicator->world_size() > 1 ? "s" : "", communicator->engine_name());
   }
   // Rank 0 made the run directory; the others read from it (resume) only after this.
   NANOFORGE_RETURN_IF_ERROR(communicator->barrier());
-  NANOFORGE_RETURN_IF_ERROR(check_run_fits(setup, *communicator));
   Trainer trainer(std::move(setup), std::move(core_bundle), options, *communicator);
   NANOFORGE_RETURN_IF_ERROR(trainer.start());
   return trainer.run();

@@ -1,7 +1,8 @@
 // The CPU emulator of CUDA is for tests: train.device=auto never picks it (only an explicit train.device=cuda
 // runs on it), and the program that links it, nanoforge-emulated (the command-line GPU tests' program), says
-// so in --version, in doctor's verdict, in its start-up banner and in every step of metrics.jsonl. Trees with
-// the emulator only; the product program's side is tests/cli/check_product_program.py.
+// so in --version, in doctor's verdict, in its start-up banner and in every step of metrics.jsonl; a run of
+// one process prints no NCCL setting. Trees with the emulator only; the product program's side is
+// tests/cli/check_product_program.py.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -85,6 +86,8 @@ TEST(EmulatedProgram, TrainsOnTheEmulatorOnlyWhenAskedForCudaAndSaysSo) {
                                       "emulator of CUDA in nanoforge-emulated"),
             std::string::npos)
       << asked.program.output;
+  // One process creates no NCCL communicator: no NCCL setting is applied or printed (issue 40's probe).
+  EXPECT_EQ(asked.program.output.find("NCCL"), std::string::npos) << asked.program.output;
   ASSERT_EQ(asked.step_records.size(), 2u);
   for (const std::string& record : asked.step_records) {
     EXPECT_NE(record.find("\"emulated_gpu\": \"NVIDIA H200 (nanoforge CUDA emulator)\""), std::string::npos)

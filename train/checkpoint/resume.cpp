@@ -13,7 +13,13 @@
 namespace nanoforge {
 namespace {
 
-// The run's step_NNNNNN directories, by step, oldest first.
+// Keys whose change would make the saved state mean something else.
+bool must_match(const std::string& key) {
+  return (key.rfind("model.", 0) == 0 && key != "model.init_from") || key == "train.seed";
+}
+
+}  // namespace
+
 std::vector<std::pair<int64_t, std::string>> checkpoint_directories(const std::string& run_dir) {
   namespace fs = std::filesystem;
   std::vector<std::pair<int64_t, std::string>> steps;
@@ -31,12 +37,20 @@ std::vector<std::pair<int64_t, std::string>> checkpoint_directories(const std::s
   return steps;
 }
 
-// Keys whose change would make the saved state mean something else.
-bool must_match(const std::string& key) {
-  return (key.rfind("model.", 0) == 0 && key != "model.init_from") || key == "train.seed";
+absl::Status check_resume_from_exists(const std::string& checkpoint, const std::string& run_dir) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (fs::is_directory(checkpoint, error)) return absl::OkStatus();
+  const std::string what = fs::exists(checkpoint, error) ? "is not a directory" : "does not exist";
+  std::vector<std::string> names;
+  for (const auto& [step, path] : checkpoint_directories(run_dir))
+    names.push_back(fs::path(path).filename().string());
+  const std::string available =
+      names.empty() ? fmt::format("{} has no checkpoint", run_dir)
+                    : fmt::format("the checkpoints of {} are {} (--resume takes the newest that verifies)",
+                                  run_dir, fmt::join(names, ", "));
+  return absl::NotFoundError(fmt::format("--resume-from {}: {}; {}", checkpoint, what, available));
 }
-
-}  // namespace
 
 absl::StatusOr<std::string> newest_valid_checkpoint(const std::string& run_dir,
                                                     std::vector<std::string>* skipped) {
@@ -66,24 +80,6 @@ absl::StatusOr<std::string> newest_valid_checkpoint(const std::string& run_dir,
                   "run directory, "
                   "or repair or remove the damaged checkpoints",
                   run_dir));
-}
-
-absl::Status check_new_run_directory(const std::string& run_dir) {
-  namespace fs = std::filesystem;
-  std::vector<std::string> found;
-  std::error_code error;
-  if (fs::exists(fs::path(run_dir) / "checkpoints" / "latest", error)) found.push_back("checkpoints/latest");
-  const std::vector<std::pair<int64_t, std::string>> steps = checkpoint_directories(run_dir);
-  if (!steps.empty())
-    found.push_back(fmt::format("{} checkpoint{}", steps.size(), steps.size() == 1 ? "" : "s"));
-  for (const char* file : {"metrics.jsonl", "config.toml"}) {
-    if (fs::exists(fs::path(run_dir) / file, error)) found.push_back(file);
-  }
-  if (found.empty()) return absl::OkStatus();
-  return absl::AlreadyExistsError(fmt::format(
-      "--run-dir {} already holds a run ({}): add --resume to continue it, or give another --run-dir (or "
-      "delete this one) to start a new run; nothing was changed",
-      run_dir, fmt::join(found, ", ")));
 }
 
 absl::StatusOr<std::vector<std::string>> resume_changes(const Recipe& saved, const Recipe& current) {

@@ -1,13 +1,15 @@
 // Resuming a run: which checkpoint to start from (the newest that verifies, falling back past damaged ones
-// and saying so), that a new run does not overwrite an old one, and whether the new recipe may continue the
-// saved one — a change that would silently break the run (the model's shape, the sequence length, the data
-// order) is refused; others (evaluation cadence, number of iterations, learning rates...) are allowed and
-// listed.
+// and saying so; a --resume-from naming no directory refused as such), and whether the new recipe may
+// continue the saved one — a change that would silently break the run (the model's shape, the sequence
+// length, the data order) is refused; others (evaluation cadence, number of iterations, learning rates...)
+// are allowed and listed.
 #pragma once
 
 #include <absl/status/statusor.h>
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "train/recipe.h"
@@ -20,9 +22,12 @@ namespace nanoforge {
 absl::StatusOr<std::string> newest_valid_checkpoint(const std::string& run_dir,
                                                     std::vector<std::string>* skipped);
 
-// A new run (no --resume) may not start in a directory that holds one: its checkpoints, metrics and config
-// would be replaced or mixed. AlreadyExists naming what is there and how to continue or start elsewhere.
-absl::Status check_new_run_directory(const std::string& run_dir);
+// RUN/checkpoints/step_NNNNNN directories, by step, oldest first (complete or not).
+std::vector<std::pair<int64_t, std::string>> checkpoint_directories(const std::string& run_dir);
+
+// --resume-from CHECKPOINT before anything is read from it: NotFound when it is no directory, naming the
+// checkpoints `run_dir` has (or saying it has none). verify_checkpoint then checks what it holds.
+absl::Status check_resume_from_exists(const std::string& checkpoint, const std::string& run_dir);
 
 // An error naming the first key that may not change; otherwise the changes as "key: old -> new".
 absl::StatusOr<std::vector<std::string>> resume_changes(const Recipe& saved, const Recipe& current);

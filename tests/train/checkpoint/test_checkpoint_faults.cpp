@@ -217,6 +217,36 @@ TEST(CheckpointFaults, SignalBeforeTheFirstStepSaysNothingWasSaved) {
   EXPECT_FALSE(latest_checkpoint(run).ok());
 }
 
+// Issue 40: a SIGTERM after the last step (here while the last step's line prints) said "continue with
+// --resume" of a run that was complete. The run ends as planned, says it is complete and prints its
+// summary; as a CPU run, it names no GPU kernel and no NCCL setting.
+TEST(CheckpointFaults, SignalAfterTheLastStepEndsACompleteRun) {
+  const std::string dir = temp_dir("last_step_signal"), run = dir + "/run";
+  const std::string marker = dir + "/held";
+  const Child child =
+      spawn_training(dir, run,
+                     {"NANOFORGE_FAULT_HOLD=print", "NANOFORGE_FAULT_HOLD_TEXT=step 00020/00020",
+                      "NANOFORGE_FAULT_HOLD_MARKER=" + marker});
+  ASSERT_TRUE(wait_for_file(marker, child)) << read_bytes(child.log);
+  kill(child.pid, SIGTERM);
+  const int status = wait_for(child);
+  const std::string log = read_bytes(child.log);
+  ASSERT_TRUE(WIFEXITED(status)) << log;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << log;
+  EXPECT_NE(log.find("done: step 20 of 20 in "), std::string::npos) << log;
+  EXPECT_NE(log.find("the run is complete"), std::string::npos) << log;
+  EXPECT_EQ(log.find("--resume"), std::string::npos) << log;
+  EXPECT_EQ(fs::path(*latest_checkpoint(run)).filename(), "step_000020");
+  for (const std::string& line :
+       {std::string("  min val bpb      not evaluated"), std::string("  tokens           10,240 ("),
+        "  checkpoint       " + run + "/checkpoints/step_000020\n",
+        "  report           nanoforge report " + run + " --out " + run + "/report.html\n"}) {
+    EXPECT_NE(log.find(line), std::string::npos) << line << "\n" << log;
+  }
+  for (const char* gpu_only : {"NCCL", "cublaslt", "attention flash"})
+    EXPECT_EQ(log.find(gpu_only), std::string::npos) << gpu_only << "\n" << log;
+}
+
 // Once the loop runs, a first SIGTERM asks for a stop after the step; when the process cannot get there (held
 // here, as a stalled disk or libhdf5 would hold it), a second one ends it at once.
 TEST(CheckpointFaults, SecondSignalEndsAStuckRunAtOnce) {

@@ -1,7 +1,8 @@
 // Resuming: exact on the CPU (2N steps = N, stop, resume, N more — losses and final weights bit for bit),
 // also across a kill -9 and a crash in the middle of a save; damaged checkpoints are skipped by name; recipe
 // changes that would break the run are refused; old checkpoints are pruned by the retention rule; SIGTERM
-// ends a run cleanly with a checkpoint.
+// ends a run cleanly with a checkpoint; a resumed run's ETA is its own step rate, and its end-of-run summary
+// covers the whole run.
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -177,6 +178,52 @@ TEST(Resume, RetentionKeepsTheNewestAndTheMilestones) {
   }
   std::sort(kept.begin(), kept.end());
   EXPECT_EQ(kept, (std::vector<std::string>{"step_000010", "step_000015", "step_000020"}));
+}
+
+// Issue 40: resumed at step 16, the ETA was the whole run's training time over the steps this process had
+// timed (eta 30.9m for six 25 s steps). It is this process's rate times the steps left: the process's first
+// step (untimed, it warms up) by its own time, each later one by the mean of the timed ones so far. The
+// end-of-run summary's record (the file's last line) covers the whole run: its steps, tokens, time and best
+// validation bits per byte as metrics.jsonl has them, and says where this process started.
+TEST(Resume, EtaIsTheProcesssOwnRateAndTheSummaryCoversTheWholeRun) {
+  const std::string run = temp_dir("eta");
+  ASSERT_TRUE(run_training(resume_recipe(), stop_at(run, 10)).ok());
+  ASSERT_TRUE(run_training(resume_recipe(), resume_options(run)).ok());
+  const std::vector<std::string> lines = read_lines(run + "/metrics.jsonl");
+  std::vector<std::string> resumed;  // the second process's training records, steps 11 to 20
+  double step_seconds = 0, min_bpb = 1e9, min_bpb_step = -1;
+  for (const std::string& line : lines) {
+    if (line.find("\"loss\"") != std::string::npos) {
+      step_seconds += number_after(line, "step_ms") / 1e3;
+      if (number_after(line, "step") > 10) resumed.push_back(line);
+    }
+    if (line.find("\"val_bpb\"") != std::string::npos && number_after(line, "val_bpb") < min_bpb) {
+      min_bpb = number_after(line, "val_bpb");
+      min_bpb_step = number_after(line, "step");
+    }
+  }
+  ASSERT_EQ(resumed.size(), 10u);
+  double timed_ms = 0;
+  for (size_t i = 0; i < resumed.size(); ++i) {
+    const double step_ms = number_after(resumed[i], "step_ms");
+    if (i > 0) timed_ms += step_ms;
+    const double mean_seconds = (i == 0 ? step_ms : timed_ms / static_cast<double>(i)) / 1e3;
+    const double expected = mean_seconds * (20 - number_after(resumed[i], "step"));
+    // The file's times have 9 significant digits (5e-9 relative each): their mean is the trainer's to ~1e-8.
+    EXPECT_NEAR(number_after(resumed[i], "eta_s"), expected, 1e-6 * expected) << resumed[i];
+  }
+
+  const std::string& summary = lines.back();
+  ASSERT_NE(summary.find("\"event\": \"summary\""), std::string::npos) << summary;
+  EXPECT_EQ(number_after(summary, "step"), 20);
+  EXPECT_EQ(number_after(summary, "steps"), 20);
+  EXPECT_EQ(number_after(summary, "tokens"), 20 * 512);
+  EXPECT_NEAR(number_after(summary, "training_s"), step_seconds, 1e-6 * step_seconds);  // the same sums
+  EXPECT_EQ(number_after(summary, "min_val_bpb"), min_bpb);
+  EXPECT_EQ(number_after(summary, "min_val_bpb_step"), min_bpb_step);
+  EXPECT_EQ(number_after(summary, "process_start_step"), 10);
+  EXPECT_NE(summary.find("\"checkpoint\": \"" + run + "/checkpoints/step_000020\""), std::string::npos)
+      << summary;
 }
 
 TEST(Resume, SigtermStopsAfterTheStepWithACheckpoint) {
