@@ -51,8 +51,12 @@ void print_command_help(const Command& command) {
   for (const std::string& name : command.flags) {
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (flag == nullptr) continue;
-    fmt::print("  --{:<16} {} (default: {})\n", dashed(name), flag->Help(),
-               flag->DefaultValue().empty() ? "none" : flag->DefaultValue());
+    const auto own_help = command.flag_help.find(name);
+    fmt::print("  --{:<16} {}\n", dashed(name),
+               own_help != command.flag_help.end()
+                   ? own_help->second
+                   : fmt::format("{} (default: {})", flag->Help(),
+                                 flag->DefaultValue().empty() ? "none" : flag->DefaultValue()));
   }
 }
 
