@@ -61,8 +61,12 @@ void print_command_help(const Command& command) {
   for (const std::string& name : command.flags) {
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (flag == nullptr) continue;
-    fmt::print("  {:<{}}{}{} (default: {})\n", "--" + dashed(name), name_width, kColumnGap, flag->Help(),
-               flag->DefaultValue().empty() ? "none" : flag->DefaultValue());
+    const auto own_help = command.flag_help.find(name);
+    fmt::print("  {:<{}}{}{}\n", "--" + dashed(name), name_width, kColumnGap,
+               own_help != command.flag_help.end()
+                   ? own_help->second
+                   : fmt::format("{} (default: {})", flag->Help(),
+                                 flag->DefaultValue().empty() ? "none" : flag->DefaultValue()));
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <absl/status/status.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ struct Command {
   std::vector<std::string> flags;  // absl flag names (underscores); shown with dashes
   absl::Status (*run)(const std::vector<std::string>& arguments) = nullptr;
   bool takes_arguments = false;  // e.g. train's section.key=value overrides
+  // What shared flags mean to this command (name -> help, its default included), where their common help
+  // would mislead: prep's --resume is not train's, and prep's --out has a default.
+  std::map<std::string, std::string> flag_help = {};
 };
 
 // The commands, each defined in its own file of cli/commands/ or cli/bench/.

@@ -22,9 +22,7 @@ ABSL_FLAG(
     bool, overwrite, false,
     "--out may hold this command's earlier output: replace it (prep deletes its train_*.h5 and val_*.h5 "
     "first; tokenizer train replaces the tokenizer files); without it that is refused");
-ABSL_FLAG(bool, resume, false,
-          "continue what was interrupted: train, from the newest valid checkpoint of --run-dir; prep, the "
-          "unfinished prep in --out (the same --input, --tokenizer and settings)");
+ABSL_FLAG(bool, resume, false, "continue the interrupted run in --run-dir from its newest valid checkpoint");
 ABSL_FLAG(std::vector<std::string>, input, {},
           "input documents, comma-separated: *.jsonl/*.ndjson (\"text\" field), *.txt/*.text/*.md, any of "
           "them as .gz or .zst, *.parquet (--text-column), directories of them (sorted by name), glob "
@@ -66,6 +64,17 @@ absl::StatusOr<Device> device_from_flag() {
 bool flag_given(const char* name) {
   const absl::CommandLineFlag* found = absl::FindCommandLineFlag(name);
   return found != nullptr && found->CurrentValue() != found->DefaultValue();
+}
+
+absl::StatusOr<std::string> directory_or_default(const char* flag, const std::string& value,
+                                                 absl::StatusOr<std::string> (*default_dir)()) {
+  if (!value.empty()) return value;
+  absl::StatusOr<std::string> directory = default_dir();
+  if (!directory.ok()) {
+    return absl::Status(directory.status().code(),
+                        fmt::format("no {} given, and {}", flag, std::string(directory.status().message())));
+  }
+  return directory;
 }
 
 bool same_existing_file(const std::string& out, const std::string& input) {

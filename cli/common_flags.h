@@ -22,7 +22,8 @@ ABSL_DECLARE_FLAG(std::string, tokenizer);
 ABSL_DECLARE_FLAG(std::string, out);
 // Whether --out may hold the command's earlier output (shards, a tokenizer), which it then replaces.
 ABSL_DECLARE_FLAG(bool, overwrite);
-// Continue an interrupted train (its run directory) or prep (its --out).
+// Continue an interrupted train (its run directory) or prep (its --out): the help text is train's, and prep
+// gives its own (Command::flag_help).
 ABSL_DECLARE_FLAG(bool, resume);
 ABSL_DECLARE_FLAG(std::string, data);
 ABSL_DECLARE_FLAG(std::string, checkpoint);
@@ -36,6 +37,10 @@ absl::StatusOr<Device> device_from_flag();
 // Whether the flag named `name` (underscores, as defined) holds other than its default: how a command tells
 // a flag given for nothing (this absl keeps "given on the command line" private).
 bool flag_given(const char* name);
+// A directory flag's value, or where it is not given, `default_dir()` (support/base_dir.h: under
+// $NANOFORGE_BASE_DIR); an error naming the flag when there is no default either.
+absl::StatusOr<std::string> directory_or_default(const char* flag, const std::string& value,
+                                                 absl::StatusOr<std::string> (*default_dir)());
 // Whether `out` and `input` name the same existing file (by any path): a command must not write its output
 // over what it reads.
 bool same_existing_file(const std::string& out, const std::string& input);

@@ -1,5 +1,6 @@
 // check_output_file_path by the name's own type (symlink_status); write_file_atomically creates PATH.tmp
-// exclusively (O_CREAT | O_EXCL, which follows no link), writes and closes it, then renames it over PATH.
+// exclusively (O_CREAT | O_EXCL, which follows no link), writes and closes it, then renames it over PATH;
+// check_output_directory_is_own lists the directory without following links.
 #include "support/output_path.h"
 
 #include <fcntl.h>
@@ -7,9 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 namespace nanoforge {
 
@@ -69,7 +72,7 @@ absl::Status write_all(int fd, std::string_view contents, const std::string& tem
 
 absl::Status write_file_atomically(const std::string& path, std::string_view contents) {
   if (absl::Status usable = check_output_file_path(path); !usable.ok()) return usable;
-  const std::string temporary = path + ".tmp";
+  const std::string temporary = path + kTemporaryFileSuffix;
   // Created here or not at all: O_EXCL never opens what the name already holds (a link would be written
   // through, a pipe would block the open, another file would be truncated).
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
@@ -91,6 +94,34 @@ absl::Status write_file_atomically(const std::string& path, std::string_view con
   if (written.ok()) written = rename_into_place(temporary, path);
   if (!written.ok()) ::unlink(temporary.c_str());  // ours: created above
   return written;
+}
+
+absl::Status check_output_directory_is_own(const std::string& command, const std::string& flag,
+                                           const std::string& dir,
+                                           const std::function<bool(const std::string& name)>& is_own,
+                                           const std::string& remedy) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (!fs::is_directory(dir, error)) return absl::OkStatus();
+  std::vector<std::string> foreign;
+  for (fs::directory_iterator entry(dir, error), end; !error && entry != end; entry.increment(error)) {
+    const std::string name = entry->path().filename().string();
+    if (!is_own(name)) foreign.push_back(name);
+  }
+  if (error) {
+    return absl::PermissionDeniedError(
+        fmt::format("{} {}: cannot list the directory: {}", flag, dir, error.message()));
+  }
+  if (foreign.empty()) return absl::OkStatus();
+  const std::string first = *std::min_element(foreign.begin(), foreign.end());
+  return absl::FailedPreconditionError(fmt::format(
+      "{} {} is not a directory of {}'s outputs: it holds {}{} nanoforge did not write, and {} writes "
+      "only into an empty or new directory or one holding only its own files. Nothing was changed; {}",
+      flag, dir, command, (fs::path(dir) / first).string(),
+      foreign.size() == 1
+          ? std::string(", which")
+          : fmt::format(" and {} other entr{} that", foreign.size() - 1, foreign.size() == 2 ? "y" : "ies"),
+      command, remedy));
 }
 
 }  // namespace nanoforge

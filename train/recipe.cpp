@@ -12,8 +12,10 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 #include <variant>
 
+#include "support/base_dir.h"
 #include "support/status.h"
 #include "train/attention_choice.h"
 #include "train/fp8_choice.h"
@@ -52,9 +54,12 @@ std::vector<Field> fields_of(Recipe& r) {
        "FP8 training as nanochat's --fp8: tensorwise-scaled e4m3/e5m2 GEMMs in every Linear with both sides "
        "divisible by 16 and the smaller >= 128 (GPUs of compute capability 8.9+; evaluation stays bf16)"},
       {"model", "fp8_recipe", &r.model.fp8_recipe, "FP8 scaling: tensorwise (rowwise is not implemented)"},
-      {"data", "train", &r.data.train, "training shards: a directory of shard files, or one file"},
-      {"data", "val", &r.data.val, "validation shards: a directory or one file"},
-      {"data", "tokenizer", &r.data.tokenizer, "tokenizer directory (nanoforge tokenizer train --out)"},
+      {"data", "train", &r.data.train,
+       "training shards: a directory of shard files, or one file (unset: $NANOFORGE_BASE_DIR/shards)"},
+      {"data", "val", &r.data.val,
+       "validation shards: a directory or one file (unset: $NANOFORGE_BASE_DIR/shards)"},
+      {"data", "tokenizer", &r.data.tokenizer,
+       "tokenizer directory, tokenizer train's --out (unset: $NANOFORGE_BASE_DIR/tokenizer)"},
       {"train", "device_batch_size", &r.train.device_batch_size, "rows per micro-batch per device"},
       {"train", "total_batch_size", &r.train.horizon.total_batch_size,
        "tokens per optimizer step; -1: nanochat's power law"},
@@ -318,6 +323,24 @@ absl::Status apply_overrides(Recipe& recipe, const std::vector<std::string>& ove
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<Recipe> load_recipe(const std::string& path, const std::vector<std::string>& overrides) {
+  NANOFORGE_ASSIGN_OR_RETURN(Recipe recipe, read_recipe(path));
+  NANOFORGE_RETURN_IF_ERROR(apply_overrides(recipe, overrides));
+  for (auto [key, value, default_dir] :
+       {std::tuple{"data.train", &recipe.data.train, &default_shards_dir},
+        std::tuple{"data.val", &recipe.data.val, &default_shards_dir},
+        std::tuple{"data.tokenizer", &recipe.data.tokenizer, &default_tokenizer_dir}}) {
+    if (!value->empty()) continue;
+    absl::StatusOr<std::string> directory = default_dir();
+    if (!directory.ok()) {
+      return absl::Status(directory.status().code(), fmt::format("{} sets no {}, and {}", path, key,
+                                                                 std::string(directory.status().message())));
+    }
+    *value = *directory;
+  }
+  return recipe;
 }
 
 std::vector<RecipeKey> recipe_keys(const Recipe& recipe) {

@@ -85,6 +85,10 @@ absl::StatusOr<Recipe> read_recipe(const std::string& path);
 absl::StatusOr<Recipe> parse_recipe(const std::string& toml_text, const std::string& source_name);
 // Applies `section.key=value` overrides (value in TOML syntax; a bare word is taken as a string).
 absl::Status apply_overrides(Recipe& recipe, const std::vector<std::string>& overrides);
+// A run's recipe: the file, then the overrides, then data.train, data.val and data.tokenizer still unset
+// from the base directory (support/base_dir.h: $NANOFORGE_BASE_DIR/shards and /tokenizer), so that
+// config.toml and the checkpoints record the paths the run read.
+absl::StatusOr<Recipe> load_recipe(const std::string& path, const std::vector<std::string>& overrides);
 // Checks the recipe's values on their own, before anything is allocated from them: every size within
 // nanoforge's limits (named in the message), every number finite, fractions in range, keys that need each
 // other.

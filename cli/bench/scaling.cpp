@@ -62,8 +62,7 @@ absl::Status run_bench_scaling(const std::vector<std::string>& overrides) {
   if (!absl::GetFlag(FLAGS_baseline).empty()) {
     NANOFORGE_ASSIGN_OR_RETURN(baseline, baseline_tokens_per_second(absl::GetFlag(FLAGS_baseline)));
   }
-  NANOFORGE_ASSIGN_OR_RETURN(Recipe recipe, read_recipe(recipe_path));
-  NANOFORGE_RETURN_IF_ERROR(apply_overrides(recipe, overrides));
+  NANOFORGE_ASSIGN_OR_RETURN(Recipe recipe, load_recipe(recipe_path, overrides));
   recipe.train.eval_every = -1;
   recipe.train.sample_every = -1;
   recipe.checkpoint.every = -1;

@@ -1,7 +1,8 @@
-// `nanoforge prep --input FILES... --tokenizer DIR --out DIR [--shard-tokens N] [--val-docs N]`: raw text
+// `nanoforge prep --input FILES... [--tokenizer DIR] [--out DIR] [--shard-tokens N] [--val-docs N]`: raw text
 // (JSONL, text, compressed, parquet, standard input) to train and val token shards (data/prep/prep.h), with
-// progress (documents/s, MB/s, ETA) and a closing line with the input and text throughput. SIGTERM/SIGINT
-// stop it at the next document with its finished shards recorded; --resume continues it.
+// progress (documents/s, MB/s, ETA) and a closing line with the input and text throughput. The tokenizer and
+// the shards default to $NANOFORGE_BASE_DIR/tokenizer and /shards. SIGTERM/SIGINT stop it at the next
+// document with its finished shards recorded; --resume continues it.
 #include <absl/flags/flag.h>
 #include <fmt/format.h>
 
@@ -15,6 +16,7 @@
 #include "cli/stop_signal.h"
 #include "data/prep/prep.h"
 #include "kernels/backend_info.h"
+#include "support/base_dir.h"
 #include "support/status.h"
 
 ABSL_FLAG(int64_t, shard_tokens, 100'000'000,
@@ -42,17 +44,27 @@ std::string command_line() {
 }
 
 absl::Status run_prep(const std::vector<std::string>& /*arguments*/) {
-  if (absl::GetFlag(FLAGS_input).empty() || absl::GetFlag(FLAGS_tokenizer).empty() ||
-      absl::GetFlag(FLAGS_out).empty()) {
-    return absl::InvalidArgumentError(
-        "--input, --tokenizer and --out are all required (see nanoforge prep --help)");
-  }
-  set_cpu_threads(absl::GetFlag(FLAGS_threads));
-  NANOFORGE_ASSIGN_OR_RETURN(const Tokenizer tokenizer, Tokenizer::load(absl::GetFlag(FLAGS_tokenizer)));
+  if (absl::GetFlag(FLAGS_input).empty())
+    return absl::InvalidArgumentError("--input is required (see nanoforge prep --help)");
+  NANOFORGE_ASSIGN_OR_RETURN(
+      const std::string tokenizer_dir,
+      directory_or_default("--tokenizer", absl::GetFlag(FLAGS_tokenizer), default_tokenizer_dir));
   PrepOptions options;
+  NANOFORGE_ASSIGN_OR_RETURN(options.out_dir,
+                             directory_or_default("--out", absl::GetFlag(FLAGS_out), default_shards_dir));
+  set_cpu_threads(absl::GetFlag(FLAGS_threads));
+  absl::StatusOr<Tokenizer> loaded = Tokenizer::load(tokenizer_dir);
+  if (!loaded.ok() && absl::GetFlag(FLAGS_tokenizer).empty()) {
+    return absl::Status(
+        loaded.status().code(),
+        fmt::format("{} (no --tokenizer given: the default, {}; train one there with `nanoforge "
+                    "tokenizer train`, or give --tokenizer DIR)",
+                    std::string(loaded.status().message()), kDefaultTokenizerDirText));
+  }
+  NANOFORGE_RETURN_IF_ERROR(loaded.status());
+  const Tokenizer tokenizer = std::move(*loaded);
   options.inputs = absl::GetFlag(FLAGS_input);
   NANOFORGE_ASSIGN_OR_RETURN(options.documents, document_read_options_from_flags());
-  options.out_dir = absl::GetFlag(FLAGS_out);
   options.shard_tokens = absl::GetFlag(FLAGS_shard_tokens);
   options.val_docs = absl::GetFlag(FLAGS_val_docs);
   options.overwrite = absl::GetFlag(FLAGS_overwrite);
@@ -60,8 +72,8 @@ absl::Status run_prep(const std::vector<std::string>& /*arguments*/) {
   options.command_line = command_line();
   install_stop_handlers();
   options.stop_requested = [] { return stop_signal() != 0; };
-  fmt::print("prep: tokenizer {} (vocab {}, hash {}), {} threads\n", absl::GetFlag(FLAGS_tokenizer),
-             tokenizer.vocab_size(), tokenizer.hash(), backend_info().cpu_threads);
+  fmt::print("prep: tokenizer {} (vocab {}, hash {}), shards to {}, {} threads\n", tokenizer_dir,
+             tokenizer.vocab_size(), tokenizer.hash(), options.out_dir, backend_info().cpu_threads);
   std::fflush(stdout);
   auto progress = [](const PrepProgress& p) {
     const double fraction = p.total_bytes > 0 ? static_cast<double>(p.bytes_read) / p.total_bytes : 0;
@@ -102,11 +114,22 @@ absl::Status run_prep(const std::vector<std::string>& /*arguments*/) {
 Command prep_command() {
   return {"prep",
           "tokenize documents into train and val token shards",
-          "--input FILES|DIRS|GLOBS|- --tokenizer DIR --out DIR [--shard-tokens N] [--val-docs N] "
+          "--input FILES|DIRS|GLOBS|- [--tokenizer DIR] [--out DIR] [--shard-tokens N] [--val-docs N] "
           "[--text-split paragraphs|file] [--text-column text] [--overwrite | --resume]",
           {"input", "tokenizer", "out", "shard_tokens", "val_docs", "text_split", "text_column", "overwrite",
            "resume", "threads"},
-          run_prep};
+          run_prep,
+          /*takes_arguments=*/false,
+          {{"tokenizer", fmt::format("the tokenizer directory (tokenizer train's --out) (default: {}; {} "
+                                     "defaults to ~/.cache/nanoforge)",
+                                     kDefaultTokenizerDirText, kBaseDirVariable)},
+           {"out", fmt::format("the shard directory to write: empty, new, or holding only prep's own files "
+                               "(default: {})",
+                               kDefaultShardsDirText)},
+           {"resume",
+            "continue the unfinished prep in --out (stopped by a signal or killed) from its last "
+            "recorded shard, with the same --input, --tokenizer and settings (checked); a finished "
+            "one is left as it is (default: false)"}}};
 }
 
 }  // namespace nanoforge

@@ -1,8 +1,9 @@
-// `nanoforge tokenizer train --input FILES --vocab-size N --out DIR [--max-chars N] [--doc-max-chars N]`:
+// `nanoforge tokenizer train --input FILES --vocab-size N [--out DIR] [--max-chars N] [--doc-max-chars N]`:
 // trains nanochat's byte-level BPE on text/JSONL/parquet documents (data/tokenizer/bpe_piece_counts.h,
 // data/tokenizer/bpe_trainer.h) on all cores, with progress and ETA on stderr, and writes
-// DIR/tokenizer.tiktoken + DIR/special_tokens.txt. The last line of stdout is a JSON record for scripts.
-// SIGTERM/SIGINT end it at once (nothing is written before the end), but never between its two files.
+// DIR/tokenizer.tiktoken + DIR/special_tokens.txt (DIR: $NANOFORGE_BASE_DIR/tokenizer unless given, and a
+// directory of the tokenizer's own). The last line of stdout is a JSON record for scripts. SIGTERM/SIGINT
+// end it at once (nothing is written before the end), but never between its two files.
 #include <absl/flags/flag.h>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -21,6 +22,8 @@
 #include "data/tokenizer/bpe_trainer.h"
 #include "data/tokenizer/tokenizer.h"
 #include "model/gpt_config.h"
+#include "support/base_dir.h"
+#include "support/output_path.h"
 #include "support/status.h"
 
 // nanochat's scripts/tok_train.py defaults: vocab 32768 (specials included), documents cut to 10,000
@@ -58,9 +61,16 @@ void print_merge_progress(const MergeProgress& p, bool final) {
       final);
 }
 
-// A tokenizer already in --out is replaced only with --overwrite: the shards prep made with it and the runs
-// trained on them name it, and a new one would no longer match them. Checked before any reading or training.
+// --out must hold nothing but a tokenizer's files. A tokenizer already there is replaced only with
+// --overwrite: the shards prep made with it and the runs trained on them name it, and a new one would no
+// longer match them. Checked before any reading or training.
 absl::Status check_output_directory(const std::string& out) {
+  NANOFORGE_RETURN_IF_ERROR(check_output_directory_is_own(
+      "tokenizer train", "--out", out, Tokenizer::is_saved_file_name,
+      absl::GetFlag(FLAGS_out).empty()
+          ? fmt::format("give --out an empty or new directory, or set {} elsewhere", kBaseDirVariable)
+          : fmt::format("pick an empty or new directory, or drop --out for the default ({})",
+                        kDefaultTokenizerDirText)));
   if (absl::GetFlag(FLAGS_overwrite)) return absl::OkStatus();
   for (const char* file : {Tokenizer::kRanksFile, Tokenizer::kSpecialsFile}) {
     const std::filesystem::path path = std::filesystem::path(out) / file;
@@ -77,11 +87,10 @@ absl::Status check_output_directory(const std::string& out) {
 
 absl::Status run_tokenizer_train(const std::vector<std::string>& /*arguments*/) {
   const int32_t vocab_size = absl::GetFlag(FLAGS_vocab_size);
-  const std::string out = absl::GetFlag(FLAGS_out);
   const auto num_specials = static_cast<int32_t>(Tokenizer::special_token_names().size());
   if (absl::GetFlag(FLAGS_input).empty()) return absl::InvalidArgumentError("--input is required");
-  if (out.empty())
-    return absl::InvalidArgumentError("--out DIR is required (the tokenizer directory to write)");
+  NANOFORGE_ASSIGN_OR_RETURN(const std::string out,
+                             directory_or_default("--out", absl::GetFlag(FLAGS_out), default_tokenizer_dir));
   if (vocab_size <= 256 + num_specials) {
     return absl::InvalidArgumentError(
         fmt::format("--vocab-size {} leaves no merges: it must exceed 256 bytes + {} specials", vocab_size,
@@ -172,11 +181,16 @@ absl::Status run_tokenizer_train(const std::vector<std::string>& /*arguments*/) 
 Command tokenizer_train_command() {
   return {"tokenizer train",
           "train nanochat's byte-level BPE on text/JSONL/parquet files, on all cores (last line: JSON)",
-          "--input FILES|DIRS|GLOBS|- --out DIR [--vocab-size 32768] [--max-chars N] [--doc-max-chars 10000] "
-          "[--text-split paragraphs|file] [--text-column text] [--overwrite] [--threads N]",
+          "--input FILES|DIRS|GLOBS|- [--out DIR] [--vocab-size 32768] [--max-chars N] "
+          "[--doc-max-chars 10000] [--text-split paragraphs|file] [--text-column text] [--overwrite] "
+          "[--threads N]",
           {"input", "out", "vocab_size", "max_chars", "doc_max_chars", "text_split", "text_column",
            "overwrite", "threads"},
-          run_tokenizer_train};
+          run_tokenizer_train,
+          /*takes_arguments=*/false,
+          {{"out", fmt::format("the tokenizer directory to write: empty, new, or holding only a tokenizer's "
+                               "files (default: {}; {} defaults to ~/.cache/nanoforge)",
+                               kDefaultTokenizerDirText, kBaseDirVariable)}}};
 }
 
 }  // namespace nanoforge

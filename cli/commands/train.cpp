@@ -30,8 +30,7 @@ absl::Status run_train_command(const std::vector<std::string>& overrides) {
     return absl::InvalidArgumentError(
         "--recipe and --run-dir are both required (see nanoforge train --help)");
   }
-  NANOFORGE_ASSIGN_OR_RETURN(Recipe recipe, read_recipe(recipe_path));
-  NANOFORGE_RETURN_IF_ERROR(apply_overrides(recipe, overrides));
+  NANOFORGE_ASSIGN_OR_RETURN(Recipe recipe, load_recipe(recipe_path, overrides));
   TrainRunOptions options;
   options.run_dir = run_dir;
   options.stop_at_step = absl::GetFlag(FLAGS_stop_at_step);

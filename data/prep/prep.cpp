@@ -24,7 +24,9 @@
 #include "data/shards/open_shard.h"
 #include "data/shards/shard_manifest.h"
 #include "data/shards/shard_writer.h"
+#include "support/base_dir.h"
 #include "support/file_checksum.h"
+#include "support/output_path.h"
 #include "support/status.h"
 
 namespace nanoforge {
@@ -36,11 +38,16 @@ constexpr int64_t kChunkDocuments = 4096;       // documents encoded per paralle
 constexpr uint64_t kChunkBytes = 32ull << 20;   // ... or fewer, once they hold this much text
 constexpr int64_t kInputSampleBytes = 1 << 20;  // an input's first and last MiB are hashed into its identity
 
-// prep's own files in --out: shards, unfinished shard files, the journal and the manifest.
+// prep's own files in --out: shards, unfinished shard files, the journal and the manifest (which
+// --overwrite and --resume delete); the lock besides.
 const std::regex& own_file_pattern() {
   static const std::regex pattern(
       R"(((train|val)_[0-9]{5,}\.h5(\.partial-[0-9]+)?)|((manifest\.txt|prep\.unfinished)(\.tmp)?))");
   return pattern;
+}
+
+bool is_prep_file_name(const std::string& name) {
+  return std::regex_match(name, own_file_pattern()) || name == PrepLock::kFileName;
 }
 
 // NANOFORGE_PREP_FAULT=POINT@N kills the process with SIGKILL there (tests of resume): after_document@N (the
@@ -145,27 +152,18 @@ std::string changed_setting(const ShardManifest& then, const ShardManifest& now)
   return changed_input(then.inputs, now.inputs);
 }
 
-// Shard files already in out_dir: refused, or with `overwrite` prep's own deleted (and returned).
+// Files of an earlier prep in out_dir: refused, or with `overwrite` deleted (and returned).
 absl::StatusOr<std::vector<std::string>> clear_output_directory(const PrepOptions& options) {
-  std::vector<fs::path> own, foreign;
+  std::vector<fs::path> own;
   std::error_code error;
   bool unfinished = false;
   for (fs::directory_iterator entry(options.out_dir, error), end; !error && entry != end;
        entry.increment(error)) {
     const std::string name = entry->path().filename().string();
-    const std::string extension = entry->path().extension().string();
     if (std::regex_match(name, own_file_pattern())) {
       own.push_back(entry->path());
       unfinished |= name == kPrepJournalName;
-    } else if (extension == ".h5" || extension == ".bin") {
-      foreign.push_back(entry->path());
     }
-  }
-  if (!foreign.empty()) {
-    return absl::FailedPreconditionError(fmt::format(
-        "--out {} holds other shard files ({}{}) that a run would mix with prep's: use an empty or new "
-        "directory",
-        options.out_dir, foreign.front().filename().string(), foreign.size() > 1 ? ", ..." : ""));
   }
   if (own.empty()) return std::vector<std::string>{};
   if (!options.overwrite) {
@@ -303,6 +301,11 @@ absl::StatusOr<PrepResult> prep_shards(const Tokenizer& tokenizer, const PrepOpt
   if (options.val_docs < 0) return absl::InvalidArgumentError("--val-docs must be >= 0");
   if (options.resume && options.overwrite)
     return absl::InvalidArgumentError("give --resume or --overwrite, not both");
+  // A run reads every shard file of the directory, and --overwrite deletes in it: nothing else may be there.
+  NANOFORGE_RETURN_IF_ERROR(check_output_directory_is_own(
+      "prep", "--out", options.out_dir, is_prep_file_name,
+      fmt::format("pick an empty or new directory, or drop --out for the default ({})",
+                  kDefaultShardsDirText)));
   NANOFORGE_ASSIGN_OR_RETURN(std::vector<std::string> paths, expand_document_paths(options.inputs));
   PrepResult result;
   const fs::path journal = fs::path(options.out_dir) / kPrepJournalName;

@@ -25,9 +25,10 @@ struct PrepOptions {
   std::string out_dir;
   int64_t shard_tokens = 100'000'000;  // a shard is closed once it holds at least this many tokens
   int64_t val_docs = 1000;             // the first documents go to the validation split
-  // out_dir may already hold shards only with this set: then prep's own (train_NNNNN.h5, val_NNNNN.h5 and
-  // unfinished .partial files) are deleted before anything is written. Shard files of another kind there are
-  // refused either way: a run would mix them with the new ones.
+  // out_dir may hold nothing but prep's own files (anything else is refused before any work: a run would
+  // mix other shard files with prep's). It may hold an earlier prep's only with this set: then they
+  // (train_NNNNN.h5, val_NNNNN.h5, unfinished .partial files, the manifest) are deleted before anything is
+  // written.
   bool overwrite = false;
   // Continue the prep recorded in out_dir/prep.unfinished (same inputs, tokenizer and settings, checked):
   // shards after its last recorded one are deleted and written again. A finished prep is left as it is.

@@ -41,6 +41,9 @@ class Tokenizer {
   static absl::StatusOr<Tokenizer> load_rank_file(const std::string& path);
   // Writes the two files (each under a temporary name, then renamed), creating DIR if needed.
   absl::Status save(const std::string& dir) const;
+  // Whether a directory entry of this name is one save writes (a file or its temporary name): `tokenizer
+  // train` writes only into a directory that holds nothing else.
+  static bool is_saved_file_name(const std::string& name);
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;

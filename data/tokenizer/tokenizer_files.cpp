@@ -216,4 +216,11 @@ absl::Status Tokenizer::save(const std::string& dir) const {
                                format_specials_file(*this));
 }
 
+bool Tokenizer::is_saved_file_name(const std::string& name) {
+  for (const std::string file : {kRanksFile, kSpecialsFile}) {
+    if (name == file || name == file + kTemporaryFileSuffix) return true;
+  }
+  return false;
+}
+
 }  // namespace nanoforge

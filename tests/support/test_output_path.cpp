@@ -1,7 +1,9 @@
 // check_output_file_path: a result may go to a new path or over a regular file, never over what a rename
 // would destroy — a device, a pipe, a symbolic link or a directory (`--out /dev/full` run as root once
 // replaced the device with a regular file). write_file_atomically never writes through what PATH.tmp already
-// is: a link's target was replaced, a pipe blocked the command for ever.
+// is: a link's target was replaced, a pipe blocked the command for ever. check_output_directory_is_own
+// refuses a directory holding anything but the command's own files (the README's `--out data/tokenizer`
+// once wrote beside the source).
 #include "support/output_path.h"
 
 #include <fcntl.h>
@@ -107,6 +109,32 @@ TEST(OutputPath, ALeftoverTemporaryFileIsNamedNotOverwritten) {
       std::string::npos)
       << status;
   EXPECT_EQ(read(dir / "result.json.tmp"), "someone's");
+}
+
+TEST(OutputPath, ADirectoryHoldingOtherFilesIsRefusedNamingTheFirst) {
+  const auto is_own = [](const std::string& name) { return name == "ours.txt"; };
+  const fs::path dir = own_dir("own_dir");
+  EXPECT_TRUE(check_output_directory_is_own("cmd", "--out", (dir / "new").string(), is_own, "fix").ok());
+  EXPECT_TRUE(check_output_directory_is_own("cmd", "--out", dir.string(), is_own, "fix").ok()) << "empty";
+  std::ofstream(dir / "ours.txt") << "ours";
+  EXPECT_TRUE(check_output_directory_is_own("cmd", "--out", dir.string(), is_own, "fix").ok());
+
+  std::ofstream(dir / "merge.cpp") << "source";
+  const absl::Status one =
+      check_output_directory_is_own("cmd", "--out", dir.string(), is_own, "pick another");
+  EXPECT_EQ(one.code(), absl::StatusCode::kFailedPrecondition) << one;
+  EXPECT_NE(one.message().find("--out " + dir.string() + " is not a directory of cmd's outputs: it holds " +
+                               (dir / "merge.cpp").string() + ", which nanoforge did not write"),
+            std::string::npos)
+      << one;
+  EXPECT_NE(one.message().find("Nothing was changed; pick another"), std::string::npos) << one;
+  fs::create_directories(dir / "include");  // a directory counts as much as a file, and names come in order
+  const absl::Status two = check_output_directory_is_own("cmd", "--out", dir.string(), is_own, "fix");
+  EXPECT_NE(two.message().find("it holds " + (dir / "include").string() +
+                               " and 1 other entry that nanoforge did not write"),
+            std::string::npos)
+      << two;
+  EXPECT_EQ(read(dir / "merge.cpp"), "source");
 }
 
 }  // namespace

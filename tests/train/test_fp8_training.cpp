@@ -14,7 +14,7 @@ namespace {
 using namespace test;
 
 TEST(Fp8Training, SpeedrunRecipeIsNanochatsSpeedrun) {
-  const absl::StatusOr<Recipe> recipe = read_recipe(source_path("recipes/speedrun.toml"));
+  const absl::StatusOr<Recipe> recipe = load_recipe(source_path("recipes/speedrun.toml"), {});
   ASSERT_TRUE(recipe.ok()) << recipe.status();
   // runs/speedrun.sh: --depth=24 --target-param-data-ratio=8 --device-batch-size=16 --fp8
   EXPECT_EQ(recipe->model.depth, 24);

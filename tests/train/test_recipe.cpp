@@ -1,9 +1,14 @@
-// Recipes: parsing, overrides, the resolved config round trip, and the errors a user gets for each mistake.
+// Recipes: parsing, overrides, the resolved config round trip, the data paths a recipe leaves out (under
+// $NANOFORGE_BASE_DIR), and the errors a user gets for each mistake.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 
+#include "tests/scoped_environment.h"
+#include "tests/test_paths.h"
 #include "train/recipe.h"
 #include "train/run_setup.h"
 
@@ -143,6 +148,36 @@ TEST(Recipe, EveryValueIsRangeCheckedWithItsKeyAndLimit) {
 TEST(Recipe, ADirectoryIsNotARecipe) {
   const std::string dir = ::testing::TempDir();
   expect_error(read_recipe(dir).status(), "the recipe must be a TOML file, not a directory");
+}
+
+// d20.toml and speedrun.toml defaulted to data.tokenizer = "data/tokenizer", a folder of the source tree.
+TEST(Recipe, DataPathsLeftOutAreUnderTheBaseDirAndWrittenOnesStayAsWritten) {
+  const test::ScopedEnvironment base("NANOFORGE_BASE_DIR", "/data/forge");
+  for (const char* shipped : {"d12", "d20", "d26", "speedrun"}) {
+    const std::string path = test::source_path(std::string("recipes/") + shipped + ".toml");
+    const absl::StatusOr<Recipe> recipe = load_recipe(path, {});
+    ASSERT_TRUE(recipe.ok()) << recipe.status();
+    EXPECT_EQ(recipe->data.train, "/data/forge/shards") << path;
+    EXPECT_EQ(recipe->data.val, "/data/forge/shards") << path;
+    EXPECT_EQ(recipe->data.tokenizer, "/data/forge/tokenizer") << path;
+  }
+  const std::string path = (std::filesystem::temp_directory_path() / "data_paths.toml").string();
+  std::ofstream(path) << "[data]\ntrain = \"my/shards\"\n";
+  const absl::StatusOr<Recipe> recipe = load_recipe(path, {"data.tokenizer=my/tokenizer"});
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  EXPECT_EQ(recipe->data.train, "my/shards");  // relative to the current directory, as written
+  EXPECT_EQ(recipe->data.val, "/data/forge/shards");
+  EXPECT_EQ(recipe->data.tokenizer, "my/tokenizer");
+}
+
+TEST(Recipe, WithoutBaseDirOrHomeALeftOutDataPathIsAnErrorNamingBoth) {
+  const test::ScopedEnvironment base("NANOFORGE_BASE_DIR", std::nullopt);
+  const test::ScopedEnvironment home("HOME", std::nullopt);
+  const std::string path = (std::filesystem::temp_directory_path() / "no_data.toml").string();
+  std::ofstream(path) << "[model]\ndepth = 4\n";
+  expect_error(load_recipe(path, {"data.train=s", "data.val=s"}).status(),
+               path + " sets no data.tokenizer, and neither NANOFORGE_BASE_DIR nor HOME is set");
+  EXPECT_TRUE(load_recipe(path, {"data.train=s", "data.val=s", "data.tokenizer=t"}).ok());
 }
 
 }  // namespace

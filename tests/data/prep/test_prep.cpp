@@ -1,15 +1,18 @@
 // prep_shards: documents in reading order become BOS + their ids, the first val_docs in val shards and the
 // rest in train shards of about shard_tokens tokens; the output does not depend on the thread count; bad
-// input is refused before anything lands under a final name.
+// input, and an --out holding anything but prep's own files, are refused before anything lands under a final
+// name. `nanoforge prep` without --tokenizer and --out reads and writes under $NANOFORGE_BASE_DIR.
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <filesystem>
+#include <map>
 
 #include "data/prep/prep.h"
 #include "data/shards/shard.h"
 #include "data/shards/shard_set.h"
 #include "tests/data/tokenizer/tokenizer_test_util.h"
+#include "tests/program_run.h"
 
 namespace nanoforge {
 namespace {
@@ -172,9 +175,77 @@ TEST(Prep, ExistingShardsAreRefusedOrDeletedWithOverwrite) {
 
   write_file(options.out_dir + "/fineweb_train_000001.bin", "another tool's shard");
   absl::StatusOr<PrepResult> foreign = prep_shards(tokenizer, options);
-  EXPECT_NE(foreign.status().message().find("holds other shard files (fineweb_train_000001.bin)"),
+  EXPECT_NE(foreign.status().message().find("it holds " + options.out_dir +
+                                            "/fineweb_train_000001.bin, which nanoforge did not write"),
             std::string::npos)
       << foreign.status();
+}
+
+// The entries of a directory by name, with their bytes (a directory's as "<dir>").
+std::map<std::string, std::string> directory_contents(const std::string& dir) {
+  std::map<std::string, std::string> contents;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    contents[entry.path().filename().string()] =
+        entry.is_directory() ? "<dir>" : read_file(entry.path().string());
+  return contents;
+}
+
+// `prep --out data/loader` in a clone wrote shards beside data/loader/*.cpp, though its own error text asked
+// for "an empty or new directory". Anything but prep's files is refused, to start, overwrite or resume.
+TEST(Prep, ADirectoryHoldingOtherFilesIsRefusedInEveryModeAndLeftAsItWas) {
+  const Tokenizer tokenizer = golden_tokenizer();
+  const std::string dir = fresh_temp_dir("prep_foreign");
+  write_file(dir + "/docs.txt", as_paragraphs(make_documents(40)));
+  PrepOptions options;
+  options.inputs = {dir + "/docs.txt"};
+  options.out_dir = dir + "/loader";
+  options.val_docs = 4;
+  std::filesystem::create_directories(options.out_dir + "/include");
+  write_file(options.out_dir + "/loader.cpp", "// source\n");
+  const std::map<std::string, std::string> before = directory_contents(options.out_dir);
+  for (const auto& [overwrite, resume] : {std::pair{false, false}, {true, false}, {false, true}}) {
+    options.overwrite = overwrite;
+    options.resume = resume;
+    absl::StatusOr<PrepResult> refused = prep_shards(tokenizer, options);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+    EXPECT_NE(refused.status().message().find(
+                  "--out " + options.out_dir + " is not a directory of prep's outputs: it holds " +
+                  options.out_dir + "/include and 1 other entry that nanoforge did not write"),
+              std::string::npos)
+        << refused.status();
+    EXPECT_NE(
+        refused.status().message().find(
+            "pick an empty or new directory, or drop --out for the default ($NANOFORGE_BASE_DIR/shards)"),
+        std::string::npos)
+        << refused.status();
+    EXPECT_EQ(directory_contents(options.out_dir), before)
+        << "overwrite " << overwrite << " resume " << resume;
+  }
+}
+
+// Without --tokenizer and --out, prep reads BASE/tokenizer and writes BASE/shards, and nothing lands in the
+// directory it runs in; with neither NANOFORGE_BASE_DIR nor HOME it says so.
+TEST(PrepCommand, WithoutTokenizerAndOutTheBaseDirIsUsedAndNothingIsWrittenHere) {
+  const std::string dir = fresh_temp_dir("prep_base_dir");
+  std::filesystem::create_directories(dir + "/cwd");
+  std::filesystem::create_directories(dir + "/base/tokenizer");
+  for (const char* file : {Tokenizer::kRanksFile, Tokenizer::kSpecialsFile})
+    std::filesystem::copy_file(golden_dir() + "/" + file, dir + "/base/tokenizer/" + file);
+  write_file(dir + "/docs.txt", as_paragraphs(make_documents(40)));
+  const std::string prep = std::string(test::nanoforge_binary()) + " prep --input " + dir +
+                           "/docs.txt --val-docs 4 --threads 2 2>&1";
+  const test::ProgramRun run =
+      test::run_command("cd " + dir + "/cwd && NANOFORGE_BASE_DIR=" + dir + "/base " + prep);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/base/shards/manifest.txt")) << run.output;
+  EXPECT_FALSE(split_tokens(dir + "/base/shards", "train").empty());
+  EXPECT_TRUE(std::filesystem::is_empty(dir + "/cwd"));
+
+  const test::ProgramRun homeless = test::run_command("env -u HOME -u NANOFORGE_BASE_DIR " + prep);
+  EXPECT_EQ(homeless.exit_code, 1) << homeless.output;
+  EXPECT_NE(homeless.output.find("no --tokenizer given, and neither NANOFORGE_BASE_DIR nor HOME is set"),
+            std::string::npos)
+      << homeless.output;
 }
 
 // A document without text would be a shard document of BOS alone: nothing to learn, and a validation set of

@@ -1,9 +1,12 @@
 // `nanoforge tokenizer train` and `nanoforge bench tokenizer` end to end: training on the golden documents
 // writes exactly rustbpe's ranks, a tokenizer is replaced only with --overwrite, the bench prints its JSON
-// line, and bad input fails naming the file.
+// line, and bad input fails naming the file. Without --out it writes to $NANOFORGE_BASE_DIR/tokenizer, and
+// it never writes into a directory holding other files (the README's `--out data/tokenizer` once did).
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "tests/program_run.h"
 #include "tests/test_paths.h"
@@ -66,6 +69,54 @@ TEST(TokenizerCommands, TrainReplacesATokenizerOnlyWithOverwrite) {
   const ProgramRun replaced = run(train + "400 --overwrite");
   ASSERT_EQ(replaced.exit_code, 0) << replaced.output;
   EXPECT_NE(testing::read_file(out + "/tokenizer.tiktoken"), first);
+}
+
+TEST(TokenizerCommands, WithoutOutTheTokenizerGoesToTheBaseDirAndNothingIntoTheCurrentDirectory) {
+  const std::string dir = testing::fresh_temp_dir("command_base_dir");
+  std::filesystem::create_directories(dir + "/cwd");
+  const std::string train_command = std::string(test::nanoforge_binary()) + " tokenizer train --input " +
+                                    testing::golden_path("tokenizer_train.jsonl") +
+                                    " --vocab-size 300 --threads 1";
+  const ProgramRun train = test::run_command("cd " + dir + "/cwd && NANOFORGE_BASE_DIR=" + dir + "/base " +
+                                             train_command + " 2>&1");
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/base/tokenizer/tokenizer.tiktoken")) << train.output;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/base/tokenizer/special_tokens.txt")) << train.output;
+  EXPECT_TRUE(std::filesystem::is_empty(dir + "/cwd"));
+
+  const ProgramRun homeless =
+      test::run_command("env -u HOME -u NANOFORGE_BASE_DIR " + train_command + " 2>&1");
+  EXPECT_EQ(homeless.exit_code, 1) << homeless.output;
+  EXPECT_NE(homeless.output.find("no --out given, and neither NANOFORGE_BASE_DIR nor HOME is set"),
+            std::string::npos)
+      << homeless.output;
+}
+
+// `tokenizer train --out data/tokenizer` in a clone put its files beside data/tokenizer/*.cpp.
+TEST(TokenizerCommands, ADirectoryHoldingOtherFilesIsRefusedAndLeftAsItWas) {
+  const std::string out = testing::fresh_temp_dir("command_foreign");
+  testing::write_file(out + "/bpe_merge.cpp", "// not a tokenizer's\n");
+  for (const std::string extra : {"", " --overwrite"}) {
+    const ProgramRun refused =
+        run("tokenizer train --input " + testing::golden_path("tokenizer_train.jsonl") +
+            " --vocab-size 300 --threads 1 --out " + out + extra);
+    EXPECT_EQ(refused.exit_code, 1) << refused.output;
+    EXPECT_NE(
+        refused.output.find("--out " + out + " is not a directory of tokenizer train's outputs: it holds " +
+                            out + "/bpe_merge.cpp, which nanoforge did not write"),
+        std::string::npos)
+        << refused.output;
+    EXPECT_NE(refused.output.find("pick an empty or new directory, or drop --out for the default "
+                                  "($NANOFORGE_BASE_DIR/tokenizer)"),
+              std::string::npos)
+        << refused.output;
+    EXPECT_EQ(refused.output.find("counting pieces"), std::string::npos) << "refused before any work";
+  }
+  std::vector<std::string> entries;
+  for (const auto& entry : std::filesystem::directory_iterator(out))
+    entries.push_back(entry.path().filename().string());
+  EXPECT_EQ(entries, std::vector<std::string>{"bpe_merge.cpp"});
+  EXPECT_EQ(testing::read_file(out + "/bpe_merge.cpp"), "// not a tokenizer's\n");
 }
 
 TEST(TokenizerCommands, BenchPrintsAJsonLine) {
