@@ -7,18 +7,20 @@
 //    order of eps = 1.2e-7 times the loss gradient, and the stored golden is fp32 noise of that size
 //    (PyTorch's own fp64 value has the other sign). Gradients that matter are >= 1e-4 in these cases, where
 //    1e-7 adds at most 1e-3 relative.
-//  - FP8 cases: the loss by the rule above; a tensor outside it passes when ||got - expected|| <= 0.5 x
-//    ||full precision - expected|| (Frobenius), i.e. the FP8 run is at least twice closer to nanochat's FP8
-//    numbers than the same model without FP8. Why not 1e-4 everywhere: an fp32 rounding difference of one ulp
-//    in an activation (our sums and PyTorch's run in other orders) moves x * scale across an FP8 rounding
-//    midpoint for about one element in 10^5; that element's code then differs by one FP8 step (6-25 %), which
-//    attention carries to the later tokens. The committed GQA case has no such element (it matches to 1e-6);
-//    the MHA case has a few (ratios 0.09-0.34 measured).
+//  - FP8 cases: a tensor outside the rule above passes when ||got - expected|| <= 3 x its FP8 spread
+//    (Frobenius): the largest distance from our result of four FP8 runs with every weight scaled by
+//    1 +- 2^-20 (~1e-6, far under 1e-4). A rounding difference that moves one x * scale across an FP8
+//    midpoint flips a code by 6-25 % and cascades through later codes; how far depends on the case, not on
+//    how far FP8 is from full precision, so the nudged runs measure it. Factor 3: 19 nanochat FP8 cases
+//    measured within 1.06x the spread; a wrong FP8 backward still fails the committed cases. The argument
+//    and the numbers: docs/fp8.md, "Parity with nanochat".
 #include "parity/model_parity_compare.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdint>
+#include <random>
 
 #include "h5/file.h"
 #include "support/status.h"
@@ -28,7 +30,10 @@ namespace {
 
 constexpr double kRelativeTolerance = 1e-4;
 constexpr double kAbsoluteTolerance = 1e-7;
-constexpr double kFp8DistanceRatio = 0.5;
+constexpr double kFp8SpreadFactor = 3;
+// Four nudged runs: one run of a calm case may flip no code; the spread is the largest of four.
+constexpr int kFp8SpreadRuns = 4;
+constexpr float kFp8WeightNudge = 0x1p-20f;  // 2^-20: 8-16 float32 ulps
 
 double frobenius_distance(const HostArray<float>& a, const HostArray<float>& b) {
   double sum = 0;
@@ -39,16 +44,11 @@ double frobenius_distance(const HostArray<float>& a, const HostArray<float>& b) 
   return std::sqrt(sum);
 }
 
-// The FP8 rule for a tensor the plain rule failed (same shape, finite): distances instead of max errors.
-void apply_fp8_rule(TensorCheck& check, const HostArray<float>& got, const HostArray<float>& full_precision,
-                    const HostArray<float>& expected) {
-  if (!check.problem.empty() || check.passed || full_precision.shape != expected.shape) return;
-  const double distance = frobenius_distance(got, expected);
-  const double allowed = kFp8DistanceRatio * frobenius_distance(full_precision, expected);
-  check.max_error = distance;
-  check.tolerance = allowed;
-  check.passed = distance <= allowed;
-  check.problem = "FP8 rule: Frobenius distance vs half the full-precision run's";
+HostArray<float> scalar_array(double value, const std::vector<int64_t>& shape) {
+  HostArray<float> array;
+  array.shape = shape;
+  array.values.assign(static_cast<size_t>(HostArray<float>::count(shape)), static_cast<float>(value));
+  return array;
 }
 
 TensorCheck compare_tensor(std::string name, const HostArray<float>& got, const HostArray<float>& expected) {
@@ -73,42 +73,97 @@ TensorCheck compare_tensor(std::string name, const HostArray<float>& got, const 
   return check;
 }
 
+// The FP8 rule for a tensor the plain rule failed (same shape, finite): its distance from nanochat's FP8
+// against the spread of our own FP8 runs.
+void apply_fp8_rule(TensorCheck& check, const HostArray<float>& got, const HostArray<float>& expected,
+                    const Fp8Spread& fp8_spread) {
+  if (!check.problem.empty() || check.passed) return;
+  check.max_error = frobenius_distance(got, expected);
+  check.tolerance = kFp8SpreadFactor * fp8_spread.by_tensor.at(check.name);
+  check.passed = check.max_error <= check.tolerance;
+  check.problem = fmt::format("FP8 rule: Frobenius distance vs {:g} x the spread of our nudged FP8 runs",
+                              kFp8SpreadFactor);
+}
+
+TensorCheck check_tensor(std::string name, const HostArray<float>& got, const HostArray<float>& expected,
+                         const Fp8Spread* fp8_spread) {
+  TensorCheck check = compare_tensor(std::move(name), got, expected);
+  if (fp8_spread != nullptr) apply_fp8_rule(check, got, expected, *fp8_spread);
+  return check;
+}
+
 }  // namespace
+
+ParityCase nudged_case(const ParityCase& parity_case, uint64_t seed) {
+  ParityCase nudged = parity_case;
+  std::mt19937_64 coin(seed);  // its raw output is the same on every standard library
+  for (auto& [name, weight] : nudged.weights) {
+    for (float& w : weight.values)
+      w *= (coin() & 1) != 0 ? 1.0f + kFp8WeightNudge : 1.0f - kFp8WeightNudge;
+  }
+  return nudged;
+}
+
+Fp8Spread measure_fp8_spread(const ParityCase& parity_case, const ParityResult& fp8_result) {
+  Fp8Spread spread;
+  auto widen = [&spread](const std::string& name, const HostArray<float>& a, const HostArray<float>& b) {
+    double& largest = spread.by_tensor[name];
+    largest = std::max(largest, frobenius_distance(a, b));
+  };
+  for (int run = 1; run <= kFp8SpreadRuns; ++run) {
+    const ParityResult nudged = run_parity(nudged_case(parity_case, static_cast<uint64_t>(run)), DType::kF32);
+    widen("loss", scalar_array(nudged.loss, {}), scalar_array(fp8_result.loss, {}));
+    widen("logits", nudged.logits, fp8_result.logits);
+    for (const auto& [name, grad] : fp8_result.grads)
+      widen("grads/" + name, nudged.grads.at(name), grad);
+  }
+  return spread;
+}
 
 absl::StatusOr<bool> has_expected(const std::string& case_path) {
   NANOFORGE_ASSIGN_OR_RETURN(H5File file, H5File::open_read(case_path));
   return file.has("/expected");
 }
 
-absl::StatusOr<std::vector<TensorCheck>> compare_with_expected(const std::string& case_path,
-                                                               const ParityResult& result,
-                                                               const ParityResult* full_precision) {
+absl::StatusOr<ExpectedValues> read_expected(const std::string& case_path) {
   NANOFORGE_ASSIGN_OR_RETURN(H5File file, H5File::open_read(case_path));
+  ExpectedValues expected;
+  NANOFORGE_ASSIGN_OR_RETURN(expected.loss, file.read<float>("/expected/loss"));
+  NANOFORGE_ASSIGN_OR_RETURN(expected.logits, file.read<float>("/expected/logits"));
+  if (!file.has("/expected/grads")) return expected;  // each gradient is then reported missing
+  NANOFORGE_ASSIGN_OR_RETURN(std::vector<std::string> names, file.members("/expected/grads"));
+  for (const std::string& name : names) {
+    NANOFORGE_ASSIGN_OR_RETURN(HostArray<float> grad, file.read<float>("/expected/grads/" + name));
+    expected.grads.emplace(name, std::move(grad));
+  }
+  return expected;
+}
+
+std::vector<TensorCheck> compare_with_expected(const ExpectedValues& expected, const ParityResult& result,
+                                               const Fp8Spread* fp8_spread) {
   std::vector<TensorCheck> checks;
-  NANOFORGE_ASSIGN_OR_RETURN(HostArray<float> expected_loss, file.read<float>("/expected/loss"));
-  HostArray<float> loss;
-  loss.shape = expected_loss.shape;
-  loss.values.assign(static_cast<size_t>(expected_loss.numel()), static_cast<float>(result.loss));
-  checks.push_back(compare_tensor("loss", loss, expected_loss));
-  NANOFORGE_ASSIGN_OR_RETURN(HostArray<float> expected_logits, file.read<float>("/expected/logits"));
-  checks.push_back(compare_tensor("logits", result.logits, expected_logits));
-  if (full_precision != nullptr)
-    apply_fp8_rule(checks.back(), result.logits, full_precision->logits, expected_logits);
+  checks.push_back(
+      check_tensor("loss", scalar_array(result.loss, expected.loss.shape), expected.loss, fp8_spread));
+  checks.push_back(check_tensor("logits", result.logits, expected.logits, fp8_spread));
   for (const auto& [name, grad] : result.grads) {
-    const std::string dataset = "/expected/grads/" + name;
-    if (!file.has(dataset)) {
+    const auto stored = expected.grads.find(name);
+    if (stored == expected.grads.end()) {
       TensorCheck missing;
       missing.name = "grads/" + name;
       missing.problem = "no expected gradient in the case file";
       checks.push_back(missing);
       continue;
     }
-    NANOFORGE_ASSIGN_OR_RETURN(HostArray<float> expected, file.read<float>(dataset));
-    checks.push_back(compare_tensor("grads/" + name, grad, expected));
-    if (full_precision != nullptr)
-      apply_fp8_rule(checks.back(), grad, full_precision->grads.at(name), expected);
+    checks.push_back(check_tensor("grads/" + name, grad, stored->second, fp8_spread));
   }
   return checks;
+}
+
+absl::StatusOr<std::vector<TensorCheck>> compare_with_expected(const std::string& case_path,
+                                                               const ParityResult& result,
+                                                               const Fp8Spread* fp8_spread) {
+  NANOFORGE_ASSIGN_OR_RETURN(const ExpectedValues expected, read_expected(case_path));
+  return compare_with_expected(expected, result, fp8_spread);
 }
 
 }  // namespace nanoforge
