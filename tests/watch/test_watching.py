@@ -239,7 +239,8 @@ def case_killed_and_resumed(runs):
 
 
 class ReportPage(html.parser.HTMLParser):
-    """The rendered DOM: each chart's polylines (point counts), the config rows marked as differing."""
+    """The rendered DOM: each chart's drawn series (point counts of its polylines, and of its polygons: the
+    stacked areas of the time-per-step charts), the config rows marked as differing."""
 
     def __init__(self):
         super().__init__()
@@ -253,7 +254,7 @@ class ReportPage(html.parser.HTMLParser):
         if tag == "figure" and "chart" in attrs.get("class", ""):
             self.chart = attrs["data-chart"]
             self.charts[self.chart] = []
-        elif tag == "polyline" and self.chart:
+        elif tag in ("polyline", "polygon") and self.chart:
             self.charts[self.chart].append(len(attrs.get("points", "").split()))
         elif tag == "tr" and attrs.get("class") == "differs":
             self.in_differs, self.cells = 1, []
@@ -294,7 +295,7 @@ def case_report_in_browser(runs):
     for chart in ("loss", "val-bpb", "lr", "gnorm", "tokens-per-s", "time-first", "time-second"):
         check(chart in dom.charts, f"no {chart} chart in {sorted(dom.charts)}")
         check(dom.charts[chart] and all(points >= 2 for points in dom.charts[chart][:2]),
-              f"chart {chart} has polylines of {dom.charts[chart]} points")
+              f"chart {chart} has series of {dom.charts[chart]} points")
     check(["optim.matrix_lr", "0.02", "0.01"] in dom.differs, f"config differences {dom.differs}")
     check(not any(row[0] == "model.depth" for row in dom.differs), "model.depth is the same in both")
     from PIL import Image, ImageStat
