@@ -107,7 +107,9 @@ demo-build:
 	cmake -S . -B $(DEMO_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release $(DEMO_CMAKE_FLAGS)
 	cmake --build $(DEMO_BUILD_DIR) -j $(JOBS) --target nanoforge
 
-# The demo corpus, its tokenizer (8,192 tokens) and its shards (the first 50 chapters for validation).
+# The demo corpus, its tokenizer (8,192 tokens) and its shards (the first 50 chapters for validation), in the
+# demo's own base directory, where recipes/tiny.toml's [data] defaults find them.
+demo-data demo: export NANOFORGE_BASE_DIR := $(abspath $(DEMO_DIR))
 demo-data: demo-build
 	scripts/make-demo-corpus.sh $(DEMO_DIR)/kjv.txt
 	$(NANOFORGE) tokenizer train --input $(DEMO_DIR)/kjv.txt --vocab-size 8192 --out $(DEMO_DIR)/tokenizer \
