@@ -33,6 +33,7 @@
 #include "step/training_step.h"
 #include "support/number_format.h"
 #include "support/status.h"
+#include "train/checkpoint/agreement.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/model_file.h"
 #include "train/checkpoint/resume.h"
@@ -201,29 +202,18 @@ absl::Status Trainer::start() {
   val_options.shuffle = false;
   NANOFORGE_ASSIGN_OR_RETURN(val_loader_, Loader::create(setup_.val_data, val_options));
 
-  std::string checkpoint = options_.resume_from;
-  if (!checkpoint.empty()) {
-    // The checkpoint the user named: verified, and never silently replaced by another.
-    if (absl::Status valid = verify_checkpoint(checkpoint); !valid.ok()) {
-      return absl::Status(valid.code(),
-                          fmt::format("--resume-from {}: {}", checkpoint, std::string(valid.message())));
-    }
-  } else if (options_.resume) {
-    if (chief_) fmt::print("resume: verifying the newest checkpoint of {}\n", options_.run_dir);
-    std::fflush(stdout);
-    std::vector<std::string> skipped;
-    absl::StatusOr<std::string> chosen = newest_valid_checkpoint(options_.run_dir, &skipped);
-    for (const std::string& problem : skipped) {
-      if (chief_) fmt::print("resume: skipping damaged checkpoint {}\n", problem);
-    }
-    if (chosen.ok()) {
-      checkpoint = *chosen;
-    } else if (absl::IsNotFound(chosen.status())) {
+  std::string checkpoint;
+  if (options_.resume || !options_.resume_from.empty()) {
+    // Every rank must start from rank 0's checkpoint: agreed before any rank loads or writes anything.
+    const ResumeChoice choice = choose_resume_checkpoint(options_.run_dir, options_.resume_from, chief_);
+    NANOFORGE_RETURN_IF_ERROR(agree_on_resume_checkpoint(
+        choice, options_.run_dir, options_.resume_from, communicator_.rank(), communicator_.world_size(),
+        [this](std::array<double, 3> values) { return sum_over_ranks(values); }));
+    checkpoint = choice.checkpoint;
+    if (checkpoint.empty()) {
       // Killed before its first checkpoint (a requeued job resumes blindly): the run starts over.
       if (chief_) fmt::print("resume: {} has no checkpoint yet; starting from step 0\n", options_.run_dir);
       if (chief_) NANOFORGE_RETURN_IF_ERROR(trim_metrics_after(options_.run_dir + "/metrics.jsonl", 0));
-    } else {
-      return chosen.status();
     }
   }
   if (!checkpoint.empty()) {

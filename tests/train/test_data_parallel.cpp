@@ -2,13 +2,15 @@
 // of the micro-batches are one rank's run — the same rows per step (data/loader/loader.h's world-size rule),
 // gradients averaged over ranks, sharded (ZeRO-1) updates gathered back — up to the order of float additions;
 // a run resumed at the same world size is the uninterrupted run bit for bit; one stopped at one world size
-// resumes at another.
+// resumes at another; ranks whose run directories hold different checkpoints refuse to resume.
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "tests/test_paths.h"
 #include "tests/train/training_fixture.h"
+#include "train/checkpoint/resume.h"
 
 namespace nanoforge {
 namespace {
@@ -206,6 +208,58 @@ TEST(DataParallel, ResumeAtAnotherWorldSize) {
   ASSERT_EQ(run_ranks(4, recipe, on_four, "--resume"), 0) << log_of(on_four);
   EXPECT_NE(log_of(on_four).find("resume: "), std::string::npos);
   expect_close_runs(on_four, one_rank_run());
+}
+
+// Rank 0 alone writes the run directory, and each rank resumes from its own --run-dir: on machines that share
+// no filesystem, rank 1's may lack rank 0's newest checkpoint. mpirun's MPMD form gives each rank its own
+// directory. Both ranks must refuse before loading or writing anything (rank 0's checkpoints and metrics stay
+// as they were), naming what each found, instead of rank 1 training from another step beside rank 0.
+TEST(DataParallel, ResumeRefusedWhenRanksFindDifferentCheckpoints) {
+  Recipe recipe = small_recipe();
+  recipe.train.horizon.num_iterations = 6;
+  recipe.train.eval_every = 3;
+  recipe.train.sample_every = 6;
+  recipe.checkpoint.every = 2;
+  const std::string dir = temp_dir("resume_disagree"), chief = dir + "/rank0";
+  const std::string recipe_path = recipe_file(recipe, dir);
+  ASSERT_TRUE(run_training(recipe, stop_at(chief, 4)).ok());  // checkpoints at steps 2 and 4
+  // Rank 1's directory: none at all, a copy that stopped one checkpoint earlier (step 2), or a copy whose
+  // checkpoints are all damaged (rank 1's own error: it still takes part in the agreement).
+  const std::string empty = dir + "/rank1_empty", earlier = dir + "/rank1_earlier",
+                    damaged = dir + "/rank1_damaged";
+  std::filesystem::copy(chief, earlier, std::filesystem::copy_options::recursive);
+  std::filesystem::remove_all(earlier + "/checkpoints/step_000004");
+  std::filesystem::remove(earlier + "/checkpoints/latest");
+  std::filesystem::copy(chief, damaged, std::filesystem::copy_options::recursive);
+  for (const char* step : {"step_000002", "step_000004"})
+    std::ofstream(fmt::format("{}/checkpoints/{}/model.h5", damaged, step)) << "damaged";
+  const std::vector<std::pair<int64_t, std::string>> checkpoints_before = checkpoint_directories(chief);
+  const std::string metrics_before = read_bytes(chief + "/metrics.jsonl");
+
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  for (const auto& [rank1_dir, rank1_found] :
+       {std::pair{empty, std::string("rank 1 found no checkpoint in its run directory")},
+        std::pair{earlier, std::string("rank 1 resumes step 2")},
+        std::pair{damaged, fmt::format("rank 1: {}: no valid checkpoint to resume from", damaged)}}) {
+    const std::string log_path = rank1_dir + ".log";
+    const std::string rank_args =
+        fmt::format("{} train --recipe {} --resume --run-dir", test::nanoforge_binary(), recipe_path);
+    const std::string command =
+        fmt::format("{} --oversubscribe -n 1 {} {} : -n 1 {} {} > {} 2>&1", test::mpiexec(), rank_args, chief,
+                    rank_args, rank1_dir, log_path);
+    EXPECT_NE(std::system(command.c_str()), 0) << read_bytes(log_path);
+    const std::string log = read_bytes(log_path);
+    EXPECT_NE(log.find(fmt::format("rank 0 resumes step 4 ({}/checkpoints/step_000004)", chief)),
+              std::string::npos)
+        << log;
+    EXPECT_NE(log.find(rank1_found), std::string::npos) << log;
+    EXPECT_NE(log.find("copy rank 0's checkpoints/ to the same path on each machine"), std::string::npos)
+        << log;
+    EXPECT_EQ(log.find("starting from step 0"), std::string::npos) << log;
+    EXPECT_EQ(checkpoint_directories(chief), checkpoints_before) << log;
+    EXPECT_EQ(read_bytes(chief + "/metrics.jsonl"), metrics_before) << log;
+  }
 }
 
 }  // namespace
