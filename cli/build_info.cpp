@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "kernels/backend_info.h"
-#include "kernels/cuda/cuda_memory.h"
+#include "kernels/device.h"
 #include "support/version.h"
 
 namespace nanoforge {
@@ -28,9 +28,9 @@ std::string cuda_description(const BackendInfo& info) {
   const std::string built =
       fmt::format("GPU build for sm {} (CUDA {})", info.cuda_architectures, info.cuda_toolkit);
   if (!info.cuda_usable) return fmt::format("{}; no GPU usable here: {}", built, info.cuda_status);
-  cuda::DeviceMemoryInfo gpu;
+  GpuMemoryInfo gpu;
   std::string reason;
-  if (!cuda::device_memory_info(&gpu, &reason)) return fmt::format("{}; GPU not usable: {}", built, reason);
+  if (!gpu_memory_info(&gpu, &reason)) return fmt::format("{}; GPU not usable: {}", built, reason);
   return fmt::format("{}; GPU: {}", built, gpu.name);
 }
 

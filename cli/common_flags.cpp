@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/cuda_memory.h"
+#include "kernels/device.h"
 #include "support/output_path.h"
 #include "support/status.h"
 
@@ -55,7 +55,7 @@ absl::StatusOr<Device> device_from_flag() {
   if (device != "cuda")
     return absl::InvalidArgumentError(fmt::format("--device {}: use cpu or cuda", device));
   std::string reason;
-  if (!cuda::available(&reason)) {
+  if (!gpu_available(&reason)) {
     return absl::FailedPreconditionError(fmt::format("--device cuda: no usable GPU: {}", reason));
   }
   return Device::kCuda;

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "kernels/cuda/cuda_memory.h"
+#include "kernels/device.h"
 
 #ifdef NANOFORGE_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -25,7 +25,7 @@ namespace {
 
 void probe_cuda(CommRuntimeInfo& info) {
   std::string reason;
-  const bool usable = cuda::available(&reason);
+  const bool usable = gpu_available(&reason);
   if (!usable) info.cuda_status = reason;
 #ifdef NANOFORGE_HAVE_CUDA
   info.cuda_built = true;

@@ -23,7 +23,7 @@ struct CommRuntimeInfo {
   bool cuda_built = false;
   int cuda_runtime_version = 0;  // 13000 = 13.0
   int cuda_driver_version = 0;   // 0: no CUDA driver
-  std::string cuda_status;       // why no GPU is usable (cuda::available's reason); empty when one is
+  std::string cuda_status;       // why no GPU is usable (gpu_available's reason); empty when one is
   std::vector<CudaDeviceInfo> gpus;
 
   bool nccl_built = false;

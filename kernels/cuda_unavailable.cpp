@@ -36,7 +36,7 @@ void copy_to_host(void*, const void*, int64_t) {
   NANOFORGE_CHECK(false, "{}", kNotBuilt);
 }
 void synchronize() {}
-bool device_memory_info(DeviceMemoryInfo*, std::string* reason) {
+bool device_memory_info(GpuMemoryInfo*, std::string* reason) {
   return available(reason);
 }
 bool device_compute_capability(int*, int*, std::string* reason) {

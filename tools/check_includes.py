@@ -3,6 +3,7 @@
 
 Every quoted #include in the source folders is a dependency of one part on another. The parts and what each
 may include are in ALLOWED below (the picture in README.md's layout table); a part always includes itself.
+Some folders are private to their part (PRIVATE below): only that part and the tests may include them.
 File-level cycles are found over all of them (a header that includes a header that includes it back).
 Exits 1 and names each violation; prints a one-line summary otherwise. Standard library only.
 
@@ -39,6 +40,9 @@ ALL_PARTS = list(ALLOWED)
 # The program and the tests may use every part.
 ALLOWED["cli"] = ALL_PARTS
 ALLOWED["tests"] = ALL_PARTS + ["cli", "tests"]
+# folder -> the part it is private to. The backends are kernels' own: the rooms above ask the device through
+# kernels' public headers (kernels/ops.h, kernels/device.h), so a backend can change without them.
+PRIVATE = {"kernels/cpu/": "kernels", "kernels/cuda/": "kernels"}
 SOURCE_SUFFIXES = (".h", ".cpp", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 
@@ -66,6 +70,10 @@ def main():
                 graph[path] = [i for i in includes if os.path.exists(os.path.join(root, i))]
                 source = part_of(path)
                 for included in includes:
+                    for folder, owner in PRIVATE.items():
+                        if included.startswith(folder) and source not in (owner, "tests"):
+                            problems.append(f"{path}: includes {included} ({folder} is private to {owner}/; "
+                                            f"include {owner}/'s public headers instead)")
                     target = part_of(included)
                     if source is None or target is None or target == source:
                         continue

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "kernels/cuda/cuda_memory.h"
+#include "kernels/device.h"
 #include "model/fp8_linears.h"
 
 namespace nanoforge {
@@ -29,7 +29,7 @@ absl::StatusOr<std::string> choose_fp8(bool fp8, const std::string& recipe, Devi
     constexpr int kFirstFp8Capability = 89;  // Ada (8.9), Hopper (9.0), Blackwell (10.x, 12.x)
     int major = 0, minor = 0;
     std::string reason;
-    if (!cuda::device_compute_capability(&major, &minor, &reason))
+    if (!gpu_compute_capability(&major, &minor, &reason))
       return absl::FailedPreconditionError(fmt::format("model.fp8: no usable GPU: {}", reason));
     if (major * 10 + minor < kFirstFp8Capability) {
       return absl::FailedPreconditionError(fmt::format(

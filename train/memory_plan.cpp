@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "kernels/cuda/cuda_memory.h"
+#include "kernels/device.h"
 #include "model/activations.h"
 #include "model/gpt.h"
 #include "model/param_layout.h"
@@ -130,9 +130,9 @@ MemoryPlan plan_training_memory(const GPTConfig& config, const std::vector<Param
 absl::StatusOr<AvailableMemory> available_memory(Device device) {
   AvailableMemory available;
   if (device == Device::kCuda) {
-    cuda::DeviceMemoryInfo info;
+    GpuMemoryInfo info;
     std::string reason;
-    if (!cuda::device_memory_info(&info, &reason)) {
+    if (!gpu_memory_info(&info, &reason)) {
       return absl::FailedPreconditionError(fmt::format("no usable GPU: {}", reason));
     }
     if (!info.integrated) {

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "kernels/cuda/cuda_memory.h"
+#include "kernels/device.h"
 
 namespace nanoforge {
 
@@ -52,7 +52,7 @@ absl::StatusOr<ChosenMlpGemm> choose_mlp_gemm(const std::string& setting, Device
   if (setting == "auto") {
     int major = 0, minor = 0;
     std::string reason;
-    if (!cuda::device_compute_capability(&major, &minor, &reason)) {
+    if (!gpu_compute_capability(&major, &minor, &reason)) {
       return absl::FailedPreconditionError(fmt::format("model.mlp_gemm: no usable GPU: {}", reason));
     }
     const ops::MlpGemm automatic = automatic_mlp_gemm_for(model, major);

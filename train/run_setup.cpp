@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "data/shards/shard_manifest.h"
-#include "kernels/cuda/cuda_memory.h"
+#include "kernels/device.h"
 #include "support/status.h"
 
 namespace nanoforge {
@@ -18,9 +18,9 @@ absl::Status invalid(std::string message) {
 
 absl::StatusOr<Device> resolve_train_device(const Recipe& recipe) {
   if (recipe.train.device == "cpu") return Device::kCpu;
-  // cuda::available counts GPUs without creating a context: the NCCL engine binds each rank's GPU later.
+  // gpu_available counts GPUs without creating a context: the NCCL engine binds each rank's GPU later.
   std::string reason;
-  const bool usable = cuda::available(&reason);
+  const bool usable = gpu_available(&reason);
   if (recipe.train.device == "cuda") {
     if (usable) return Device::kCuda;
     return absl::FailedPreconditionError(
@@ -28,14 +28,14 @@ absl::StatusOr<Device> resolve_train_device(const Recipe& recipe) {
   }
   // auto: a real GPU, never the CPU emulator of CUDA (nanoforge-emulated, the tests' program), which runs
   // only where train.device = cuda asks for it by name.
-  return usable && !cuda::emulated() ? Device::kCuda : Device::kCpu;
+  return usable && !gpu_emulated() ? Device::kCuda : Device::kCpu;
 }
 
 absl::StatusOr<std::string> device_display_name(Device device) {
   if (device == Device::kCpu) return std::string("cpu");
-  cuda::DeviceMemoryInfo gpu;
+  GpuMemoryInfo gpu;
   std::string reason;
-  if (!cuda::device_memory_info(&gpu, &reason)) {
+  if (!gpu_memory_info(&gpu, &reason)) {
     return absl::FailedPreconditionError(fmt::format("the GPU is not usable: {}", reason));
   }
   return gpu.name;
@@ -57,7 +57,7 @@ absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size, De
                         fmt::format("train.device: {}", std::string(device_name.status().message())));
   }
   setup.device_name = *device_name;
-  setup.on_cuda_emulator = device == Device::kCuda && cuda::emulated();
+  setup.on_cuda_emulator = device == Device::kCuda && gpu_emulated();
 
   ShardOpenOptions open;
   open.expect.vocab_size = setup.tokenizer.vocab_size();

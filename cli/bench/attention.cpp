@@ -19,7 +19,7 @@
 #include "cli/command.h"
 #include "cli/common_flags.h"
 #include "kernels/attention_implementation.h"
-#include "kernels/cuda/cuda_memory.h"
+#include "kernels/device.h"
 #include "kernels/device_buffer.h"
 #include "kernels/host_transfer.h"
 #include "kernels/ops.h"
@@ -82,11 +82,11 @@ template <class Run>
 double mean_seconds(int warmup, int steps, Run&& run) {
   for (int i = 0; i < warmup; ++i)
     run();
-  cuda::synchronize();
+  synchronize(Device::kCuda);
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i)
     run();
-  cuda::synchronize();
+  synchronize(Device::kCuda);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / steps;
 }
 

@@ -8,7 +8,7 @@
 #include <chrono>
 
 #include "dist/single_communicator.h"
-#include "kernels/cuda/cuda_memory.h"
+#include "kernels/device.h"
 #include "kernels/device_buffer.h"
 #include "model/flops.h"
 #include "model/gpt.h"
@@ -47,10 +47,6 @@ StepTokens random_tokens(const GPTConfig& config, int64_t batch, uint64_t seed, 
 // The recipe's dist.bucket_mb default (25 MB, PyTorch DDP's).
 constexpr int64_t kBucketBytes = int64_t{25} << 20;
 
-void wait_for_device(Device device) {
-  if (device == Device::kCuda) cuda::synchronize();
-}
-
 }  // namespace
 
 BenchStepResult bench_step(const BenchStepOptions& options) {
@@ -79,7 +75,7 @@ BenchStepResult bench_step(const BenchStepOptions& options) {
   auto run_step = [&] {
     const absl::StatusOr<StepResult> stepped = step.run(request);
     NANOFORGE_CHECK(stepped.ok(), "bench step: {}", stepped.status().ToString());
-    wait_for_device(device);
+    synchronize(device);
     result.last_loss = stepped->loss;
   };
   for (int step_index = 0; step_index < options.warmup_steps + options.steps; ++step_index) {

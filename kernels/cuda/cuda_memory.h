@@ -1,9 +1,12 @@
-// CUDA device memory for DeviceBuffer and host<->device copies. Implemented by kernels/cuda/memory.cu when
-// the CUDA backend is built, and by kernels/cuda_unavailable.cpp (which explains how to get it) otherwise.
+// CUDA device memory for DeviceBuffer and host<->device copies, and the device queries behind
+// kernels/device.h. Implemented by kernels/cuda/memory.cu when the CUDA backend is built, and by
+// kernels/cuda_unavailable.cpp (which explains how to get it) otherwise.
 #pragma once
 
 #include <cstdint>
 #include <string>
+
+#include "kernels/device.h"
 
 namespace nanoforge::cuda {
 
@@ -22,16 +25,9 @@ void copy_to_host(void* host_dst, const void* device_src, int64_t bytes);
 // Waits for all work queued on the device (for timing and before reading results on the host).
 void synchronize();
 
-// The current GPU's memory: free and total bytes as cudaMemGetInfo reports them, and whether the GPU is
-// integrated with the host and shares its memory (cudaDevAttrIntegrated, e.g. a GB10), where the host's own
-// accounting (/proc/meminfo) says better what is free. Returns false, saying why, when no GPU is usable.
-struct DeviceMemoryInfo {
-  std::string name;
-  int64_t free_bytes = 0;
-  int64_t total_bytes = 0;
-  bool integrated = false;
-};
-bool device_memory_info(DeviceMemoryInfo* info, std::string* reason = nullptr);
+// The current GPU's name and memory (kernels/device.h's GpuMemoryInfo), or false, saying why, when no GPU
+// is usable.
+bool device_memory_info(GpuMemoryInfo* info, std::string* reason = nullptr);
 
 // The current GPU's compute capability (9.0 for an H100/H200, 12.1 for a GB10), or false, saying why, when
 // no GPU is usable.

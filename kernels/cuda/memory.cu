@@ -73,7 +73,7 @@ void synchronize() {
   NANOFORGE_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-bool device_memory_info(DeviceMemoryInfo* info, std::string* reason) {
+bool device_memory_info(GpuMemoryInfo* info, std::string* reason) {
   if (!available(reason)) return false;
   int device = 0;
   NANOFORGE_CUDA_CHECK(cudaGetDevice(&device));

@@ -1,0 +1,29 @@
+// kernels/device.h over the CUDA backend (kernels/cuda/memory.cu, real or emulated), or over
+// kernels/cuda_unavailable.cpp, which answers "not built" when the build has no CUDA backend.
+#include "kernels/device.h"
+
+#include "kernels/cuda/cuda_memory.h"
+
+namespace nanoforge {
+
+bool gpu_available(std::string* reason) {
+  return cuda::available(reason);
+}
+
+bool gpu_emulated() {
+  return cuda::emulated();
+}
+
+bool gpu_memory_info(GpuMemoryInfo* info, std::string* reason) {
+  return cuda::device_memory_info(info, reason);
+}
+
+bool gpu_compute_capability(int* major, int* minor, std::string* reason) {
+  return cuda::device_compute_capability(major, minor, reason);
+}
+
+void synchronize(Device device) {
+  if (device == Device::kCuda) cuda::synchronize();
+}
+
+}  // namespace nanoforge
