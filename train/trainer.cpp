@@ -33,6 +33,7 @@
 #include "step/training_step.h"
 #include "support/number_format.h"
 #include "support/status.h"
+#include "support/stop_signal.h"
 #include "train/checkpoint/agreement.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/model_file.h"
@@ -46,7 +47,6 @@
 #include "train/run_directory.h"
 #include "train/run_setup.h"
 #include "train/run_summary.h"
-#include "train/shutdown_signal.h"
 
 namespace nanoforge {
 namespace {
@@ -411,7 +411,7 @@ absl::Status Trainer::train_step(int64_t step) {
   const Clock::time_point step_start = Clock::now();
   model_.plan(batch_, seq_);  // evaluation and sampling plan other shapes
   double data_seconds = 0;
-  StopVotes votes{shutdown_requested(), writer_.failed_write()};
+  StopVotes votes{stop_signal(), writer_.failed_write()};
   StepRequest request;
   request.grad_accum_steps = setup_.grad_accum_steps;
   request.schedule = schedule_at(setup_.schedule, step);
@@ -494,7 +494,7 @@ int Trainer::agreed_stop(absl::Status& failure) {
     votes = std::move(*votes_);
     votes_.reset();
   } else {
-    votes.local_signal = shutdown_requested();
+    votes.local_signal = stop_signal();
     votes.local_failure = writer_.failed_write();
     if (communicator_.world_size() > 1) {
       const auto summed = sum_over_ranks(
@@ -509,7 +509,7 @@ int Trainer::agreed_stop(absl::Status& failure) {
   }
   if (communicator_.world_size() == 1) {  // nothing to agree on: what happened since the vote counts too
     failure = votes.local_failure.ok() ? writer_.failed_write() : votes.local_failure;
-    return votes.local_signal != 0 ? votes.local_signal : shutdown_requested();
+    return votes.local_signal != 0 ? votes.local_signal : stop_signal();
   }
   // Several ranks: only what every rank voted (a signal since the vote counts at the next step).
   failure = votes.local_failure;
@@ -521,7 +521,7 @@ int Trainer::agreed_stop(absl::Status& failure) {
 
 absl::Status Trainer::run() {
   if (chief_) print_setup();
-  begin_graceful_shutdown();
+  set_on_stop_signal(OnStopSignal::kAskToStop);  // the first signal: a checkpoint after this step
   const int64_t num_iterations = setup_.horizon.num_iterations;
   const int64_t last_step =
       options_.stop_at_step > 0 ? std::min(options_.stop_at_step, num_iterations) : num_iterations;
@@ -624,8 +624,15 @@ absl::Status check_run_fits(const RunSetup& setup, const Communicator& communica
 
 }  // namespace
 
+// Slurm preemption, Ctrl-C (docs/checkpoints.md, "Stopping and resuming").
+constexpr StopSignalMessages kTrainingStopMessages = {
+    "\nnanoforge: signal during start-up: exiting now (no step was trained by this process)\n",
+    "\nnanoforge: stopping after this step (a second signal stops at once)\n",
+    "\nnanoforge: second signal: exiting now (checkpoints/latest still names the last complete "
+    "checkpoint)\n"};
+
 absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) {
-  install_shutdown_handlers();  // start-up mode: a signal ends the process at once
+  install_stop_handlers(OnStopSignal::kExit, kTrainingStopMessages);
   if (options.resume && !options.resume_from.empty()) {
     return absl::InvalidArgumentError("give --resume or --resume-from, not both");
   }
@@ -650,7 +657,7 @@ absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) 
   // The NCCL engine binds this rank's GPU (local rank) before anything else touches CUDA.
   NANOFORGE_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> communicator,
                              create_communicator(device, {recipe.dist.timeout_seconds}));
-  install_shutdown_handlers();  // again: an MPI runtime may have installed its own
+  install_stop_handlers(OnStopSignal::kExit, kTrainingStopMessages);  // again: MPI may have replaced them
   NANOFORGE_ASSIGN_OR_RETURN(RunSetup setup, set_up_run(recipe, communicator->world_size(), device));
   // The run's kernels and its memory, before the run directory is touched: a refusal writes nothing.
   NANOFORGE_ASSIGN_OR_RETURN(const ChosenKernels kernels, choose_kernels(recipe, device, setup.model));

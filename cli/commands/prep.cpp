@@ -13,11 +13,11 @@
 #include "cli/common_flags.h"
 #include "cli/flag_limits.h"
 #include "cli/progress_line.h"
-#include "cli/stop_signal.h"
 #include "data/prep/prep.h"
 #include "kernels/backend_info.h"
 #include "support/base_dir.h"
 #include "support/status.h"
+#include "support/stop_signal.h"
 
 ABSL_FLAG(int64_t, shard_tokens, 100'000'000,
           "tokens per shard (a shard closes once it holds at least this many)");
@@ -27,6 +27,12 @@ NANOFORGE_FLAG_LIMIT(val_docs, 0, 0x1p40);
 
 namespace nanoforge {
 namespace {
+
+// A signal stops prep between documents with its finished shards recorded (resumable); a second ends it at
+// once, which its records survive as they survive SIGKILL.
+constexpr StopSignalMessages kPrepStopMessages = {
+    nullptr, "\nnanoforge: stopping at the next document (a second signal stops at once)\n",
+    "\nnanoforge: signal: exiting now (nothing half-written is published)\n"};
 
 // This process's command line (/proc/self/cmdline), arguments holding spaces quoted: the manifest records it.
 std::string command_line() {
@@ -70,7 +76,7 @@ absl::Status run_prep(const std::vector<std::string>& /*arguments*/) {
   options.overwrite = absl::GetFlag(FLAGS_overwrite);
   options.resume = absl::GetFlag(FLAGS_resume);
   options.command_line = command_line();
-  install_stop_handlers();
+  install_stop_handlers(OnStopSignal::kAskToStop, kPrepStopMessages);
   options.stop_requested = [] { return stop_signal() != 0; };
   fmt::print("prep: tokenizer {} (vocab {}, hash {}), shards to {}, {} threads\n", tokenizer_dir,
              tokenizer.vocab_size(), tokenizer.hash(), options.out_dir, backend_info().cpu_threads);

@@ -16,7 +16,6 @@
 #include "cli/common_flags.h"
 #include "cli/flag_limits.h"
 #include "cli/progress_line.h"
-#include "cli/stop_signal.h"
 #include "data/documents/documents.h"
 #include "data/tokenizer/bpe_piece_counts.h"
 #include "data/tokenizer/bpe_trainer.h"
@@ -25,6 +24,7 @@
 #include "support/base_dir.h"
 #include "support/output_path.h"
 #include "support/status.h"
+#include "support/stop_signal.h"
 
 // nanochat's scripts/tok_train.py defaults: vocab 32768 (specials included), documents cut to 10,000
 // characters; it takes the first 2,000,000,000 characters, here 0 means "all of the input".
@@ -37,6 +37,11 @@ NANOFORGE_FLAG_LIMIT(doc_max_chars, 0, 0x1p40, "(0: no cut)");
 
 namespace nanoforge {
 namespace {
+
+// tokenizer train has nothing to resume: a signal ends it at once, except while it publishes its files, where
+// the exit waits for the end of the publication so that a tokenizer is never half-written.
+constexpr StopSignalMessages kTokenizerTrainStopMessages = {
+    "\nnanoforge: signal: exiting now (nothing half-written is published)\n", nullptr, nullptr};
 
 void print_count_progress(const PieceCountProgress& p, bool final) {
   const double mb_per_s = p.seconds > 0 ? p.file_bytes_read / 1e6 / p.seconds : 0;
@@ -100,8 +105,7 @@ absl::Status run_tokenizer_train(const std::vector<std::string>& /*arguments*/) 
     return absl::InvalidArgumentError("--max-chars and --doc-max-chars must be >= 0 (0: no limit)");
   }
   NANOFORGE_RETURN_IF_ERROR(check_output_directory(out));
-  install_stop_handlers();
-  stop_at_once();
+  install_stop_handlers(OnStopSignal::kExit, kTokenizerTrainStopMessages);
   NANOFORGE_ASSIGN_OR_RETURN(const DocumentReadOptions read_options, document_read_options_from_flags());
   NANOFORGE_ASSIGN_OR_RETURN(std::vector<std::string> paths,
                              expand_document_paths(absl::GetFlag(FLAGS_input)));

@@ -11,8 +11,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <csignal>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -25,6 +23,7 @@
 #include "data/shards/shard_manifest.h"
 #include "data/shards/shard_writer.h"
 #include "support/base_dir.h"
+#include "support/fault_point.h"
 #include "support/file_checksum.h"
 #include "support/output_path.h"
 #include "support/status.h"
@@ -50,19 +49,13 @@ bool is_prep_file_name(const std::string& name) {
   return std::regex_match(name, own_file_pattern()) || name == PrepLock::kFileName;
 }
 
-// NANOFORGE_PREP_FAULT=POINT@N kills the process with SIGKILL there (tests of resume): after_document@N (the
-// N-th document appended by this process), after_shard@N (the N-th shard renamed into place, not yet
-// recorded), after_record@N (... and recorded); term_after_document@N sends it SIGTERM instead, and
-// stop_after_document@N SIGSTOP (a prep that provably holds --out until SIGCONT: tests of concurrent preps).
-void fault_point(const char* point, int64_t count) {
-  static const std::string fault = [] {
-    const char* value = std::getenv("NANOFORGE_PREP_FAULT");
-    return std::string(value ? value : "");
-  }();
-  if (fault.empty()) return;
-  if (fault == fmt::format("{}@{}", point, count)) std::raise(SIGKILL);
-  if (fault == fmt::format("term_{}@{}", point, count)) std::raise(SIGTERM);
-  if (fault == fmt::format("stop_{}@{}", point, count)) std::raise(SIGSTOP);
+// The fault point of a prep (support/fault_point.h): after_document@N (the N-th document appended by this
+// process), after_shard@N (the N-th shard renamed into place, not yet recorded), after_record@N (... and
+// recorded).
+const absl::StatusOr<FaultPoint>& prep_fault() {
+  static const absl::StatusOr<FaultPoint> fault =
+      FaultPoint::from_environment("NANOFORGE_PREP_FAULT", {"after_document", "after_shard", "after_record"});
+  return fault;
 }
 
 // FNV-1a 64 of a file's first and last MiB (all of it when it is smaller than 2 MiB); 0 when it cannot be
@@ -297,6 +290,7 @@ absl::StatusOr<ManifestShard> describe_shard(const std::string& path) {
 
 absl::StatusOr<PrepResult> prep_shards(const Tokenizer& tokenizer, const PrepOptions& options,
                                        const std::function<void(const PrepProgress&)>& progress) {
+  NANOFORGE_RETURN_IF_ERROR(prep_fault().status());
   if (options.shard_tokens < 1) return absl::InvalidArgumentError("--shard-tokens must be >= 1");
   if (options.val_docs < 0) return absl::InvalidArgumentError("--val-docs must be >= 0");
   if (options.resume && options.overwrite)
@@ -376,7 +370,7 @@ absl::StatusOr<PrepResult> prep_shards(const Tokenizer& tokenizer, const PrepOpt
   auto record_shard = [&](const std::string& path) -> absl::Status {
     if (path.empty()) return absl::OkStatus();
     result.shards.push_back(path);
-    fault_point("after_shard", ++shards_written);
+    prep_fault()->pass("after_shard", ++shards_written);
     NANOFORGE_ASSIGN_OR_RETURN(ManifestShard shard, describe_shard(path));
     record.shards.push_back(std::move(shard));
     record.input_documents = input_documents;
@@ -384,7 +378,7 @@ absl::StatusOr<PrepResult> prep_shards(const Tokenizer& tokenizer, const PrepOpt
     record.empty_documents = result.empty_docs;
     record.text_bytes = result.text_bytes;
     NANOFORGE_RETURN_IF_ERROR(write_file_durably(journal.string(), record.to_text()));
-    fault_point("after_record", shards_written);
+    prep_fault()->pass("after_record", shards_written);
     return absl::OkStatus();
   };
 
@@ -445,7 +439,7 @@ absl::StatusOr<PrepResult> prep_shards(const Tokenizer& tokenizer, const PrepOpt
                                         std::string(finished.status().message())));
       }
       NANOFORGE_RETURN_IF_ERROR(record_shard(*finished));
-      fault_point("after_document", ++appended);
+      prep_fault()->pass("after_document", ++appended);
     }
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (progress) {

@@ -10,7 +10,6 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +23,7 @@
 #include "model/gpt_config_file.h"
 #include "model/param_layout.h"
 #include "support/check.h"
+#include "support/fault_point.h"
 #include "support/status.h"
 #include "support/version.h"
 #include "train/checkpoint/manifest.h"
@@ -166,16 +166,13 @@ absl::StatusOr<T> read_number(const H5File& file, const std::string& dataset) {
   return values[0];
 }
 
-// Test hook: NANOFORGE_CHECKPOINT_FAULT=STAGE@STEP aborts the process while saving the checkpoint of STEP, at
-// STAGE ("after_model": model.h5 written, the rest not; "before_latest": the checkpoint in place, `latest`
-// not yet updated), as a crash or kill would, so tests can check that the previous checkpoint and `latest`
-// survive.
-void maybe_inject_fault(const char* stage, int64_t step) {
-  const char* fault = std::getenv("NANOFORGE_CHECKPOINT_FAULT");
-  if (fault != nullptr && std::string_view(fault) == fmt::format("{}@{}", stage, step)) {
-    fmt::print(stderr, "nanoforge: NANOFORGE_CHECKPOINT_FAULT={}: aborting mid-checkpoint\n", fault);
-    std::abort();
-  }
+// The fault point of a save (support/fault_point.h), N the checkpoint's step: after_model (model.h5 written,
+// the rest not), before_latest (the checkpoint in place, `latest` not yet updated). Tests check that the
+// previous checkpoint and `latest` survive.
+const absl::StatusOr<FaultPoint>& checkpoint_fault() {
+  static const absl::StatusOr<FaultPoint> fault =
+      FaultPoint::from_environment("NANOFORGE_CHECKPOINT_FAULT", {"after_model", "before_latest"});
+  return fault;
 }
 
 // Replaces `target` by `source` (a directory), keeping `target` intact until the new one is in place.
@@ -225,6 +222,7 @@ void take_model_snapshot(const GPT& model, TrainerState trainer, CheckpointSnaps
 }
 
 absl::Status write_checkpoint(const std::string& run_dir, const CheckpointSnapshot& snapshot) {
+  NANOFORGE_RETURN_IF_ERROR(checkpoint_fault().status());
   const fs::path root = fs::path(run_dir) / "checkpoints";
   const std::string name = checkpoint_name(snapshot.trainer.step);
   for (const auto* tensors : {&snapshot.weights, &snapshot.optimizer_state}) {
@@ -243,7 +241,7 @@ absl::Status write_checkpoint(const std::string& run_dir, const CheckpointSnapsh
     return absl::PermissionDeniedError(
         fmt::format("{}: cannot create: {}", temporary.string(), error.message()));
   absl::Status status = write_model((temporary / "model.h5").string(), snapshot);
-  if (status.ok()) maybe_inject_fault("after_model", snapshot.trainer.step);
+  if (status.ok()) checkpoint_fault()->pass("after_model", snapshot.trainer.step);
   if (status.ok()) status = write_optimizer((temporary / "optimizer.h5").string(), snapshot);
   if (status.ok()) status = write_trainer((temporary / "trainer.h5").string(), snapshot.trainer);
   for (const char* file : kCheckpointFiles) {
@@ -259,7 +257,7 @@ absl::Status write_checkpoint(const std::string& run_dir, const CheckpointSnapsh
     fs::remove_all(temporary, error);
     return status;
   }
-  maybe_inject_fault("before_latest", snapshot.trainer.step);
+  checkpoint_fault()->pass("before_latest", snapshot.trainer.step);
   // `latest` changes only once the checkpoint it names is complete on disk.
   const fs::path latest_temporary = root / fmt::format(".latest.partial-{}", ::getpid());
   {
