@@ -29,6 +29,7 @@
 
 #include "dist/tcp_heartbeats.h"
 #include "tests/dist/connection_flood.h"
+#include "tests/dist/raw_tcp_client.h"
 
 namespace nanoforge {
 namespace {
@@ -319,45 +320,19 @@ bool hear_each_other(TcpHeartbeats& rank0, TcpHeartbeats& rank1) {
   });
 }
 
-// A raw client of 127.0.0.1:port whose reads give up after the hang guard.
-class RawClient {
+// A raw client of rank 0's heartbeat port (its reads give up after the hang guard).
+class RawClient : public test::RawTcpClient {
  public:
-  explicit RawClient(int port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    const timeval limit{static_cast<time_t>(kHangGuardSeconds), 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    address.sin_port = htons(static_cast<uint16_t>(port));
-    EXPECT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0)
-        << std::strerror(errno);
-  }
-  ~RawClient() { ::close(fd_); }
-  void send(const std::vector<uint8_t>& bytes) {
-    EXPECT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
-  }
+  explicit RawClient(int port) : RawTcpClient(port, static_cast<int>(kHangGuardSeconds)) {}
   void announce(uint64_t sequence) {
     const uint64_t latest = sequence + 1;  // the channel's announcement, in this build's byte order
-    EXPECT_EQ(::send(fd_, &latest, sizeof(latest), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(latest)));
-  }
-  // Exactly `count` bytes, or fewer when the other side closed.
-  std::vector<uint8_t> receive(size_t count) {
-    std::vector<uint8_t> bytes(count);
-    size_t got = 0;
-    while (got < count) {
-      const ssize_t n = ::recv(fd_, bytes.data() + got, count - got, 0);
-      if (n <= 0) break;
-      got += static_cast<size_t>(n);
-    }
-    bytes.resize(got);
-    return bytes;
+    EXPECT_EQ(::send(fd(), &latest, sizeof(latest), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(latest)));
   }
   // Whether rank 0 closed the connection (what it sent before is skipped), within the hang guard.
   bool closed_by_peer() {
     uint8_t buffer[256];
     while (true) {
-      const ssize_t got = ::recv(fd_, buffer, sizeof(buffer), 0);
+      const ssize_t got = ::recv(fd(), buffer, sizeof(buffer), 0);
       if (got == 0 || (got < 0 && errno == ECONNRESET)) return true;
       if (got < 0) return false;
     }
@@ -365,12 +340,9 @@ class RawClient {
   // Whether the connection is still open with nothing to read.
   bool open_and_quiet() {
     uint8_t byte = 0;
-    const ssize_t got = ::recv(fd_, &byte, 1, MSG_DONTWAIT);
+    const ssize_t got = ::recv(fd(), &byte, 1, MSG_DONTWAIT);
     return got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
   }
-
- private:
-  int fd_ = -1;
 };
 
 TEST(TcpHeartbeatPort, RankThatHoldsTheKeyIsAdmittedAndBothHearEachOther) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "dist/tcp_rendezvous.h"
+#include "tests/dist/raw_tcp_client.h"
 
 namespace nanoforge {
 namespace {
@@ -64,46 +65,10 @@ void guard(int fd) {
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit));
 }
 
-// A raw client: connects to 127.0.0.1:port, retrying while rank 0 is not listening yet.
-class RawClient {
+// A raw client of rank 0's rendezvous port (connecting while rank 0 is not listening yet).
+class RawClient : public test::RawTcpClient {
  public:
-  explicit RawClient(int port) {
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(kHangGuardSeconds);
-    while (true) {
-      fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-      guard(fd_);
-      sockaddr_in address{};
-      address.sin_family = AF_INET;
-      address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      address.sin_port = htons(static_cast<uint16_t>(port));
-      if (::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) break;
-      ::close(fd_);
-      fd_ = -1;
-      if (std::chrono::steady_clock::now() > give_up) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    EXPECT_GE(fd_, 0) << "could not connect to port " << port;
-  }
-  ~RawClient() { close(); }
-  void close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-  void send(const std::vector<uint8_t>& bytes) {
-    EXPECT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
-  }
-  // Exactly `count` bytes, or fewer when the other side closed.
-  std::vector<uint8_t> receive(size_t count) {
-    std::vector<uint8_t> bytes(count);
-    size_t got = 0;
-    while (got < count) {
-      const ssize_t n = ::recv(fd_, bytes.data() + got, count - got, 0);
-      if (n <= 0) break;
-      got += static_cast<size_t>(n);
-    }
-    bytes.resize(got);
-    return bytes;
-  }
+  explicit RawClient(int port) : RawTcpClient(port, kHangGuardSeconds) {}
   // rank 0's challenge nonce (the message is 32 bytes).
   RendezvousNonce challenge() {
     const std::vector<uint8_t> message = receive(kRendezvousHeaderBytes + kRendezvousNonceBytes);
@@ -119,16 +84,13 @@ class RawClient {
     std::array<uint8_t, 64> buffer;
     size_t unread = 0;
     while (unread <= kRendezvousHeaderBytes + kRendezvousNonceBytes) {
-      const ssize_t got = ::recv(fd_, buffer.data(), buffer.size(), 0);
+      const ssize_t got = ::recv(fd(), buffer.data(), buffer.size(), 0);
       if (got == 0 || (got < 0 && errno == ECONNRESET)) return true;
       if (got < 0) return false;  // the hang guard's timeout
       unread += static_cast<size_t>(got);
     }
     return false;
   }
-
- private:
-  int fd_ = -1;
 };
 
 std::vector<uint8_t> words(std::initializer_list<uint32_t> values) {
