@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string_view>
 
+#include "support/output_path.h"
 #include "support/status.h"
 #include "train/checkpoint/resume.h"
 #include "train/checkpoint/writer.h"
@@ -65,24 +66,10 @@ bool directory_has_entries(const fs::path& directory) {
 
 // A new run's directory may hold only names nanoforge writes there. Nothing is created before this check.
 absl::Status check_no_foreign_entries(const std::string& run_dir) {
-  std::vector<std::string> names;
-  std::error_code error;
-  for (fs::directory_iterator entry(run_dir, error), end; !error && entry != end; entry.increment(error))
-    names.push_back(entry->path().filename().string());
-  if (error && error != std::errc::no_such_file_or_directory) {
-    return absl::PermissionDeniedError(
-        fmt::format("--run-dir {}: cannot list the directory: {}", run_dir, error.message()));
-  }
-  std::sort(names.begin(), names.end());
-  for (const std::string& name : names) {
-    if (written_by_nanoforge(name)) continue;
-    return absl::FailedPreconditionError(fmt::format(
-        "--run-dir {} holds {}, which nanoforge did not write: a new run starts in a new or empty directory "
-        "or one holding only a run's own files (config.toml, metrics.jsonl, checkpoints/, ...); give "
-        "another --run-dir (e.g. runs/NAME); nothing was changed",
-        run_dir, name));
-  }
-  return absl::OkStatus();
+  return check_output_directory_is_own(
+      "train", "--run-dir", run_dir, written_by_nanoforge,
+      "a new run starts in a new or empty directory or one holding only a run's own files (config.toml, "
+      "metrics.jsonl, checkpoints/, ...); give another --run-dir (e.g. runs/NAME)");
 }
 
 // Under the lock: refuses a directory that holds a run; removes what a start that trained no step left.

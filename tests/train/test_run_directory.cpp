@@ -78,9 +78,9 @@ TEST(RunDirectory, ANewRunRefusesADirectoryOfOtherFiles) {
   const std::map<std::string, std::string> before = directory_contents(run);
   const absl::Status status = run_training(short_recipe(), stop_at(run, -1));
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
-  EXPECT_NE(
-      status.message().find("--run-dir " + run + " holds CMakeLists.txt, which nanoforge did not write"),
-      std::string::npos)
+  EXPECT_NE(status.message().find("--run-dir " + run + " is not a directory of train's outputs: it holds " +
+                                  run + "/CMakeLists.txt and 1 other entry that nanoforge did not write"),
+            std::string::npos)
       << status;
   EXPECT_EQ(directory_contents(run), before) << "nothing in the directory may change";
 }
