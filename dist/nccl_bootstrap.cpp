@@ -1,6 +1,8 @@
 // Bringing the NCCL engine up on every rank: GPU binding, the unique id from rank 0 over MPI or the TCP
 // rendezvous (with rank 0's heartbeat address under torchrun-style launches), and a non-blocking
 // ncclCommInitRankConfig polled under the timeout. docs/distributed.md walks through it.
+#include "dist/nccl_communicator.h"
+
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 #include <mpi.h>
@@ -13,7 +15,6 @@
 
 #include "dist/comm_watchdog.h"
 #include "dist/mpi_runtime.h"
-#include "dist/nccl_communicator.h"
 #include "dist/nccl_engine_parts.h"
 #include "dist/tcp_heartbeats.h"
 #include "dist/tcp_rendezvous.h"

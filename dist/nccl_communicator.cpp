@@ -3,7 +3,7 @@
 // communicator is non-blocking, so every NCCL call returns and the watchdog owns the waiting: a collective
 // is registered before NCCL is called, ncclInProgress is polled while the watchdog can fail it, teardown has
 // the same deadline, and on a failure ncclCommAbort runs once. docs/distributed.md says why.
-#include "dist/nccl_communicator.h"
+#include "dist/nccl_engine_parts.h"
 
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -24,7 +24,6 @@
 #include "dist/heartbeats.h"
 #include "dist/mpi_heartbeats.h"
 #include "dist/mpi_runtime.h"
-#include "dist/nccl_engine_parts.h"
 #include "support/check.h"
 
 namespace nanoforge {
