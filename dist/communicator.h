@@ -1,13 +1,10 @@
 // The collective-communication interface data parallelism is built on (PyTorch's ProcessGroup, in small): one
-// process per device, `world_size` of them, each with a `rank`. Every collective is asynchronous — it is
-// queued on the engine's own thread (MPI, CPU buffers) or CUDA stream (NCCL, GPU buffers) and runs in the
-// order calls were made on this rank; the returned CommWork waits for it. All ranks must issue the same
-// collectives in the same order with the same sizes. Buffers stay owned by the caller and must not be touched
-// until the work has been waited for.
-//
-// Engines (dist/*_communicator.*): single-process (world size 1, no communication), MPI, NCCL. A watchdog
-// turns a collective that makes no progress for `timeout_seconds` (a lost rank) into an error naming the
-// ranks that did not arrive, instead of a hang.
+// process per device, `world_size` of them, each with a `rank`. Every collective is asynchronous — queued on
+// the engine's own thread (MPI, CPU buffers) or CUDA stream (NCCL, GPU buffers), run in the order of calls on
+// this rank; the returned CommWork waits for it. All ranks issue the same collectives in the same order with
+// the same sizes; buffers stay the caller's, untouched until the work has been waited for. Engines
+// (dist/*_communicator.*): single-process, MPI, NCCL. A watchdog turns a collective that makes no progress
+// for `timeout_seconds` (a lost rank) into an error naming the ranks that did not arrive, instead of a hang.
 #pragma once
 
 #include <absl/status/statusor.h>

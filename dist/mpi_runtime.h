@@ -1,12 +1,8 @@
 // MPI itself, once per process: MPI_Init_thread on first use and MPI_Finalize at exit, the thread level, the
 // world as MPI sees it, and a byte broadcast with a deadline (the NCCL engine's id exchange). Communicators
-// register here so that their threads stop before MPI_Finalize runs.
-//
-// Thread level: MPI_THREAD_MULTIPLE is requested (Debian's Open MPI 4.1 provides it: `ompi_info` says
-// "MPI_THREAD_MULTIPLE: yes"), because several threads call MPI — each communicator's communication thread,
-// the NCCL engine's heartbeat thread, and the thread that creates communicators; MULTIPLE costs Open MPI a
-// lock per call, nothing next to a collective. A library that offers only MPI_THREAD_SERIALIZED is accepted:
-// every MPI call of dist/ then holds mpi_call_lock(), which serialises them.
+// register here so that their threads stop before MPI_Finalize runs. MPI_THREAD_MULTIPLE is requested, as
+// several threads call MPI; under MPI_THREAD_SERIALIZED every MPI call of dist/ holds call_lock()
+// (docs/distributed.md says why).
 #pragma once
 
 #include <absl/status/statusor.h>

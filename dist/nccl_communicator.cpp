@@ -1,13 +1,9 @@
-// NcclCommunicator: bootstrap (GPU binding, unique id over MPI or TCP, a non-blocking communicator whose
-// initialisation is polled under a deadline), the enqueue path (event from the compute stream -> comm stream
-// -> collective -> completion event, which the compute stream can wait for: CommWork::wait_on_device), and
-// the watchdog's side. The communicator is non-blocking (blocking = 0, as PyTorch creates it), so every
-// NCCL call returns and the watchdog owns the waiting: a collective is registered before NCCL is called, a
-// call answering ncclInProgress (NCCL connects the ranks inside the first collectives) is polled while the
-// watchdog can fail it, and teardown (ncclCommFinalize) has the same deadline. On a timeout or an
-// asynchronous error every queued collective fails and ncclCommAbort runs; once aborted, the communicator is
-// never touched again (ncclCommAbort frees it).
-#include "dist/nccl_communicator.h"
+// The NCCL engine: the enqueue path (event from the compute stream -> comm stream -> collective -> completion
+// event, which the compute stream can wait for: CommWork::wait_on_device) and the watchdog's side. The
+// communicator is non-blocking, so every NCCL call returns and the watchdog owns the waiting: a collective
+// is registered before NCCL is called, ncclInProgress is polled while the watchdog can fail it, teardown has
+// the same deadline, and on a failure ncclCommAbort runs once. docs/distributed.md says why.
+#include "dist/nccl_engine_parts.h"
 
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -18,8 +14,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdlib>
-#include <cstring>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -30,21 +24,9 @@
 #include "dist/heartbeats.h"
 #include "dist/mpi_heartbeats.h"
 #include "dist/mpi_runtime.h"
-#include "dist/tcp_heartbeats.h"
-#include "dist/tcp_rendezvous.h"
 #include "support/check.h"
-#include "support/status.h"
 
 namespace nanoforge {
-namespace {
-
-constexpr const char* kEngine = "nccl";
-// The CUDA kernels (kernels/cuda/) launch on the legacy default stream: a collective waits for what was
-// queued there before it.
-const cudaStream_t kComputeStream = cudaStreamLegacy;
-// How long ncclCommAbort may take before the process gives up on it (NCCL has had versions where abort
-// hung, which is why PyTorch's default is to tear the process down without it).
-constexpr double kAbortDeadlineSeconds = 30;
 
 std::string cuda_error_text(cudaError_t error) {
   return fmt::format("{} ({})", cudaGetErrorString(error), cudaGetErrorName(error));
@@ -56,6 +38,13 @@ std::string nccl_error_text(ncclResult_t result, ncclComm_t comm) {
   if (last != nullptr && last[0] != '\0') text += fmt::format(": {}", last);
   return text;
 }
+
+namespace {
+
+constexpr const char* kEngine = "nccl";
+// The CUDA kernels (kernels/cuda/) launch on the legacy default stream: a collective waits for what was
+// queued there before it.
+const cudaStream_t kComputeStream = cudaStreamLegacy;
 
 ncclDataType_t nccl_type(DType dtype) {
   switch (dtype) {
@@ -126,19 +115,7 @@ struct Health {
 
 class NcclCommunicator final : public Communicator {
  public:
-  struct Parts {
-    int rank = 0;
-    int world_size = 1;
-    int local_rank = 0;
-    ncclComm_t comm = nullptr;
-    cudaStream_t stream = nullptr;
-    cudaEvent_t ready = nullptr;
-    float* barrier_value = nullptr;
-    MPI_Comm heartbeat_comm = MPI_COMM_NULL;        // heartbeats over MPI, when MPI started the job
-    std::shared_ptr<TcpHeartbeats> tcp_heartbeats;  // else heartbeats over TCP to rank 0
-  };
-
-  NcclCommunicator(const Parts& parts, const DistOptions& options)
+  NcclCommunicator(const NcclParts& parts, const DistOptions& options)
       : parts_(parts), options_(options), health_(std::make_shared<Health>()) {
     if (parts_.heartbeat_comm != MPI_COMM_NULL) {
       auto lock = MpiRuntime::call_lock();
@@ -418,7 +395,7 @@ class NcclCommunicator final : public Communicator {
       health_->failed.store(true);
     }
     if (heartbeats_over_mpi()) MpiRuntime::mark_broken();
-    ExitDeadline abort_deadline(kAbortDeadlineSeconds, fmt::format("rank {}: ncclCommAbort", rank()));
+    ExitDeadline abort_deadline(kNcclAbortDeadlineSeconds, fmt::format("rank {}: ncclCommAbort", rank()));
     ncclCommAbort(parts_.comm);
   }
 
@@ -441,7 +418,7 @@ class NcclCommunicator final : public Communicator {
                  rank());
       return;
     }
-    ExitDeadline deadline(kAbortDeadlineSeconds, fmt::format("rank {}: ncclCommAbort", rank()));
+    ExitDeadline deadline(kNcclAbortDeadlineSeconds, fmt::format("rank {}: ncclCommAbort", rank()));
     const DeviceGuard device(parts_.local_rank);
     ncclCommAbort(parts_.comm);
   }
@@ -487,7 +464,7 @@ class NcclCommunicator final : public Communicator {
     if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
   }
 
-  Parts parts_;
+  NcclParts parts_;
   const DistOptions options_;
   std::shared_ptr<Health> health_;
   std::shared_ptr<Heartbeats> heartbeats_;
@@ -507,149 +484,10 @@ class NcclCommunicator final : public Communicator {
   int stopper_ = -1;
 };
 
-// What rank 0 sends every rank at start-up: the NCCL id, and under torchrun-style launches where rank 0's
-// heartbeat listener is.
-struct StartupPayload {
-  ncclUniqueId id;
-  TcpHeartbeatAddress heartbeats;
-};
-
-// The payload from rank 0 to every rank: over MPI when MPI started the job, else the TCP rendezvous.
-absl::Status share_startup_payload(const LaunchEnv& env, MpiRuntime* mpi, const RendezvousKey& key,
-                                   StartupPayload& payload, double timeout_seconds) {
-  auto* bytes = reinterpret_cast<uint8_t*>(&payload);
-  if (mpi != nullptr) return mpi->broadcast_bytes({bytes, sizeof(payload)}, 0, timeout_seconds);
-  RendezvousOptions options;
-  options.master_addr = env.master_addr;
-  options.master_port = env.master_port;
-  options.rank = env.rank;
-  options.world_size = env.world_size;
-  options.timeout_seconds = timeout_seconds;
-  options.key = key;
-  NANOFORGE_ASSIGN_OR_RETURN(std::vector<uint8_t> received,
-                             tcp_rendezvous(options, {bytes, env.rank == 0 ? sizeof(payload) : 0}));
-  if (received.size() != sizeof(payload)) {
-    return absl::DataLossError(
-        fmt::format("rendezvous: expected {} bytes (the NCCL id and the heartbeat "
-                    "address) from rank 0, got {} bytes",
-                    sizeof(payload), received.size()));
-  }
-  std::memcpy(bytes, received.data(), sizeof(payload));
-  return absl::OkStatus();
-}
-
-// ncclCommInitRankConfig with blocking = 0, polled until every rank has joined or the timeout; a
-// communicator that did not come up is aborted.
-absl::Status init_communicator(ncclComm_t* comm, const LaunchEnv& env, const ncclUniqueId& id,
-                               double timeout_seconds, const std::string& who) {
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
-  using Clock = std::chrono::steady_clock;
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(timeout_seconds));
-  ncclResult_t result = ncclCommInitRankConfig(comm, env.world_size, id, env.rank, &config);
-  while (result == ncclInProgress && Clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    if (ncclCommGetAsyncError(*comm, &result) != ncclSuccess) result = ncclInternalError;
-  }
-  if (result == ncclSuccess) return absl::OkStatus();
-  const std::string text = result == ncclInProgress
-                               ? fmt::format("not every rank joined within {} s", timeout_seconds)
-                               : nccl_error_text(result, *comm);
-  if (*comm != nullptr) {
-    ExitDeadline abort_deadline(kAbortDeadlineSeconds, fmt::format("{}: ncclCommAbort", who));
-    ncclCommAbort(*comm);
-  }
-  note_communication_failure();
-  return absl::UnavailableError(
-      fmt::format("{}: ncclCommInitRankConfig over {} ranks: {}", who, env.world_size, text));
-}
-
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Communicator>> create_nccl_communicator(const LaunchEnv& env,
-                                                                       const DistOptions& options) {
-  NcclCommunicator::Parts parts;
-  parts.rank = env.rank;
-  parts.world_size = env.world_size;
-  parts.local_rank = env.local_rank;
-  MpiRuntime* mpi = nullptr;
-  if (env.launched_by_mpi() && env.world_size > 1) {
-    NANOFORGE_ASSIGN_OR_RETURN(mpi, MpiRuntime::get());
-    NANOFORGE_RETURN_IF_ERROR(mpi->check_matches(env));
-    parts.local_rank = mpi->world().local_rank;  // counted by MPI among the processes sharing this machine
-  }
-  // Torchrun-style: the rendezvous's key, checked before any CUDA work.
-  RendezvousKey rendezvous_key;
-  if (mpi == nullptr && env.world_size > 1) {
-    absl::StatusOr<RendezvousKey> key = rendezvous_key_from_env(process_env);
-    if (!key.ok())
-      return absl::Status(key.status().code(),
-                          fmt::format("{}: {}", env.describe(), std::string(key.status().message())));
-    rendezvous_key = *std::move(key);
-  }
-  const std::string who = fmt::format("rank {}", env.rank);
-  int gpus = 0;
-  if (const cudaError_t error = cudaGetDeviceCount(&gpus); error != cudaSuccess || gpus == 0) {
-    return absl::UnavailableError(fmt::format("{}: the NCCL engine needs a GPU, and CUDA sees none: {}", who,
-                                              error != cudaSuccess ? cuda_error_text(error) : "0 devices"));
-  }
-  if (parts.local_rank >= gpus) {
-    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-    return absl::FailedPreconditionError(
-        fmt::format("{} is local rank {} and binds GPU {}, but this machine shows {} GPU(s) "
-                    "(CUDA_VISIBLE_DEVICES={}): start "
-                    "at most one rank per GPU on each machine",
-                    who, parts.local_rank, parts.local_rank, gpus, visible != nullptr ? visible : "unset"));
-  }
-  // cudaSetDevice must precede ncclCommInitRank (and everything else that creates CUDA state).
-  if (const cudaError_t error = cudaSetDevice(parts.local_rank); error != cudaSuccess) {
-    return absl::UnavailableError(
-        fmt::format("{}: cudaSetDevice({}): {}", who, parts.local_rank, cuda_error_text(error)));
-  }
-  StartupPayload payload{};
-  const bool torchrun_style = mpi == nullptr && env.world_size > 1;
-  if (env.rank == 0) {
-    if (const ncclResult_t result = ncclGetUniqueId(&payload.id); result != ncclSuccess)
-      return absl::UnavailableError(
-          fmt::format("{}: ncclGetUniqueId: {}", who, nccl_error_text(result, nullptr)));
-    if (torchrun_style) {
-      NANOFORGE_ASSIGN_OR_RETURN(parts.tcp_heartbeats,
-                                 TcpHeartbeats::listen(env.world_size, &payload.heartbeats));
-    }
-  }
-  if (env.world_size > 1)
-    NANOFORGE_RETURN_IF_ERROR(
-        share_startup_payload(env, mpi, rendezvous_key, payload, options.timeout_seconds));
-  if (torchrun_style && env.rank != 0) {
-    NANOFORGE_ASSIGN_OR_RETURN(parts.tcp_heartbeats,
-                               TcpHeartbeats::connect(env.master_addr, payload.heartbeats, env.rank,
-                                                      env.world_size, options.timeout_seconds));
-  }
-  NANOFORGE_RETURN_IF_ERROR(init_communicator(&parts.comm, env, payload.id, options.timeout_seconds, who));
-  int least_priority = 0;
-  int greatest_priority = 0;
-  cudaError_t cuda = cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority);
-  // Non-blocking: the legacy default stream does not serialise with it, so collectives overlap the kernels.
-  // Highest priority: a collective's kernels are scheduled ahead of compute kernels queued meanwhile.
-  if (cuda == cudaSuccess)
-    cuda = cudaStreamCreateWithPriority(&parts.stream, cudaStreamNonBlocking, greatest_priority);
-  if (cuda == cudaSuccess) cuda = cudaEventCreateWithFlags(&parts.ready, cudaEventDisableTiming);
-  if (cuda == cudaSuccess) cuda = cudaMalloc(reinterpret_cast<void**>(&parts.barrier_value), sizeof(float));
-  if (cuda == cudaSuccess) cuda = cudaMemset(parts.barrier_value, 0, sizeof(float));
-  if (cuda != cudaSuccess) {
-    ncclCommAbort(parts.comm);  // frees it without waiting for the peers
-    return absl::UnavailableError(
-        fmt::format("{}: creating the NCCL stream: {}", who, cuda_error_text(cuda)));
-  }
-  if (mpi != nullptr) {
-    ExitDeadline deadline(options.timeout_seconds, fmt::format("{}: creating the heartbeat channel", who));
-    auto lock = MpiRuntime::call_lock();
-    if (MPI_Comm_dup(MPI_COMM_WORLD, &parts.heartbeat_comm) != MPI_SUCCESS)
-      return absl::UnavailableError(fmt::format("{}: MPI_Comm_dup for heartbeats failed", who));
-    MPI_Comm_set_errhandler(parts.heartbeat_comm, MPI_ERRORS_RETURN);
-  }
-  return std::unique_ptr<Communicator>(new NcclCommunicator(parts, options));
+std::unique_ptr<Communicator> open_nccl_communicator(const NcclParts& parts, const DistOptions& options) {
+  return std::make_unique<NcclCommunicator>(parts, options);
 }
 
 }  // namespace nanoforge

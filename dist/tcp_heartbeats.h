@@ -1,12 +1,10 @@
 // The heartbeat channel of jobs started torchrun-style, where there is no MPI: every rank keeps one TCP
 // connection to rank 0 and tells it "I am at collective #s"; rank 0 sends every rank the table of what it
-// heard from all (the latest collective, how long ago, whether the connection closed), so that any survivor
-// names a lost rank, and a closed connection to rank 0 names rank 0. Rank 0's port is open to anyone who can
-// reach its machine, so a thread of its own serves it from listen() on: a connection counts only once its
-// hello has proved the job's key, bound to this run's session and never replayed (rendezvous_protocol.h), and
-// only a few unauthenticated ones are held at once, each for a few seconds — a flood costs rank 0 neither its
-// file descriptors nor the ranks' heartbeats. All I/O after the handshake is non-blocking: a peer that stops
-// reading loses tables, never blocks the channel. docs/distributed.md has the protocol and its bounds.
+// heard from all, so that any survivor names a lost rank (and a closed connection to rank 0 names rank 0).
+// Rank 0's port is open to anyone who can reach its machine: its own thread admits a connection only once
+// its hello has proved the job's key for this run, and a flood costs rank 0 neither its descriptors nor the
+// ranks' heartbeats. All I/O after the handshake is non-blocking. docs/distributed.md has the protocol and
+// its bounds.
 #pragma once
 
 #include <absl/status/statusor.h>

@@ -1,13 +1,7 @@
 // From an RdmaInventory to the NCCL environment a data-parallel run should have, and what looks wrong: a pure
 // function, so every rule is tested on recorded machines (tests/doctor/recorded/). The rules follow NVIDIA's
-// DGX Spark playbooks and NCCL's documented variables (docs/doctor.md):
-//   - NCCL_IB_HCA lists every active RDMA port of the data fabric (InfiniBand if any IB port is active, else
-//     RoCE). A Spark's QSFP port is two RoCE devices (PCIe domains 0000 and 0002, e.g. rocep1s0f0 and
-//     roceP2p1s0f0), each ~100 Gb/s of PCIe: NCCL must get both or it runs at half speed.
-//   - NCCL_IB_GID_INDEX: the RoCE v2 GID carrying an IPv4 address (routable, what NCCL's auto-selection
-//     looks for), when it has the same index on every chosen port; NCCL_IB_ROCE_VERSION_NUM=1 if only v1.
-//   - NCCL_SOCKET_IFNAME (bootstrap, and the data path without RDMA): the RoCE netdev, else the interface
-//     of the default route. NCCL_IB_DISABLE=1 when there is no active RDMA port: NCCL uses sockets.
+// DGX Spark playbooks and NCCL's documented variables; docs/doctor.md lists each setting and why (both
+// devices of a Spark's split QSFP port in NCCL_IB_HCA, the RoCE v2 GID carrying IPv4, the socket interface).
 // The user's own environment always wins; review_nccl_environment says which values are kept, and which of
 // them will make NCCL fail (a problem) or run slowly (a warning).
 #pragma once
@@ -44,6 +38,12 @@ struct DoctorWarning {
   std::string subject;  // "rocep1s0f0 port 1", "enp1s0f0np0", "NCCL_IB_HCA"
   std::string message;  // what was found, what it costs, what to do
 };
+
+// A warning's subject for an RDMA port: "rocep1s0f0 port 1".
+std::string port_subject(const std::string& device, int port);
+
+// Whether an interface has an IPv4 or IPv6 address (what NCCL's sockets need).
+bool has_address(const NetInterface& interface);
 
 // One RDMA port NCCL will use, with the GID chosen on it (-1 for InfiniBand ports).
 struct NcclDataPort {

@@ -1,12 +1,9 @@
 // libhdf5 1.10 decodes some object-header messages without checking them, and damaged ones crash it before
-// any query could look: an attribute message whose value does not fit in it makes it read past its buffer
-// (fuzzing found this in shards and checkpoints within seconds), a chunked layout message with a chunk
-// dimension of 0 makes it divide by zero (SIGFPE) inside H5Dopen2 (fuzzing found this in model.h5), and a
-// message flagged "shared" makes it follow a pointer into tables the file may not have (a null read, in a
-// shard).
-// check_object_header reads an object header's bytes itself — version 1, as nanoforge and h5py write them,
-// following its continuation chunks — and checks those messages before libhdf5 looks at any of them.
-// docs/fuzzing.md lists what such checks do not cover.
+// any query could look (an attribute value past its message, a chunk dimension of 0, a message flagged
+// "shared"; all found by fuzzing). check_object_header reads an object header's bytes itself — version 1,
+// as nanoforge and h5py write them, following its continuation chunks — and checks those messages before
+// libhdf5 looks at any of them. docs/untrusted-input.md says what is checked and why; docs/fuzzing.md lists
+// what such checks do not cover.
 #pragma once
 
 #include <absl/status/status.h>

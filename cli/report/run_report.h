@@ -4,44 +4,12 @@
 // It is C++ so that the installed program reports on its own, with no Python environment beside it.
 #pragma once
 
-#include <absl/status/statusor.h>
-
-#include <cstdint>
-#include <map>
-#include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
+#include "cli/report/run_records.h"
+
 namespace nanoforge {
-
-struct TrainingPoint {
-  int64_t step = 0;
-  double loss = 0, lr_multiplier = 0, grad_norm = 0, tokens_per_s = 0;
-  std::optional<double> mfu, step_ms, exposed_comm_ms, data_wait_ms;
-};
-
-struct RunRecords {
-  std::string name;  // the directory's name
-  std::string dir;
-  std::vector<TrainingPoint> training;
-  std::vector<std::pair<double, double>> val_bpb, core, checkpoint_ms;  // (step, value)
-  std::map<std::string, double> core_tasks;                             // the last CORE evaluation's
-  std::vector<std::pair<int64_t, std::string>> samples;
-  std::vector<std::pair<std::string, std::string>> config;  // "section.key" -> value as TOML
-  struct Checkpoint {
-    std::string name;
-    int64_t step = 0, bytes = 0;
-  };
-  std::vector<Checkpoint> checkpoints;
-  std::vector<std::string> files;  // every file of the run read or listed (an output must be none of them)
-  std::vector<std::string> notes;  // what is left out, unreadable: "PATH: why" or "PATH is a pipe, ..."
-};
-
-// Reads what a run directory holds; an error when it has no metrics.jsonl it can read (not a run directory).
-// Everything else is optional: a config.toml, core.json or checkpoint that cannot be read (not a regular
-// file, too large, unreadable, a looping link, not TOML or JSON) is left out with a note in `notes`.
-absl::StatusOr<RunRecords> read_run_records(const std::string& run_dir);
 
 // The whole page.
 std::string run_report_html(const std::vector<RunRecords>& runs);

@@ -1,0 +1,60 @@
+// The TCP rendezvous's sockets (private to dist/): a descriptor closed with its owner, and whole messages
+// sent and received on a non-blocking socket against a deadline, a message's header checked before its body
+// is read. Used by both sides: rank 0's server (rendezvous_server.cpp) and the joining ranks
+// (tcp_rendezvous.cpp).
+#pragma once
+
+#include <absl/status/statusor.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dist/rendezvous_protocol.h"
+#include "dist/tcp_io.h"
+
+namespace nanoforge::rendezvous_io {
+
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  Socket(Socket&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Socket& operator=(Socket&& other) noexcept {
+    if (this != &other) {
+      reset();
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  ~Socket() { reset(); }
+  int fd() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+std::string errno_text(int error);
+
+// Waits until `fd` is ready for `events`; false at the deadline.
+absl::StatusOr<bool> wait_ready(int fd, short events, TcpClock::time_point deadline);
+
+absl::Status send_all(int fd, std::span<const uint8_t> bytes, TcpClock::time_point deadline,
+                      const char* what);
+
+// ABORTED when the peer closed the connection before all of `bytes` arrived.
+absl::Status receive_all(int fd, std::span<uint8_t> bytes, TcpClock::time_point deadline,
+                         const std::string& what);
+
+// One message of type `expected`: its header, checked before a body of the length it announces is read.
+absl::StatusOr<std::vector<uint8_t>> receive_message(int fd, RendezvousMessage expected,
+                                                     TcpClock::time_point deadline, const std::string& what);
+
+}  // namespace nanoforge::rendezvous_io
