@@ -584,7 +584,7 @@ write_summary() {
     column -t -s $'\t' "$state_dir/stages.tsv" || cat "$state_dir/stages.tsv"
     return 0
   fi
-  python3 "$repo_root/tools/gpu_check_summary.py" --state "$state_dir" --out "$summary_json" \
+  python3 "$repo_root/tools/dev/gpu_check_summary.py" --state "$state_dir" --out "$summary_json" \
     --ctest-log "$ctest_log" --sanitizer-log "$sanitizer_log" \
     --bench "bench-d20=$build_dir/bench-d20.json" --bench "bench-d12=$build_dir/bench-d12.json" \
     --bench "bench-attention=$build_dir/bench-attention.json" \

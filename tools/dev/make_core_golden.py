@@ -17,7 +17,7 @@ must come from nanochat's code, not from a re-implementation; it is committed so
 clone without torch.
 
 Usage:
-  python3 tools/make_core_golden.py --nanochat PATH_TO_NANOCHAT_CHECKOUT \\
+  python3 tools/dev/make_core_golden.py --nanochat PATH_TO_NANOCHAT_CHECKOUT \\
       --checkpoint tests/eval/core/golden/checkpoint --tokenizer tests/data/tokenizer/golden \\
       --bundle tests/eval/core/bundle --max-per-task -1 12 --out tests/eval/core/golden/core_golden.json
 
@@ -42,7 +42,7 @@ os.environ["TORCH_COMPILE_DISABLE"] = "1"
 
 import torch  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # tools/, a user tool
 import export_checkpoint  # noqa: E402
 
 
@@ -204,7 +204,7 @@ def main():
     recorder = Recorder(core_eval)
     commit = subprocess.run(["git", "-C", args.nanochat, "rev-parse", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
-    golden = {
+    golden = {  # "generator": the path it had when the golden was made, so that it regenerates byte for byte
         "generator": "tools/make_core_golden.py",
         "nanochat_commit": commit,
         "torch": torch.__version__,

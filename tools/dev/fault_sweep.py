@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Inject a full disk, I/O errors and a failing fsync at many points of one checkpoint write, and check each run.
 
-    python3 tools/fault_sweep.py --nanoforge build/bin/nanoforge \\
+    python3 tools/dev/fault_sweep.py --nanoforge build/bin/nanoforge \\
         --shim build/tests/train/libnanoforge_io_fault_shim.so [--points 9]
 
-The run of tools/kill_loop.py (a checkpoint after every step) is started with the fault library of the tests
+The run of tools/dev/kill_loop.py (a checkpoint after every step) is started with the fault library of the tests
 preloaded (tests/train/checkpoint/io_fault_shim.c), aimed at the checkpoint of step 10: its writes fail with
 ENOSPC, EIO or EFBIG after N bytes, for N spread over the checkpoint's size, and once its fsyncs fail. Each run
 must end with exit status 1 and a message naming the checkpoint not saved and the one `latest` still names;

@@ -12,7 +12,7 @@ What: for e4m3 (torch.float8_e4m3fn) and e5m2 (torch.float8_e5m2), in the order 
 Why: the encode/decode in C++ must equal PyTorch's to the bit, and a table made by PyTorch cannot share a
 mistake with it. The scale lines pin the float64 division and its rounding to float32.
 
-Usage: python3 tools/make_fp8_table.py --out tests/kernels/golden/fp8_table.txt
+Usage: python3 tools/dev/make_fp8_table.py --out tests/kernels/golden/fp8_table.txt
 Needs: torch >= 2.1 (the float8 dtypes; a CPU build is enough), numpy. Deterministic (fixed seed).
 """
 
@@ -68,6 +68,7 @@ def main():
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     rng = np.random.default_rng(20261206)
+    # The path this tool had when the table was made, so that it regenerates byte for byte.
     lines = [f"# made by tools/make_fp8_table.py with torch {torch.__version__}; hex float32 bits"]
     amaxes = np.concatenate([np.array([0.0, 1e-13, 1e-12, 1e-11, 1.0, 3.1415927, 448.0, 57344.0, 1e30],
                                       dtype=np.float32),

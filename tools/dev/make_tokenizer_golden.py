@@ -13,7 +13,7 @@ The C++ tests (tests/data/tokenizer/test_tokenizer_parity.cpp) must reproduce th
 tokenizer_train.jsonl must reproduce rustbpe's ranks exactly.
 
 Needs: pip install tiktoken rustbpe; the `bible` program (Debian bible-kjv) to regenerate the training text.
-Usage: tools/make_tokenizer_golden.py [--out tests/data/tokenizer/golden] [--vocab-size 2048]
+Usage: tools/dev/make_tokenizer_golden.py [--out tests/data/tokenizer/golden] [--vocab-size 2048]
 """
 import argparse
 import base64
@@ -24,6 +24,8 @@ import subprocess
 import rustbpe
 import tiktoken
 import tiktoken.load
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # nanochat/tokenizer.py SPLIT_PATTERN and SPECIAL_TOKENS.
 SPLIT_PATTERN = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,2}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
@@ -85,7 +87,7 @@ def kjv_chapters(max_chars):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "data", "golden"))
+    parser.add_argument("--out", default=os.path.join(REPO, "tests", "data", "tokenizer", "golden"))
     parser.add_argument("--vocab-size", type=int, default=2048, help="including the 9 specials")
     parser.add_argument("--train-chars", type=int, default=300_000)
     args = parser.parse_args()

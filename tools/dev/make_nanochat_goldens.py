@@ -10,7 +10,7 @@ With --verify it instead recomputes the numbers of existing files (these or any 
 from their stored weights, inputs and gradients with nanochat's code, and prints the largest differences.
 
 Why: nanoforge's parity tests must prove agreement with nanochat itself, not with a re-implementation
-(tools/nanochat_reference.py is ours and is not used here), and must run from a plain clone, so the files
+(tools/dev/nanochat_reference.py is ours and is not used here), and must run from a plain clone, so the files
 are small and committed, and this tool is how they were made.
 
 How the optimizer is set up: the optimizer goldens are made exactly as nanochat's scripts/base_train.py
@@ -34,9 +34,9 @@ Deviations from a GPU run, all deliberate:
   - torch runs single-threaded and deterministic, so a rerun on the same machine writes identical files.
 
 Usage:
-  python3 tools/make_nanochat_goldens.py --nanochat PATH_TO_NANOCHAT_CHECKOUT --out tests/parity/golden
-  python3 tools/make_nanochat_goldens.py --nanochat PATH --verify FILE.h5 [FILE.h5 ...]
-  python3 tools/make_nanochat_goldens.py --nanochat PATH --case gqa.h5 --n-layer 3 --n-embd 128 \
+  python3 tools/dev/make_nanochat_goldens.py --nanochat PATH_TO_NANOCHAT_CHECKOUT --out tests/parity/golden
+  python3 tools/dev/make_nanochat_goldens.py --nanochat PATH --verify FILE.h5 [FILE.h5 ...]
+  python3 tools/dev/make_nanochat_goldens.py --nanochat PATH --case gqa.h5 --n-layer 3 --n-embd 128 \
       --n-head 4 --n-kv-head 2 --vocab 300 --seq 160 [--window-pattern SL --batch 2 --seed 1 --perturb 0.1
       --ignored-targets 0]
 The first writes the committed files (MODEL_CASES and OPTIM_GOLDENS below); the last writes one model case
@@ -68,7 +68,9 @@ os.environ["TORCH_COMPILE_DISABLE"] = "1"
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from upgrade_h5 import text_of, upgrade_string_attributes  # noqa: E402  (tools/, next to this script)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # tools/, a user tool
+from upgrade_h5 import text_of, upgrade_string_attributes  # noqa: E402
 
 PINNED_COMMIT = "92d63d4e8bb4df75c3b71618f31ddde2378b2bcd"
 
@@ -347,6 +349,7 @@ def f32(t):
 
 def common_meta(meta, nc, **extra):
     meta.attrs["nanochat_commit"] = nc.commit
+    # The path this tool had when the goldens were made, so that they regenerate byte for byte.
     meta.attrs["generator"] = "nanoforge tools/make_nanochat_goldens.py (nanochat's own PyTorch code)"
     meta.attrs["torch_version"] = str(torch.__version__)
     meta.attrs["compute_dtype"] = "float32"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Kill a training run with SIGKILL at random moments, again and again, and check that it always resumes exactly.
 
-    python3 tools/kill_loop.py --nanoforge build/bin/nanoforge --kills 100
+    python3 tools/dev/kill_loop.py --nanoforge build/bin/nanoforge --kills 100
 
 A one-layer model is trained on generated sentences (the committed test tokenizer, `nanoforge prep`), with a
 checkpoint after every step: once in one go (the reference), then with `train --resume` started over and over
@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOLDEN_TOKENIZER = os.path.join(REPO, "tests", "data", "tokenizer", "golden")
 
 RECIPE = """[model]
