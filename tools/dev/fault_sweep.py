@@ -39,20 +39,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     nanoforge, shim = os.path.abspath(args.nanoforge), os.path.abspath(args.shim)
 
-    kill_loop.write_sentences(os.path.join(work, "sentences.txt"))
-    shards = os.path.join(work, "shards")
-    shutil.rmtree(shards, ignore_errors=True)
-    if kill_loop.run([nanoforge, "prep", "--input", os.path.join(work, "sentences.txt"), "--tokenizer",
-                      kill_loop.GOLDEN_TOKENIZER, "--out", shards, "--val-docs", "40", "--threads", "1"],
-                     os.path.join(work, "prep.log")) != 0:
-        sys.exit(f"fault_sweep: prep failed, see {work}/prep.log")
-    recipe = os.path.join(work, "recipe.toml")
-    with open(recipe, "w") as f:
-        f.write(kill_loop.RECIPE.format(shards=shards, tokenizer=kill_loop.GOLDEN_TOKENIZER, steps=args.steps))
-    reference = os.path.join(work, "reference")
-    shutil.rmtree(reference, ignore_errors=True)
-    if kill_loop.run([nanoforge, "train", "--recipe", recipe, "--run-dir", reference], reference + ".log") != 0:
-        sys.exit(f"fault_sweep: the reference run failed, see {reference}.log")
+    recipe, reference, _ = kill_loop.prepare_reference(nanoforge, work, args.steps, tool="fault_sweep")
     target = os.path.join(reference, "checkpoints", f"step_{STEP:06d}")
     size = sum(os.path.getsize(os.path.join(target, name)) for name in os.listdir(target))
 
