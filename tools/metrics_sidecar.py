@@ -3,15 +3,10 @@
 
     metrics_sidecar.py RUN_DIR [--parent-pid PID]
 
-The trainer (train/metrics_sidecar.cpp) starts it on rank 0 and never waits for it: it follows the file by
-itself, so a slow or dead sidecar costs training nothing. What to forward comes from the run's own
-config.toml ([log]). It stops after forwarding the last record when sent SIGTERM (the trainer's end) or
-when its parent is gone. RUN_DIR/.sidecar_state.json holds the last record forwarded, so a restarted or
-resumed sidecar never sends a step twice: the first record of a (step, kind) wins, as W&B's history can only
-grow (a resumed run retrains the same losses; docs/watching.md). Exit status 3: nothing it can forward.
-Nothing in the run directory is trusted (docs/untrusted-input.md): a record it cannot forward is skipped with a
-warning, its own files are never opened through a symbolic link or as a FIFO, and lines starting "warning:"
-are the ones the trainer repeats on its console.
+Started by the trainer on rank 0 (train/metrics_sidecar.cpp), which never waits for it; it forwards what the
+run's config.toml [log] asks, never a step twice (RUN_DIR/.sidecar_state.json), and stops after the last record
+when sent SIGTERM or when its parent is gone. Exit status 3: nothing it can forward. docs/watching.md says
+what it forwards and how it resumes; docs/untrusted-input.md, what it does with a hostile run directory.
 """
 
 import argparse
