@@ -3,24 +3,10 @@
 
     python3 tools/dev/kill_loop.py --nanoforge build/bin/nanoforge --kills 100
 
-A one-layer model is trained on generated sentences (the committed test tokenizer, `nanoforge prep`), with a
-checkpoint after every step: once in one go (the reference), then with `train --resume` started over and over
-in one run directory, each time killed with SIGKILL after a random delay (uniform up to the reference's own
-duration, so kills land in start-up, in steps, in the middle of checkpoint writes and of `latest` updates). A run
-that finishes before its kill is started afresh in a new directory. After every kill:
-
-  - `latest`, when there is one, must name a checkpoint whose model.h5 and optimizer.h5 are byte for byte the
-    reference's at that step (the checkpoint a resume starts from is exactly the uninterrupted run's);
-  - every checkpoint directory in the run must be the reference's, byte for byte (resumed segments wrote the
-    same states as the uninterrupted run: the resume was exact).
-
-A run that finishes before its kill must equal the reference whole (every checkpoint and every loss). A resume
-counts as exact when the checkpoints it wrote (and, if it finished, its losses) are the reference's; one killed
-before writing any is undecided (the next resume starts from the same checkpoint and decides it).
-
-At the end the last run is let finish: its losses (metrics.jsonl) and final checkpoint must equal the
-reference's, and no leftover of an interrupted save may remain. Prints the figures and a JSON line; exits 1 on
-any mismatch. Standard library only.
+A one-layer model with a checkpoint after every step is trained once in one go (the reference), then resumed over
+and over in one run directory, each time killed after a random delay; every checkpoint, the one `latest` names and
+the run let finish at the end must be the reference's, byte for byte (the rules: docs/checkpoints.md, "kill -9,
+100 times"). Prints the figures and a JSON line; exits 1 on any mismatch. Standard library only.
 """
 
 import argparse

@@ -1,16 +1,8 @@
 #!/usr/bin/env python3
-"""Writes the tokenizer golden files under tests/data/tokenizer/golden/ (committed; rerun only to change them).
-
-tiktoken cannot download its own encodings here, so the ranks come from a tokenizer trained the way nanochat
-trains its own: rustbpe (nanochat's trainer) with nanochat's split pattern, on tokenizer_train.jsonl (KJV
-Bible chapters, public domain, from Debian's bible-kjv package, plus the multilingual parity text). Then:
-  tokenizer.tiktoken   the ranks, written by tiktoken's own dump_tiktoken_bpe
-  special_tokens.txt   nanochat's 9 specials after the ranks ("NAME ID" per line)
-  parity_cases.txt     one case per line: base64(UTF-8 text) TAB the ids tiktoken's encode_ordinary gives,
-                       with the Encoding built from those ranks and nanochat's pattern
-  tokenizer_train.jsonl the training documents ({"text": ...} per line)
-The C++ tests (tests/data/tokenizer/test_tokenizer_parity.cpp) must reproduce the ids exactly, and training on
-tokenizer_train.jsonl must reproduce rustbpe's ranks exactly.
+"""Writes the tokenizer golden files under tests/data/tokenizer/golden/ (committed; rerun only to change them):
+the ranks rustbpe (nanochat's trainer) trains with nanochat's split pattern on tokenizer_train.jsonl (KJV
+chapters, from Debian's bible-kjv, and the multilingual parity text), written by tiktoken's dump_tiktoken_bpe;
+nanochat's 9 specials; and the parity cases with tiktoken's encode_ordinary ids (docs/tokenizer.md, "Tests").
 
 Needs: pip install tiktoken rustbpe; the `bible` program (Debian bible-kjv) to regenerate the training text.
 Usage: tools/dev/make_tokenizer_golden.py [--out tests/data/tokenizer/golden] [--vocab-size 2048]
