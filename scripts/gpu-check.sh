@@ -1,22 +1,11 @@
 #!/usr/bin/env bash
-# The one prepared command for a machine with a GPU: a borrowed H200 (an image without our libraries, no apt,
-# no network), a DGX Spark, or your own box. It says what the machine has, builds nanoforge for that GPU alone,
-# and checks it: the `gpu` tests, compute-sanitizer's memcheck over one tiny training step, and `bench step`
-# at depth 20 and 12 (and depth 20 again with our fused MLP GEMM, in FP8, and in FP8 on our MLP GEMM). Each stage has a time limit inside one budget (GPU_CHECK_BUDGET_S, default 450 s, to fit
-# a 10-minute slot); a failed stage is recorded and the next runs where that makes sense. cuDNN attention is
-# built where the machine has cuDNN 9 and the frontend headers travel in .gpu-deps/cudnn-frontend (or python3
-# has the nvidia-cudnn-frontend wheel); then its gpu test runs with the others and `bench attention` times it
-# against flash on one d20 layer. Without cuDNN the rest builds and runs as before.
-#
-# Dependencies: where the machine has our libraries (Debian/Ubuntu packages, scripts/install-deps.sh) they are
-# used as installed. Where it lacks any, the Debian packages that scripts/gpu-deps-bundle.sh fetched into
-# .gpu-deps/debs are unpacked into a private prefix (never into /) and CMake is pointed at it; the binaries get
-# that prefix as DT_RPATH, so they load those libraries without an LD_LIBRARY_PATH that would also reach cmake
-# or python3. Without a GPU the script configures only, says so, and writes "gpu": null.
-#
-# Output: machine.txt, build.log, ctest.log, sanitizer.log, bench.log and gpu-check.json in $OUT when it is
-# set (a folder collected after the run), else in the build folder; a short table is printed last.
-# Exit status: 0 when every stage that ran passed. Usage and knobs: docs/build.md, "GPU check".
+# The one prepared command for a machine with a GPU (a borrowed H200 without our libraries, no apt and no
+# network; a DGX Spark; your own box): it says what the machine has, builds nanoforge for that GPU alone and
+# checks it (the `gpu` tests, compute-sanitizer over one tiny step, `bench step` at d20 and d12, in FP8 and on
+# our MLP GEMM, cuDNN attention against flash), each stage within one time budget. Where the machine lacks our
+# libraries it uses the Debian packages of scripts/gpu-deps-bundle.sh, unpacked into a private prefix. Logs and
+# gpu-check.json go to $OUT (else the build folder); exit status 0 when every stage that ran passed.
+# Usage, knobs, stages and outputs: docs/build.md, "GPU check".
 set -euo pipefail
 shopt -s inherit_errexit nullglob
 

@@ -1,14 +1,12 @@
 #!/usr/bin/env python3
-"""The registers, static shared memory and spills of every CUDA kernel, from ptxas itself, as the Markdown
-page docs/kernel-resources.md (regenerate it with `python3 tools/dev/kernel_resources.py >
-docs/kernel-resources.md`): each kernels/cuda/*.cu is compiled to
-a cubin with `nvcc -Xptxas -v` for each architecture (the Release build's flags: -O3 -DNDEBUG, C++20, the repository on the
-include path) and ptxas's report of each kernel is read back.
+"""The registers, static shared memory and spills of every CUDA kernel, from ptxas itself, as the Markdown page
+docs/kernel-resources.md (regenerate it with `python3 tools/dev/kernel_resources.py > docs/kernel-resources.md`):
+each kernels/cuda/*.cu is compiled to a cubin with `nvcc -Xptxas -v` for each architecture (the Release build's
+flags: -O3 -DNDEBUG, C++20, the repository on the include path) and ptxas's report of each kernel is read back.
 
     python3 tools/dev/kernel_resources.py [--arch 90 --arch 121] [--nvcc nvcc] [--jobs N]
 
-Needs nvcc (no GPU). Dynamic shared memory is a launch's choice, not the kernel's, and is not in the table.
-Standard library only.
+Needs nvcc (no GPU); standard library only. Dynamic shared memory is a launch's choice, not the kernel's: not listed.
 """
 import argparse
 import concurrent.futures
