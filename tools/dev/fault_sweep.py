@@ -4,13 +4,10 @@
     python3 tools/dev/fault_sweep.py --nanoforge build/bin/nanoforge \\
         --shim build/tests/train/libnanoforge_io_fault_shim.so [--points 9]
 
-The run of tools/dev/kill_loop.py (a checkpoint after every step) is started with the fault library of the tests
-preloaded (tests/train/checkpoint/io_fault_shim.c), aimed at the checkpoint of step 10: its writes fail with
-ENOSPC, EIO or EFBIG after N bytes, for N spread over the checkpoint's size, and once its fsyncs fail. Each run
-must end with exit status 1 and a message naming the checkpoint not saved and the one `latest` still names;
-`latest` must then be the reference's step-9 checkpoint byte for byte, nothing of the failed save may remain,
-and the run resumed to the end must equal the reference. Prints the figures and a JSON line; exits 1 on any
-failure. Standard library only.
+The kill loop's run (tools/dev/kill_loop.py) starts with the tests' fault library preloaded, its checkpoint of
+step 10 failing with ENOSPC, EIO or EFBIG after N bytes (N spread over its size), or at fsync. Each run must stop
+with the error, keep `latest` at step 9 byte for byte, leave nothing of the failed save and resume to the
+reference's end (docs/checkpoints.md). Prints the figures and a JSON line; exits 1 on any failure.
 """
 
 import argparse
