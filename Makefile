@@ -6,7 +6,7 @@
 # `make sanitize` runs the whole test suite again in a tree built with AddressSanitizer
 # and UndefinedBehaviorSanitizer (the GPU tests on the emulator, where every kernel overrun is a host
 # overrun), then the tests that run MPI in a CPU-only tree built with ThreadSanitizer (cmake/Sanitizers.cmake,
-# tools/sanitizers/, docs/build.md).
+# tools/dev/sanitizers/, docs/build.md).
 # `make demo` trains a small model from scratch on this machine: tokenizer and shards from the demo corpus,
 # recipes/tiny.toml, evaluation (bits per byte, and CORE on the small test bundle), a sample, a plot of the
 # run (run.png) and its page (report.html, `nanoforge report`: docs/watching.md). It builds only the program,

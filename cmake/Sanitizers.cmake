@@ -2,7 +2,7 @@
 # of this tree and links every program with those sanitizers, in any build tree (CPU-only or with CUDA, whose
 # device code is not instrumented: compute-sanitizer checks that). Errors stop the program
 # (-fno-sanitize-recover), so a finding fails the test that caused it. Every program also gets
-# tools/sanitizers/options.cpp: the run-time options and the committed suppressions files, without any
+# tools/dev/sanitizers/options.cpp: the run-time options and the committed suppressions files, without any
 # environment. `make sanitize` runs the test suite in such a tree (docs/build.md).
 set(NANOFORGE_SANITIZE "" CACHE STRING
     "Sanitizers to build with, as -fsanitize= takes them (e.g. address,undefined); empty: none")
@@ -26,14 +26,14 @@ if(CMAKE_CUDA_COMPILER)
   add_compile_options("$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=${_sanitize_host_flags}>")
 endif()
 add_link_options("$<$<LINK_LANGUAGE:C,CXX>:-fsanitize=${NANOFORGE_SANITIZE}>")
-message(STATUS "nanoforge: sanitizers ${NANOFORGE_SANITIZE} (run-time options: tools/sanitizers/)")
+message(STATUS "nanoforge: sanitizers ${NANOFORGE_SANITIZE} (run-time options: tools/dev/sanitizers/)")
 
 # The options file, compiled once for the tree (its one absolute path, the suppressions' folder, stays off
 # every other compile line), and its object added to every executable under `directory` once all of them
 # are defined.
-add_library(nanoforge_sanitizer_options OBJECT ${PROJECT_SOURCE_DIR}/tools/sanitizers/options.cpp)
+add_library(nanoforge_sanitizer_options OBJECT ${PROJECT_SOURCE_DIR}/tools/dev/sanitizers/options.cpp)
 target_compile_definitions(nanoforge_sanitizer_options PRIVATE
-                           NANOFORGE_SANITIZER_DIR="${PROJECT_SOURCE_DIR}/tools/sanitizers")
+                           NANOFORGE_SANITIZER_DIR="${PROJECT_SOURCE_DIR}/tools/dev/sanitizers")
 function(nanoforge_add_sanitizer_options directory)
   get_property(targets DIRECTORY ${directory} PROPERTY BUILDSYSTEM_TARGETS)
   foreach(target IN LISTS targets)

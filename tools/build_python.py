@@ -1,8 +1,7 @@
 """The Python packages of the tools (matplotlib, h5py, numpy, pyarrow) come from the build tree's Python,
 build/python, which `make` (or `make deps` alone) sets up with scripts/install-deps.sh. A tool started by
-another python3 (the first one on PATH: a pyenv or conda one) that lacks one re-runs itself with
-build/python/bin/python3; where there is none, or it lacks the package too, the tool stops with one line
-saying what to run.
+another python3 that lacks one re-runs itself with build/python/bin/python3; where there is none, or it lacks
+the package too, the tool stops with one line saying what to run.
 
     import build_python  # tools/build_python.py, before the packages
     build_python.require("matplotlib")

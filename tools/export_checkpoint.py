@@ -4,26 +4,9 @@
     python3 tools/export_checkpoint.py nanochat    CHECKPOINT BASE_DIR [--tokenizer DIR] [--model-tag d20] [--overwrite]
     python3 tools/export_checkpoint.py safetensors CHECKPOINT OUT.safetensors
 
-CHECKPOINT is a checkpoint directory (with model.h5 and trainer.h5) or a run directory (its latest checkpoint).
-The nanochat export makes BASE_DIR a NANOCHAT_BASE_DIR that nanochat's own loaders open
-(checkpoint_manager.load_model("base", ...), tokenizer.get_tokenizer(), get_token_bytes()):
-  BASE_DIR/base_checkpoints/d<depth>/model_NNNNNN.pt  the state dict under nanochat's names (transformer.wte and
-                                                      value_embeds in bfloat16 as nanochat stores them on a GPU,
-                                                      everything else float32; --fp32-embeddings keeps them
-                                                      float32, and the round trip through import_nanochat.py
-                                                      then gives back the weights bit for bit)
-  BASE_DIR/base_checkpoints/d<depth>/meta_NNNNNN.json the model config, the run's training settings, and its
-                                                      val bpb (the last evaluation at or before the step, and
-                                                      the lowest) from RUN/metrics.jsonl; null where the run
-                                                      evaluated none, or the checkpoint is not in its run
-  BASE_DIR/tokenizer/tokenizer.pkl, token_bytes.pt    the run's tokenizer (the recipe's data.tokenizer, or
-                                                      --tokenizer DIR; its hash must be the checkpoint's)
-A run directory's checkpoint may be pruned (checkpoint.keep_last) while it trains: its files are held open from
-the start, and one deleted before they are open is replaced by the run's newest. An export never replaces what
-BASE_DIR holds (another run's checkpoint at that step, another tokenizer; the same tokenizer is kept as it is)
-unless --overwrite, and writes every file beside its name, renaming them into place once all are written.
-The nanochat export needs torch and tiktoken (tools/nanochat_files.py); the safetensors one needs the safetensors
-package (and numpy); both read the HDF5 files with h5py.
+CHECKPOINT is a checkpoint directory or a run directory (its latest); BASE_DIR becomes a NANOCHAT_BASE_DIR that
+nanochat's own loaders open. The files: docs/checkpoints.md, "nanochat, both ways"; what an export refuses and
+never replaces: docs/untrusted-input.md. Needs h5py, and torch and tiktoken (nanochat) or safetensors.
 """
 
 import argparse

@@ -4,19 +4,9 @@
     python3 tools/import_nanochat.py tokenizer NANOCHAT_TOKENIZER OUT_DIR [--overwrite]
     python3 tools/import_nanochat.py model     NANOCHAT_CHECKPOINT OUT_DIR [--step N] [--overwrite]
 
-tokenizer: NANOCHAT_TOKENIZER is a tokenizer.pkl, or the directory holding it (NANOCHAT_BASE_DIR/tokenizer);
-OUT_DIR becomes a nanoforge tokenizer directory (tokenizer.tiktoken + special_tokens.txt), the files nanoforge
-itself would write for those ranks.
-model: NANOCHAT_CHECKPOINT is a base_checkpoints/d<depth> directory (model_NNNNNN.pt + meta_NNNNNN.json), a
-base_checkpoints directory or a NANOCHAT_BASE_DIR (the deepest model, the last step unless --step); OUT_DIR gets
-a model.h5 in nanoforge's checkpoint layout, which a recipe starts from with `model.init_from = "OUT_DIR"`.
-bfloat16 tensors become float32 exactly; keys are prepared as nanochat's build_model prepares them. Needs torch
-and h5py. The recipe must build the same model (depth, sequence length, window pattern, the tokenizer's vocab):
-nanoforge checks the shape when it loads the weights.
-Nothing in nanochat's files is run: a tokenizer.pkl that names anything but tiktoken's Encoding, or a .pt that
-holds anything but tensors, is refused (tools/nanochat_files.py). Files already in OUT_DIR are replaced only
-with --overwrite, and the model only in a directory of its own (never a nanoforge checkpoint); what is written
-goes beside and is renamed into place.
+A tokenizer.pkl (or its folder) becomes a nanoforge tokenizer directory; a base_checkpoints/d<N> (or its parents)
+becomes OUT_DIR/model.h5, for `model.init_from = "OUT_DIR"`. The files: docs/checkpoints.md, "nanochat, both
+ways"; what is refused and never run: docs/untrusted-input.md. Needs torch and h5py.
 """
 
 import argparse

@@ -3,148 +3,30 @@
 
     metrics_sidecar.py RUN_DIR [--parent-pid PID]
 
-The trainer (train/metrics_sidecar.cpp) starts it on rank 0 and never waits for it: it follows the file by
-itself, so a slow or dead sidecar costs training nothing. What to forward comes from the run's own
-config.toml ([log]). It stops after forwarding the last record when sent SIGTERM (the trainer's end) or
-when its parent is gone. RUN_DIR/.sidecar_state.json holds the last record forwarded, so a restarted or
-resumed sidecar never sends a step twice: the first record of a (step, kind) wins, as W&B's history can only
-grow (a resumed run retrains the same losses; docs/watching.md). Exit status 3: nothing it can forward.
-Nothing in the run directory is trusted (docs/untrusted-input.md): a record it cannot forward is skipped with a
-warning, its own files are never opened through a symbolic link or as a FIFO, and lines starting "warning:"
-are the ones the trainer repeats on its console.
+Started by the trainer on rank 0 (train/metrics_sidecar.cpp), which never waits for it; it forwards what the
+run's config.toml [log] asks, never a step twice (RUN_DIR/.sidecar_state.json), and stops after the last record
+when sent SIGTERM or when its parent is gone. Exit status 3: nothing it can forward. docs/watching.md says
+what it forwards and how it resumes; docs/untrusted-input.md, what it does with a hostile run directory.
 """
 
 import argparse
-import errno
 import fcntl
 import json
 import math
 import os
-import re
 import resource
-import secrets
 import signal
-import stat
-import string
 import sys
 import time
-import tomllib
+
+from sidecar_files import RunFileRefused, log, open_run_file, warn
+from sidecar_records import MAX_RECORD_BYTES, MAX_STEP, MetricsFollower, scalars_of
+from sidecar_sinks import open_sinks
 
 POLL_SECONDS = 0.5
 CANNOT_FORWARD = 3  # the trainer does not restart a sidecar that exits with this
 STATE_FILE = ".sidecar_state.json"
 LOCK_FILE = ".sidecar.lock"  # flock'ed by the sidecar at work on the directory, which writes its pid in it
-WANDB_ID_FILE = "wandb_run_id"
-# What wandb_run_id may hold: the ids this sidecar makes ([a-z0-9]{8}) and those W&B shows, never a path.
-WANDB_RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-MAX_STEP = 10**12  # the recipe's limit on steps (train/recipe.cpp, docs/untrusted-input.md)
-MAX_RECORD_BYTES = 1 << 20  # a metrics.jsonl line; the trainer's longest (a sample) is a few kB
-READ_BYTES_PER_ROUND = 16 << 20
-MAX_RECORD_WARNINGS = 20  # then the lines not forwarded are skipped without a word
-
-# metrics.jsonl field -> the name it is logged under (W&B panels and TensorBoard tags group by the prefix).
-TRAINING_FIELDS = {
-    "loss": "train/loss",
-    "lr_multiplier": "train/lr_multiplier",
-    "grad_norm": "train/grad_norm",
-    "tokens_per_s": "train/tokens_per_s",
-    "mfu": "train/mfu_percent",
-    "step_ms": "time/step_ms",
-    "exposed_comm_ms": "time/exposed_comm_ms",
-    "data_wait_ms": "time/data_wait_ms",
-    "elapsed_s": "time/elapsed_s",
-}
-
-
-def log(message):
-    print(f"metrics sidecar: {message}", flush=True)
-
-
-def warn(message):
-    """A line the trainer repeats on its console while it runs (train/metrics_sidecar.cpp)."""
-    print(f"warning: metrics sidecar: {message}", flush=True)
-
-
-class RunFileRefused(Exception):
-    """One of the sidecar's own files in the run directory is a symbolic link or not a regular file."""
-
-
-def open_run_file(path, flags):
-    """A descriptor of the sidecar's own file `path`, never opened through a symbolic link (O_NOFOLLOW) nor
-    blocking on a FIFO (O_NONBLOCK); RunFileRefused when it is either, or anything but a regular file with one
-    name (a hard link would have another file read as its own, or truncated as the lock is)."""
-    try:
-        descriptor = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise RunFileRefused(f"{path} is a symbolic link") from None
-        raise
-    status = os.fstat(descriptor)
-    if not stat.S_ISREG(status.st_mode) or status.st_nlink != 1:
-        os.close(descriptor)
-        raise RunFileRefused(f"{path} is not a regular file" if not stat.S_ISREG(status.st_mode)
-                             else f"{path} has {status.st_nlink} names (hard links to one file)")
-    return descriptor
-
-
-def record_kind(record):
-    """What a metrics.jsonl record is: one of each kind per step, except samples (numbered in the step)."""
-    for field, kind in (("loss", "train"), ("val_bpb", "val"), ("core_metric", "core"), ("sample", "sample"),
-                        ("checkpoint_ms", "checkpoint")):
-        if field in record:
-            return kind
-    return None
-
-
-def fields_of(record, kind):
-    """The fields of one record that are forwarded as numbers."""
-    if kind == "train":
-        return [field for field in TRAINING_FIELDS if field in record]
-    if kind == "core":
-        return [key for key in record if key == "core_metric" or key.startswith("core/")]
-    return {"val": ["val_bpb"], "checkpoint": ["checkpoint_ms"]}.get(kind, [])
-
-
-def record_problem(record, kind):
-    """Why a record of a known kind cannot be forwarded, or None: W&B and TensorBoard take steps in int64 and
-    numbers as floats, samples as UTF-8 text."""
-    step = record["step"]
-    if type(step) is not int or not 0 <= step <= MAX_STEP:
-        return f"its step {str(step)[:40]!r} is not a whole number from 0 to {MAX_STEP}"
-    if kind == "sample":
-        if not isinstance(record["sample"], str):
-            return "its sample is not text"
-        try:
-            record["sample"].encode("utf-8")
-        except UnicodeEncodeError:
-            return "its sample is not UTF-8 text (half a character)"
-    for field in fields_of(record, kind):
-        value = record[field]
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return f"{field[:40]!r} is not a number"
-        try:
-            float(value)
-        except OverflowError:
-            return f"{field[:40]!r} is a number no float holds"
-    return None
-
-
-def scalars_of(record, kind):
-    """The numbers of one record under their logged names."""
-    if kind == "train":
-        values = {name: record[field] for field, name in TRAINING_FIELDS.items() if field in record}
-        if all(field in record for field in ("step_ms", "exposed_comm_ms", "data_wait_ms")):
-            values["time/compute_ms"] = max(0.0, record["step_ms"] - record["exposed_comm_ms"]
-                                            - record["data_wait_ms"])
-        return values
-    if kind == "val":
-        return {"val/bpb": record["val_bpb"]}
-    if kind == "core":
-        return {("core/metric" if key == "core_metric" else key): value for key, value in record.items()
-                if key == "core_metric" or key.startswith("core/")}
-    if kind == "checkpoint":
-        return {"time/checkpoint_ms": record["checkpoint_ms"]}
-    return {}
 
 
 class ForwardedState:
@@ -184,210 +66,6 @@ class ForwardedState:
         with os.fdopen(open_run_file(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w") as f:
             json.dump({"step": self.step, "kinds": self.kinds, "finished": finished, "pid": os.getpid()}, f)
         os.replace(temporary, self.path)
-
-
-class MetricsFollower:
-    """The complete lines appended to metrics.jsonl since the last call, as (line number, record of a known
-    kind, its kind); starts over when the file is replaced (a resume trims it by writing a new file). A line
-    that is not such a record, or that cannot be forwarded, is skipped with a warning (the first
-    MAX_RECORD_WARNINGS)."""
-
-    def __init__(self, path):
-        self.path, self.offset, self.inode, self.pending, self.line = path, 0, None, b"", 0
-        self.overlong = False  # skipping a line longer than MAX_RECORD_BYTES up to its end
-        self.behind = False  # the last call read READ_BYTES_PER_ROUND: more may be there already
-        self.warnings = 0
-        self.sample_step, self.samples_in_step = None, 0  # the samples just read: their step, how many
-
-    def skip(self, line, reason):
-        self.warnings += 1
-        if self.warnings <= MAX_RECORD_WARNINGS:
-            warn(f"{self.path} line {line} skipped: {reason}"
-                 + ("; further lines not forwarded are skipped without a warning"
-                    if self.warnings == MAX_RECORD_WARNINGS else ""))
-
-    def new_records(self):
-        self.behind = False
-        try:
-            status = os.stat(self.path)
-        except FileNotFoundError:
-            return []
-        if status.st_ino != self.inode or status.st_size < self.offset:
-            self.inode, self.offset, self.pending, self.line, self.overlong = status.st_ino, 0, b"", 0, False
-            self.sample_step, self.samples_in_step = None, 0
-        with open(self.path, "rb") as f:
-            f.seek(self.offset)
-            data = f.read(READ_BYTES_PER_ROUND)
-        self.offset += len(data)
-        self.behind = len(data) == READ_BYTES_PER_ROUND
-        lines = (self.pending + data).split(b"\n")
-        self.pending = lines.pop()  # a line the trainer has not finished writing
-        records = []
-        for text in lines:
-            self.line += 1
-            if self.overlong:
-                self.overlong = False
-                continue
-            if record := self.parse(text):
-                records.append((self.line, record, self.kind_of(record)))
-        if len(self.pending) > MAX_RECORD_BYTES:
-            if not self.overlong:
-                self.skip(self.line + 1, f"longer than {MAX_RECORD_BYTES} bytes")
-            self.pending, self.overlong = b"", True
-        return records
-
-    def kind_of(self, record):
-        """record_kind(record); for a sample "sample:N", N its place among the samples of its step written one
-        after the other, counted across calls (and the same in a restarted sidecar, which reads the file from
-        its start): a step trained again after a resume numbers its samples from 1 again."""
-        kind = record_kind(record)
-        if kind != "sample":
-            self.sample_step = None
-            return kind
-        if record["step"] != self.sample_step:
-            self.sample_step, self.samples_in_step = record["step"], 0
-        self.samples_in_step += 1
-        return f"sample:{self.samples_in_step}"
-
-    def parse(self, text):
-        if len(text) > MAX_RECORD_BYTES:
-            return self.skip(self.line, f"longer than {MAX_RECORD_BYTES} bytes")
-        try:
-            record = json.loads(text)
-        except RecursionError:
-            return self.skip(self.line, "nested too deep")
-        except ValueError:
-            return self.skip(self.line, "not JSON")
-        if not isinstance(record, dict) or "step" not in record:
-            return self.skip(self.line, "not a JSON object with a step")
-        kind = record_kind(record)
-        if kind is None:
-            return None  # a kind of record this sidecar does not forward
-        if problem := record_problem(record, kind):
-            return self.skip(self.line, problem)
-        return record
-
-
-class TensorBoardSink:
-    """Event files under RUN_DIR/tensorboard/, written with tensorboard's own writer and protos (no TF)."""
-
-    def __init__(self, run_dir, config_text):
-        from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2
-        from tensorboard.summary.writer.event_file_writer import EventFileWriter
-        self.pb = (event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2)
-        self.destination = os.path.join(run_dir, "tensorboard")
-        self.fresh = not os.path.isdir(self.destination)  # nothing forwarded here before
-        self.writer = EventFileWriter(self.destination)
-        self.text("config", "```\n" + config_text + "```", 0)
-
-    def scalars(self, values, step):
-        event_pb2, summary_pb2, _, _ = self.pb
-        summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=float(value))
-                                             for tag, value in values.items() if value is not None])
-        self.writer.add_event(event_pb2.Event(wall_time=time.time(), step=step, summary=summary))
-
-    def text(self, tag, markdown, step):
-        event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2 = self.pb
-        tensor = tensor_pb2.TensorProto(dtype=7, string_val=[markdown.encode()],  # 7: DT_STRING
-                                        tensor_shape=tensor_shape_pb2.TensorShapeProto(
-                                            dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=1)]))
-        metadata = summary_pb2.SummaryMetadata(
-            plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="text"))
-        value = summary_pb2.Summary.Value(tag=tag, metadata=metadata, tensor=tensor)
-        self.writer.add_event(event_pb2.Event(wall_time=time.time(), step=step,
-                                              summary=summary_pb2.Summary(value=[value])))
-
-    def samples(self, texts, step):
-        self.text("samples", "\n\n".join(texts), step)
-
-    def table(self, name, columns, rows):
-        lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-        lines += ["| " + " | ".join(str(value) for value in row) + " |" for row in rows]
-        self.text(name, "\n".join(lines), 0)
-
-    def flush(self):
-        self.writer.flush()
-
-    def close(self):
-        self.writer.close()
-
-
-class WandbSink:
-    """One W&B run per run directory: its id is kept in RUN_DIR/wandb_run_id, so a resumed training or a
-    restarted sidecar continues it; files under RUN_DIR/wandb/."""
-
-    def __init__(self, run_dir, settings, mode, config):
-        self.destination = os.path.join(run_dir, WANDB_ID_FILE)
-        run_id, self.fresh = self.run_id(self.destination)
-        import wandb
-        self.wandb = wandb
-        name = settings.get("wandb_run") or os.path.basename(os.path.normpath(run_dir))
-        self.run = wandb.init(project=settings["wandb_project"], name=name, id=run_id, resume="allow",
-                              dir=run_dir, mode=mode, config=config,
-                              settings=wandb.Settings(console="off", silent=True))
-        self.sample_rows = []
-
-    @staticmethod
-    def run_id(path):
-        """(the W&B run id kept in `path`, whether it was made now): a new id when there is none; an id read
-        through a link, from anything but a file, or that is not an id is refused (it would be uploaded)."""
-        fix = "remove it to start a new W&B run, or write there the id of the W&B run to continue"
-        if not os.path.lexists(path):
-            run_id = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))
-            with os.fdopen(open_run_file(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w") as f:
-                f.write(run_id + "\n")
-            return run_id, True
-        try:
-            with os.fdopen(open_run_file(path, os.O_RDONLY), "rb") as f:
-                run_id = f.read(256).decode("ascii", errors="replace").strip()
-        except RunFileRefused as refused:
-            raise ValueError(f"{refused}, not the run's own id: {fix}") from None
-        if not WANDB_RUN_ID.fullmatch(run_id):
-            raise ValueError(f"{path} does not hold a W&B run id (1 to 64 letters, digits, - or _): {fix}")
-        return run_id, False
-
-    def scalars(self, values, step):
-        self.run.log({key: value for key, value in values.items() if value is not None}, step=step)
-
-    def samples(self, texts, step):
-        self.sample_rows += [[step, text] for text in texts]
-        self.run.log({"samples": self.wandb.Table(columns=["step", "text"], data=self.sample_rows)}, step=step)
-
-    def table(self, name, columns, rows):
-        self.run.log({name: self.wandb.Table(columns=columns, data=rows)})
-
-    def flush(self):
-        pass
-
-    def close(self):
-        self.run.finish()
-
-
-def open_sinks(run_dir):
-    """The sinks the run's [log] settings ask for, each that can be opened (a failing one is reported)."""
-    config_path = os.path.join(run_dir, "config.toml")
-    with open(config_path, "rb") as f:
-        config_bytes = f.read()
-    config = tomllib.loads(config_bytes.decode())
-    settings = config.get("log", {})
-    sinks = []
-    if settings.get("tensorboard"):
-        try:
-            sinks.append(TensorBoardSink(run_dir, config_bytes.decode()))
-        except ImportError as error:
-            warn(f"cannot write TensorBoard events: {error} (the build's Python lacks tensorboard: "
-                 "scripts/install-deps.sh)")
-    # WANDB_MODE overrides the recipe, as it does for wandb itself ("dryrun" is its old name for offline).
-    mode = os.environ.get("WANDB_MODE") or settings.get("wandb_mode", "online")
-    mode = "offline" if mode == "dryrun" else mode
-    if settings.get("wandb_project") and mode != "disabled":
-        try:
-            sinks.append(WandbSink(run_dir, settings, mode, config))
-        except ImportError as error:
-            warn(f"cannot log to W&B: {error} (the build's Python lacks wandb: scripts/install-deps.sh)")
-        except Exception as error:  # wandb.init's errors (no API key, no network) have no common base
-            warn(f"cannot log to W&B ({mode}): {error}")
-    return sinks
 
 
 def send(sinks, follower, line, call):

@@ -1,15 +1,6 @@
-"""nanochat's files and nanoforge's, for export_checkpoint.py and import_nanochat.py.
-
-nanochat's layout under NANOCHAT_BASE_DIR (read off nanochat's tokenizer.py, scripts/tok_train.py,
-checkpoint_manager.py and common.py; no code of nanochat's is used):
-  tokenizer/tokenizer.pkl                    pickle.dump of a tiktoken Encoding(name="rustbpe",
-                                             pat_str=SPLIT_PATTERN, mergeable_ranks={bytes: rank},
-                                             special_tokens={name: id}) -- what RustBPETokenizer.save writes
-  tokenizer/token_bytes.pt                   torch.save of an int32 tensor: bytes of each token, 0 for specials
-  base_checkpoints/d<depth>/model_NNNNNN.pt  torch.save of the model's state dict
-  base_checkpoints/d<depth>/meta_NNNNNN.json {"step", "model_config" (GPTConfig's fields), ...}
-nanoforge's tokenizer directory is tokenizer.tiktoken (base64 token, rank) + special_tokens.txt (name, id), and
-its model.h5 is /config attributes + /weights/<state-dict name> float32 (docs/checkpoints.md).
+"""nanochat's files and nanoforge's, for export_checkpoint.py and import_nanochat.py: nanochat's layout under
+NANOCHAT_BASE_DIR as its tokenizer.py, scripts/tok_train.py, checkpoint_manager.py and common.py write it (no code
+of nanochat's is used; docs/checkpoints.md, "nanochat, both ways"), nanoforge's tokenizer directory and model.h5.
 nanochat's files are read without running anything they name: tokenizer.pkl through an unpickler that admits
 tiktoken's Encoding alone (its fields captured, tiktoken never called), the .pt files with torch.load's
 weights_only. What the tools write goes beside its name and is renamed into place (StagedFiles).

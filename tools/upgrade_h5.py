@@ -1,17 +1,12 @@
 #!/usr/bin/env python3
-"""Rewrite HDF5 files of an older nanoforge (or written by h5py's defaults) into the form nanoforge reads now.
-
-nanoforge no longer reads variable-length data from HDF5 files: libhdf5 keeps it in a "global heap" whose
-reader can hang or crash on a damaged file (docs/untrusted-input.md). Strings are fixed-length instead, and a
-checkpoint (format 2) keeps its trainer state in checksummed datasets with a manifest of CRC-32s.
+"""Rewrite HDF5 files of an older nanoforge (or written by h5py's defaults) into the form nanoforge reads now:
+strings fixed-length, never variable-length (docs/untrusted-input.md says why), and checkpoints in format 2.
 
     python3 tools/upgrade_h5.py strings FILE...          # token shards, parity goldens: string attributes only
     python3 tools/upgrade_h5.py checkpoint CHECKPOINT...  # a format-1 checkpoint directory (step_NNNNNN/)
 
-`strings` rewrites, in place, every variable-length string attribute as a fixed-length UTF-8 one with the same
-text; datasets are not touched. `checkpoint` writes the upgraded checkpoint next to the old one, then swaps
-them: the old one stays as CHECKPOINT.format1 until you delete it. Both need h5py and numpy (Debian:
-python3-h5py); run them with a Python that has them (/usr/bin/python3 on Debian).
+`strings` rewrites each variable-length string attribute in place, as a fixed-length UTF-8 one with the same text.
+`checkpoint` writes the upgraded checkpoint beside the old one, which stays as CHECKPOINT.format1 until deleted.
 """
 
 import argparse

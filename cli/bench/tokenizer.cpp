@@ -3,7 +3,7 @@
 // all threads, in MB/s of UTF-8 input; the best of --passes passes. The last line is JSON. Without flags
 // it runs on the committed golden tokenizer and documents (tests/data/tokenizer/golden), repeated to
 // --bench-mb; meaningful numbers need a real tokenizer and text (docs/tokenizer.md has the measured ones and
-// tools/bench_tokenizer_reference.py times tiktoken on the same input).
+// tools/dev/bench_tokenizer_reference.py times tiktoken on the same input).
 #include <absl/flags/flag.h>
 #include <fmt/format.h>
 

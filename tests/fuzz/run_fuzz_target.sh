@@ -6,7 +6,7 @@
 # New inputs go to WORK_DIR/corpus (a fixed run's to a scratch folder it removes; the seed folder is only
 # read), crash, timeout and out-of-memory
 # reproducers to WORK_DIR/artifacts/. Ends with a line "fuzz-run: NAME user U s, system S s, wall W s"
-# (tools/fuzz_summary.py adds them up). Exits non-zero when the target found something.
+# (tools/dev/fuzz_summary.py adds them up). Exits non-zero when the target found something.
 #   run_fuzz_target.sh FUZZER SEED_CORPUS WORK_DIR [extra libFuzzer flags...]
 # The body is one function, read whole before it runs: editing this file cannot disturb a run.
 main() {

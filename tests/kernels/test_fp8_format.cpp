@@ -1,7 +1,7 @@
 // kernels/fp8_format.h against PyTorch's float8 dtypes (tests/kernels/golden/fp8_table.txt, written by
-// tools/make_fp8_table.py): all 256 codes of e4m3 and e5m2, nanochat's clamp-then-cast quantisation of the
-// ties, their neighbours, overflow, NaN, infinities and subnormals, and fp8.py's float64 tensorwise scale.
-// Every comparison is bitwise: these are the exact numerics the FP8 parity rests on.
+// tools/dev/make_fp8_table.py): all 256 codes of e4m3 and e5m2, nanochat's clamp-then-cast quantisation of
+// the ties, their neighbours, overflow, NaN, infinities and subnormals, and fp8.py's float64 tensorwise
+// scale. Every comparison is bitwise: these are the exact numerics the FP8 parity rests on.
 #include <bit>
 #include <cmath>
 #include <cstdint>

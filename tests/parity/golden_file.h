@@ -1,5 +1,5 @@
 // Where the committed parity files are (tests/parity/golden/, made from nanochat's own code by
-// tools/make_nanochat_goldens.py), and the optimizer goldens' model as base_train sized it: --depth=2
+// tools/dev/make_nanochat_goldens.py), and the optimizer goldens' model as base_train sized it: --depth=2
 // --aspect-ratio=12 --head-dim=12 --max-seq-len=160 --window-pattern=SL with a 60-token vocabulary
 // (optim_real_init.h5; the perturbed goldens change n_kv_head, which sizing does not reach).
 #pragma once

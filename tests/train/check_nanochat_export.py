@@ -1,6 +1,6 @@
 """Reads an export the way nanochat's loaders do (tokenizer.py get_tokenizer/get_token_bytes,
 checkpoint_manager.load_model("base"): find the deepest d<N>, its last step, torch.load, bf16 -> float on the
-CPU, strip "_orig_mod.", GPTConfig(**model_config), a strict load_state_dict) with tools/nanochat_reference.py
+CPU, strip "_orig_mod.", GPTConfig(**model_config), a strict load_state_dict) with tools/dev/nanochat_reference.py
 standing in for nanochat's GPT, and checks it against what nanoforge expects.
 
     python3 check_nanochat_export.py NANOCHAT_BASE_DIR EXPECTED_JSON   # exit 1 and why on a mismatch
@@ -16,7 +16,7 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools", "dev"))
 import nanochat_reference  # noqa: E402
 
 

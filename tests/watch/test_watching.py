@@ -304,10 +304,10 @@ def case_report_in_browser(runs):
     check(image.size[0] >= 1000 and deviation > 10, f"the screenshot looks blank (pixel deviation {deviation})")
 
 
-# The tools a user runs that need build/python's packages (tools/build_python.py), and one package of each.
+# The tools that need build/python's packages (tools/build_python.py), and one package of each.
 TOOLS_NEEDING_PACKAGES = {"plot_run.py": "matplotlib", "scaling_report.py": "matplotlib",
                           "export_checkpoint.py": "h5py", "upgrade_h5.py": "h5py", "import_nanochat.py": "numpy",
-                          "make_parquet_corpus.py": "pyarrow"}
+                          "dev/make_parquet_corpus.py": "pyarrow"}
 
 
 def case_tools_use_build_python(work):

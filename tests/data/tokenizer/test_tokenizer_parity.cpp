@@ -1,4 +1,4 @@
-// Parity with tiktoken and rustbpe on committed golden files (written by tools/make_tokenizer_golden.py):
+// Parity with tiktoken and rustbpe on committed golden files (written by tools/dev/make_tokenizer_golden.py):
 // encoding a varied text with the golden ranks gives exactly tiktoken's ids, the rank file we write is
 // byte-identical to the one tiktoken wrote, and training on the golden documents gives exactly rustbpe's
 // ranks.

@@ -1,5 +1,5 @@
 // nanoforge's CORE evaluation against nanochat's own, example by example: the golden
-// (tools/make_core_golden.py) ran nanochat's base_eval.evaluate_core / core_eval.py on the committed
+// (tools/dev/make_core_golden.py) ran nanochat's base_eval.evaluate_core / core_eval.py on the committed
 // checkpoint and bundle and recorded, for each example, its line in the task file (the shuffled order), the
 // shots drawn, the rendered prompts, the token rows and scored spans, the options' mean losses or the argmax
 // margin, and the verdict; and for each run the accuracies, centred accuracies and CORE metric.

@@ -2,7 +2,7 @@
 """Where a build tree's time went: compile CPU time per target (from ninja's log) and the slowest tests (from
 CTest's record of the last run), as the Markdown tables of docs/build.md.
 
-    python3 tools/build_timings.py [--targets N] [--tests N] BUILD_DIR [BUILD_DIR ...]
+    python3 tools/dev/build_timings.py [--targets N] [--tests N] BUILD_DIR [BUILD_DIR ...]
 
 ninja's .ninja_log holds each output's start and end in milliseconds; an output's time is one job's wall time,
 which on a machine running as many jobs as cores is that job's CPU time. CTest keeps each test's time of its

@@ -4,7 +4,7 @@ Model sizing follows nanochat's base_train: n_embd = ceil(depth*64 / 128) * 128 
 unless --n-embd / --n-head are given; n_kv_head = n_head. Prints the median step time over --steps timed
 steps (after warm-up) and tokens/s = batch*seq / median.
 
-  python3 tools/bench_torch_reference.py --depth 4 --n-embd 256 --n-head 2 --vocab 8192 --seq 256 \
+  python3 tools/dev/bench_torch_reference.py --depth 4 --n-embd 256 --n-head 2 --vocab 8192 --seq 256 \
       --batch 8 --threads 2 --steps 5
 """
 

@@ -1,16 +1,13 @@
 #!/usr/bin/env python3
 """Inject a full disk, I/O errors and a failing fsync at many points of one checkpoint write, and check each run.
 
-    python3 tools/fault_sweep.py --nanoforge build/bin/nanoforge \\
+    python3 tools/dev/fault_sweep.py --nanoforge build/bin/nanoforge \\
         --shim build/tests/train/libnanoforge_io_fault_shim.so [--points 9]
 
-The run of tools/kill_loop.py (a checkpoint after every step) is started with the fault library of the tests
-preloaded (tests/train/checkpoint/io_fault_shim.c), aimed at the checkpoint of step 10: its writes fail with
-ENOSPC, EIO or EFBIG after N bytes, for N spread over the checkpoint's size, and once its fsyncs fail. Each run
-must end with exit status 1 and a message naming the checkpoint not saved and the one `latest` still names;
-`latest` must then be the reference's step-9 checkpoint byte for byte, nothing of the failed save may remain,
-and the run resumed to the end must equal the reference. Prints the figures and a JSON line; exits 1 on any
-failure. Standard library only.
+The kill loop's run (tools/dev/kill_loop.py) starts with the tests' fault library preloaded, its checkpoint of
+step 10 failing with ENOSPC, EIO or EFBIG after N bytes (N spread over its size), or at fsync. Each run must stop
+with the error, keep `latest` at step 9 byte for byte, leave nothing of the failed save and resume to the
+reference's end (docs/checkpoints.md). Prints the figures and a JSON line; exits 1 on any failure.
 """
 
 import argparse
@@ -39,20 +36,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     nanoforge, shim = os.path.abspath(args.nanoforge), os.path.abspath(args.shim)
 
-    kill_loop.write_sentences(os.path.join(work, "sentences.txt"))
-    shards = os.path.join(work, "shards")
-    shutil.rmtree(shards, ignore_errors=True)
-    if kill_loop.run([nanoforge, "prep", "--input", os.path.join(work, "sentences.txt"), "--tokenizer",
-                      kill_loop.GOLDEN_TOKENIZER, "--out", shards, "--val-docs", "40", "--threads", "1"],
-                     os.path.join(work, "prep.log")) != 0:
-        sys.exit(f"fault_sweep: prep failed, see {work}/prep.log")
-    recipe = os.path.join(work, "recipe.toml")
-    with open(recipe, "w") as f:
-        f.write(kill_loop.RECIPE.format(shards=shards, tokenizer=kill_loop.GOLDEN_TOKENIZER, steps=args.steps))
-    reference = os.path.join(work, "reference")
-    shutil.rmtree(reference, ignore_errors=True)
-    if kill_loop.run([nanoforge, "train", "--recipe", recipe, "--run-dir", reference], reference + ".log") != 0:
-        sys.exit(f"fault_sweep: the reference run failed, see {reference}.log")
+    recipe, reference, _ = kill_loop.prepare_reference(nanoforge, work, args.steps, tool="fault_sweep")
     target = os.path.join(reference, "checkpoints", f"step_{STEP:06d}")
     size = sum(os.path.getsize(os.path.join(target, name)) for name in os.listdir(target))
 

@@ -11,7 +11,7 @@ Sources, in this order, until --mb megabytes (UTF-8) are written:
   4. package documentation under /usr/share/doc: NEWS*, README*, *.txt, then changelog* files (sorted by path,
      gzip-decompressed, files that are not UTF-8 skipped), one document per paragraph
 Install the packages with: apt-get install bible-kjv dict-gcide dict-foldoc dict-jargon dict-devil fortunes
-Usage: tools/make_tokenizer_corpus.py --out /tmp/english_100mb.jsonl [--mb 100]
+Usage: tools/dev/make_tokenizer_corpus.py --out /tmp/english_100mb.jsonl [--mb 100]
 """
 import argparse
 import fnmatch

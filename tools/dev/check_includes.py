@@ -1,13 +1,11 @@
 #!/usr/bin/env python3
 """Check nanoforge's include graph: dependencies point down only, and no two files include each other.
 
-Every quoted #include in the source folders is a dependency of one part on another. The parts and what each
-may include are in ALLOWED below (the picture in README.md's layout table); a part always includes itself.
-Some folders are private to their part (PRIVATE below): only that part and the tests may include them.
-File-level cycles are found over all of them (a header that includes a header that includes it back).
-Exits 1 and names each violation; prints a one-line summary otherwise. Standard library only.
+ALLOWED below is the one place the graph is written (README.md and docs/architecture.md link here): each part
+(a top-level folder, or a room of data/) and the parts its quoted #includes may name; PRIVATE, the folders only
+their part and the tests may include. Exits 1 naming each violation and each file-level include cycle.
 
-    python3 tools/check_includes.py [REPO_ROOT]
+    python3 tools/dev/check_includes.py [REPO_ROOT]
 """
 import os
 import re
@@ -32,8 +30,8 @@ ALLOWED = {
     "perf": ["step", "optim", "model", "dist", "kernels", "support"],
     "eval": ["model", "data/documents", "data/tokenizer", "data/shards", "data/loader", "dist", "kernels",
              "support"],
-    "train": ["eval", "perf", "step", "model", "optim", "data/documents", "data/tokenizer", "data/shards", "data/loader",
-              "data/prep", "dist", "doctor", "kernels", "h5", "support"],
+    "train": ["eval", "perf", "step", "model", "optim", "data/documents", "data/tokenizer", "data/shards",
+              "data/loader", "data/prep", "dist", "doctor", "kernels", "h5", "support"],
     "parity": ["model", "optim", "dist", "kernels", "h5", "support"],
 }
 ALL_PARTS = list(ALLOWED)
@@ -44,6 +42,7 @@ ALLOWED["tests"] = ALL_PARTS + ["cli", "tests"]
 # kernels' public headers (kernels/ops.h, kernels/device.h), so a backend can change without them.
 PRIVATE = {"kernels/cpu/": "kernels", "kernels/cuda/": "kernels"}
 SOURCE_SUFFIXES = (".h", ".cpp", ".cu", ".cuh")
+REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 
 
@@ -57,7 +56,7 @@ def part_of(path):
 
 
 def main():
-    root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
+    root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else REPO)
     graph, problems = {}, []
     for top in sorted(set(p.split("/")[0] for p in ALLOWED)):
         for directory, _, names in os.walk(os.path.join(root, top)):

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write scripts/gpu-check.sh's JSON summary and print its closing table.
 
-    python3 tools/gpu_check_summary.py --state DIR --out gpu-check.json [--ctest-log F] [--sanitizer-log F]
+    python3 tools/dev/gpu_check_summary.py --state DIR --out gpu-check.json [--ctest-log F] [--sanitizer-log F]
                                        [--bench NAME=FILE ...]
 
 DIR holds what the shell script recorded: facts.tsv (key, value), gpu.tsv (key, value; absent without a GPU)

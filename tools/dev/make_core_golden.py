@@ -1,30 +1,13 @@
 #!/usr/bin/env python3
-"""Write nanoforge's CORE golden: nanochat's own CORE evaluation run on a nanoforge checkpoint.
-
-What: exports a nanoforge checkpoint to nanochat's format (tools/export_checkpoint.py, fp32 weights), builds
-nanochat's tokenizer from a nanoforge tokenizer directory (the same ranks and special tokens as a tiktoken
-Encoding, pickled where nanochat's get_tokenizer looks), points nanochat's base directory at an eval bundle,
-and runs scripts/base_eval.py's evaluate_core with nanochat/core_eval.py, unchanged, on the CPU in fp32.
-Wrappers around core_eval's functions record what each example went through without changing it: the
-evaluation order (each example's line in its task file), the shots drawn, the rendered prompts, the token
-rows and scored spans, the mean losses of the options (multiple choice, schema), the smallest top-1 margin
-of the argmax predictions (language modelling) and the verdict. The output is one JSON file with a run per
---max-per-task value, each with nanochat's results, centred results and CORE metric, and that record as
-json.dumps writes it (`nanoforge eval --core` ends with the same line).
-
-Why: nanoforge's CORE tests (tests/eval/core/) check every example against nanochat itself, so the golden
-must come from nanochat's code, not from a re-implementation; it is committed so the tests run from a plain
-clone without torch.
+"""Write nanoforge's CORE golden: nanochat's own CORE evaluation run on a nanoforge checkpoint, with the path of
+each example through it recorded (what and why: docs/core.md, "Tests and the golden").
 
 Usage:
-  python3 tools/make_core_golden.py --nanochat PATH_TO_NANOCHAT_CHECKOUT \\
+  python3 tools/dev/make_core_golden.py --nanochat PATH_TO_NANOCHAT_CHECKOUT \\
       --checkpoint tests/eval/core/golden/checkpoint --tokenizer tests/data/tokenizer/golden \\
       --bundle tests/eval/core/bundle --max-per-task -1 12 --out tests/eval/core/golden/core_golden.json
-
-Needs: Python 3.10+, torch (nanochat pins 2.9.1; a CPU build is enough), numpy, h5py, jinja2, pyyaml,
-tiktoken, filelock, rustbpe and pyarrow (imported by nanochat modules that base_eval imports). No GPU, no
-network. Deviations from a GPU run: NANOCHAT_DTYPE=float32 (nanochat's CPU default), torch.compile off,
-one thread.
+Needs torch (nanochat pins 2.9.1; a CPU build is enough), numpy, h5py, jinja2, pyyaml, tiktoken, filelock, rustbpe
+and pyarrow; no GPU, no network. Runs as nanochat does on a CPU: fp32, torch.compile off, one thread.
 """
 
 import argparse
@@ -42,7 +25,7 @@ os.environ["TORCH_COMPILE_DISABLE"] = "1"
 
 import torch  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # tools/, a user tool
 import export_checkpoint  # noqa: E402
 
 
@@ -204,7 +187,7 @@ def main():
     recorder = Recorder(core_eval)
     commit = subprocess.run(["git", "-C", args.nanochat, "rev-parse", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
-    golden = {
+    golden = {  # "generator": the path it had when the golden was made, so that it regenerates byte for byte
         "generator": "tools/make_core_golden.py",
         "nanochat_commit": commit,
         "torch": torch.__version__,

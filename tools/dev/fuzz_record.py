@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
 """Keeps a fuzzing campaign's figures in the repository, so that the CPU time fuzzed outlives the machine.
 
-A campaign (tools/fuzz_queue.sh, tools/fuzz_campaign.sh) runs for many hours spread over machines that do not
+A campaign (tools/dev/fuzz_queue.sh, tools/dev/fuzz_campaign.sh) runs for many hours spread over machines that do not
 keep their files; its logs are megabytes of libFuzzer's progress lines. This writes, for each LOG_DIR/NAME.log,
 RECORD_DIR/NAME.log with only the lines the campaign's tools read: each round's header, libFuzzer's last status
 line (coverage, corpus) and final statistics (executions), the "fuzz-run:" CPU-time line, and what a finding
-printed (its sanitizer summary, where its reproducer was written). tools/fuzz_summary.py and
-tools/fuzz_queue.sh read a record as they read a log, so a campaign continues on a new machine from a copy:
+printed (its sanitizer summary, where its reproducer was written). tools/dev/fuzz_summary.py and
+tools/dev/fuzz_queue.sh read a record as they read a log, so a campaign continues on a new machine from a copy:
 
     cp tests/fuzz/campaign/*.log LOG_DIR/          # before starting the queues: earlier rounds count
-    python3 tools/fuzz_record.py LOG_DIR tests/fuzz/campaign   # after: the record gains the new rounds
+    python3 tools/dev/fuzz_record.py LOG_DIR tests/fuzz/campaign   # after: the record gains the new rounds
 
 A log that started from a record keeps the record's lines unchanged, so writing its record again only adds.
 """
@@ -46,7 +46,7 @@ def main():
     args = parser.parse_args()
     names = sorted(f for f in os.listdir(args.log_dir) if f.endswith(".log"))
     if not names:
-        sys.exit(f"{args.log_dir}: no NAME.log files (a LOG_DIR of tools/fuzz_queue.sh or fuzz_campaign.sh)")
+        sys.exit(f"{args.log_dir}: no NAME.log files (a LOG_DIR of tools/dev/fuzz_queue.sh or fuzz_campaign.sh)")
     os.makedirs(args.record_dir, exist_ok=True)
     for name in names:
         with open(os.path.join(args.log_dir, name), encoding="utf-8", errors="replace") as f:

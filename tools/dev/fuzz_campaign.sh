@@ -4,13 +4,13 @@
 # time each, appended to LOG_DIR/NAME.log, until the rounds' CPU time adds up to CPU_SECONDS or a round
 # finds something. The corpus grows in LOG_DIR/work/NAME/corpus from round to round; reproducers land in
 # LOG_DIR/work/NAME/artifacts/; a round that fails without one (a fuzzer being rebuilt) is retried.
-# tools/fuzz_summary.py LOG_DIR makes the table.
-#   tools/fuzz_campaign.sh FUZZ_BUILD_DIR NAME CPU_SECONDS LOG_DIR
+# tools/dev/fuzz_summary.py LOG_DIR makes the table.
+#   tools/dev/fuzz_campaign.sh FUZZ_BUILD_DIR NAME CPU_SECONDS LOG_DIR
 # The body is one function, read whole before it runs: editing this file cannot disturb a run.
 main() {
   set -euo pipefail
   build=$1 name=$2 cpu_target=$3 logs=$4
-  repo=$(cd "$(dirname "$0")/.." && pwd)
+  repo=$(cd "$(dirname "$0")/../.." && pwd)
   round=${ROUND_SECONDS:-600}
   # A niced fuzzer on a busy machine can wait seconds for a core, and libFuzzer's timeout is wall time: 10 s
   # turned builds running beside a campaign into "hangs" that ran in milliseconds alone. A real hang still

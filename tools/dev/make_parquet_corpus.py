@@ -3,8 +3,8 @@
 `nanoforge prep` on both (docs/data.md). The input is repeated until --mb megabytes of text; each repetition's
 documents carry a "[copy N] " prefix so that no two documents are equal.
 
-    tools/make_tokenizer_corpus.py --out /tmp/corpus.jsonl
-    tools/make_parquet_corpus.py --input /tmp/corpus.jsonl --mb 1000 --out /tmp/bench
+    tools/dev/make_tokenizer_corpus.py --out /tmp/corpus.jsonl
+    tools/dev/make_parquet_corpus.py --input /tmp/corpus.jsonl --mb 1000 --out /tmp/bench
 
 OUT/parquet/shard_NNNNN.parquet  a `text` column, row groups of 1024 documents, zstd level 3, ~250 MB of text per
                                  shard: what nanochat's dev/repackage_data_reference.py writes
@@ -14,7 +14,9 @@ Needs pyarrow.
 import argparse
 import json
 import os
+import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # tools/
 import build_python  # the build tree's Python when this one lacks the packages
 
 build_python.require("pyarrow")

@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # The whole fuzzing campaign, one fuzzer at a time (a shared machine): each turn runs one round
-# (tools/fuzz_campaign.sh, ROUND_SECONDS of wall time, 600 by default; a target's last round only what it
+# (tools/dev/fuzz_campaign.sh, ROUND_SECONDS of wall time, 600 by default; a target's last round only what it
 # still needs) of the target with the least CPU time fuzzed so far, counting every round already in LOG_DIR,
 # until each has CPU_SECONDS. A target whose round found something is set aside (a line in
 # LOG_DIR/queue-findings.txt) until the fix: delete its line to queue it again.
-# Progress: python3 tools/fuzz_summary.py LOG_DIR; the round running is the newest LOG_DIR/NAME.log; the
+# Progress: python3 tools/dev/fuzz_summary.py LOG_DIR; the round running is the newest LOG_DIR/NAME.log; the
 # queue's own lines go to standard output (keep them out of LOG_DIR/*.log, which the summary reads).
-#   nice -n 19 tools/fuzz_queue.sh FUZZ_BUILD_DIR CPU_SECONDS LOG_DIR [NAME...] >LOG_DIR/queue.txt
+#   nice -n 19 tools/dev/fuzz_queue.sh FUZZ_BUILD_DIR CPU_SECONDS LOG_DIR [NAME...] >LOG_DIR/queue.txt
 # (default: every target built).
 # The body is one function, read whole before it runs: editing this file cannot disturb a run.
 main() {
   set -uo pipefail
   build=$1 goal=$2 logs=$3
   shift 3
-  repo=$(cd "$(dirname "$0")/.." && pwd)
+  repo=$(cd "$(dirname "$0")/../.." && pwd)
   round=${ROUND_SECONDS:-600}
   names=("$@")
   if (( ${#names[@]} == 0 )); then
@@ -42,7 +42,7 @@ main() {
     needed=$((goal - least + 30))
     seconds=$(( needed < round ? (needed > 60 ? needed : 60) : round ))
     echo "fuzz-queue: $next ($least CPU seconds so far, a round of $seconds s) at $(date -u +%FT%TZ)"
-    if ! ROUND_SECONDS=$seconds "$repo/tools/fuzz_campaign.sh" "$build" "$next" $((least + 1)) "$logs"; then
+    if ! ROUND_SECONDS=$seconds "$repo/tools/dev/fuzz_campaign.sh" "$build" "$next" $((least + 1)) "$logs"; then
       echo "$next: stopped with a finding" >>"$logs/queue-findings.txt"
     fi
   done

@@ -1,18 +1,8 @@
-"""Write tests/kernels/golden/fp8_table.txt: PyTorch's own float8 conversions, the independent reference that
-kernels/fp8_format.h is held to.
+"""Write tests/kernels/golden/fp8_table.txt: PyTorch's own float8 conversions (decoding, encoding as nanochat's
+fp8.py quantises, and its tensorwise scale), the independent reference kernels/fp8_format.h is held to (the
+table's lines and why: docs/fp8.md).
 
-What: for e4m3 (torch.float8_e4m3fn) and e5m2 (torch.float8_e5m2), in the order the test reads them:
-  decode  CODE VALUE_BITS        all 256 codes, the float32 bits of each code's value (NaNs as 7fc00000)
-  encode  INPUT_BITS CODE        float32 inputs quantised the way nanochat's fp8.py does (clamp to +-max,
-                                 then .to(float8)): every code's value, every midpoint between neighbours
-                                 (the ties) and one float32 ulp either side, values past the maximum,
-                                 +-0, +-inf, NaN, float32 subnormals and 600 log-uniform random values
-  scale   AMAX_BITS SCALE_BITS   fp8.py's tensorwise scale (fp8_max / amax.double().clamp(min=1e-12), then
-                                 .float()) for amax = 0, 1e-13, 1e-12, ..., and random values
-Why: the encode/decode in C++ must equal PyTorch's to the bit, and a table made by PyTorch cannot share a
-mistake with it. The scale lines pin the float64 division and its rounding to float32.
-
-Usage: python3 tools/make_fp8_table.py --out tests/kernels/golden/fp8_table.txt
+Usage: python3 tools/dev/make_fp8_table.py --out tests/kernels/golden/fp8_table.txt
 Needs: torch >= 2.1 (the float8 dtypes; a CPU build is enough), numpy. Deterministic (fixed seed).
 """
 
@@ -68,6 +58,7 @@ def main():
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     rng = np.random.default_rng(20261206)
+    # The path this tool had when the table was made, so that it regenerates byte for byte.
     lines = [f"# made by tools/make_fp8_table.py with torch {torch.__version__}; hex float32 bits"]
     amaxes = np.concatenate([np.array([0.0, 1e-13, 1e-12, 1e-11, 1.0, 3.1415927, 448.0, 57344.0, 1e30],
                                       dtype=np.float32),

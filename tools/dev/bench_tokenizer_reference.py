@@ -10,8 +10,8 @@
 
 Documents: *.jsonl/*.ndjson ("text" field) and *.txt/*.text/*.md split into paragraphs at blank lines (lines
 of only spaces, tabs or \\r), as data/documents/documents.h does. Needs: pip install tiktoken rustbpe tokenizers.
-Usage: tools/bench_tokenizer_reference.py encode --tokenizer DIR --input FILE[,FILE] [--bench-mb 16]
-       tools/bench_tokenizer_reference.py train --input FILE[,FILE] [--vocab-size 32768] [--trainer rustbpe,hf]
+Usage: tools/dev/bench_tokenizer_reference.py encode --tokenizer DIR --input FILE[,FILE] [--bench-mb 16]
+       tools/dev/bench_tokenizer_reference.py train --input FILE[,FILE] [--vocab-size 32768] [--trainer rustbpe,hf]
 The last line printed is JSON.
 """
 import argparse

@@ -1,14 +1,12 @@
 #!/usr/bin/env python3
-"""The registers, static shared memory and spills of every CUDA kernel, from ptxas itself, as the Markdown
-page docs/kernel-resources.md (regenerate it with `python3 tools/kernel_resources.py >
-docs/kernel-resources.md`): each kernels/cuda/*.cu is compiled to
-a cubin with `nvcc -Xptxas -v` for each architecture (the Release build's flags: -O3 -DNDEBUG, C++20, the repository on the
-include path) and ptxas's report of each kernel is read back.
+"""The registers, static shared memory and spills of every CUDA kernel, from ptxas itself, as the Markdown page
+docs/kernel-resources.md (regenerate it with `python3 tools/dev/kernel_resources.py > docs/kernel-resources.md`):
+each kernels/cuda/*.cu is compiled to a cubin with `nvcc -Xptxas -v` for each architecture (the Release build's
+flags: -O3 -DNDEBUG, C++20, the repository on the include path) and ptxas's report of each kernel is read back.
 
-    python3 tools/kernel_resources.py [--arch 90 --arch 121] [--nvcc nvcc] [--jobs N]
+    python3 tools/dev/kernel_resources.py [--arch 90 --arch 121] [--nvcc nvcc] [--jobs N]
 
-Needs nvcc (no GPU). Dynamic shared memory is a launch's choice, not the kernel's, and is not in the table.
-Standard library only.
+Needs nvcc (no GPU); standard library only. Dynamic shared memory is a launch's choice, not the kernel's: not listed.
 """
 import argparse
 import concurrent.futures
@@ -19,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 FUNCTION = re.compile(r"ptxas info\s*: Compiling entry function '([^']+)' for 'sm_(\d+)'")
 PROPERTIES = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 USED = re.compile(r"Used (\d+) registers(?:, used \d+ barriers)?(?:, (\d+) bytes smem)?")
@@ -96,7 +94,7 @@ def main():
     version = subprocess.run([arguments.nvcc, "--version"], capture_output=True, text=True).stdout
     release = re.search(r"release ([\d.]+)", version)
     print("# Registers, shared memory and spills of every CUDA kernel\n")
-    print(f"Written by `python3 tools/kernel_resources.py` from ptxas's own report (`nvcc -Xptxas -v`, CUDA "
+    print(f"Written by `python3 tools/dev/kernel_resources.py` from ptxas's own report (`nvcc -Xptxas -v`, CUDA "
           f"{release.group(1) if release else '?'},\nthe Release build's flags), never by hand: registers per "
           "thread, static shared memory per block (the flash\nattention's and the MLP GEMM's tiles are dynamic "
           "shared memory, a launch's choice: [kernels](kernels.md)), and spills\nto local memory.\n")

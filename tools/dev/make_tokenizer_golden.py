@@ -1,19 +1,11 @@
 #!/usr/bin/env python3
-"""Writes the tokenizer golden files under tests/data/tokenizer/golden/ (committed; rerun only to change them).
-
-tiktoken cannot download its own encodings here, so the ranks come from a tokenizer trained the way nanochat
-trains its own: rustbpe (nanochat's trainer) with nanochat's split pattern, on tokenizer_train.jsonl (KJV
-Bible chapters, public domain, from Debian's bible-kjv package, plus the multilingual parity text). Then:
-  tokenizer.tiktoken   the ranks, written by tiktoken's own dump_tiktoken_bpe
-  special_tokens.txt   nanochat's 9 specials after the ranks ("NAME ID" per line)
-  parity_cases.txt     one case per line: base64(UTF-8 text) TAB the ids tiktoken's encode_ordinary gives,
-                       with the Encoding built from those ranks and nanochat's pattern
-  tokenizer_train.jsonl the training documents ({"text": ...} per line)
-The C++ tests (tests/data/tokenizer/test_tokenizer_parity.cpp) must reproduce the ids exactly, and training on
-tokenizer_train.jsonl must reproduce rustbpe's ranks exactly.
+"""Writes the tokenizer golden files under tests/data/tokenizer/golden/ (committed; rerun only to change them):
+the ranks rustbpe (nanochat's trainer) trains with nanochat's split pattern on tokenizer_train.jsonl (KJV
+chapters, from Debian's bible-kjv, and the multilingual parity text), written by tiktoken's dump_tiktoken_bpe;
+nanochat's 9 specials; and the parity cases with tiktoken's encode_ordinary ids (docs/tokenizer.md, "Tests").
 
 Needs: pip install tiktoken rustbpe; the `bible` program (Debian bible-kjv) to regenerate the training text.
-Usage: tools/make_tokenizer_golden.py [--out tests/data/tokenizer/golden] [--vocab-size 2048]
+Usage: tools/dev/make_tokenizer_golden.py [--out tests/data/tokenizer/golden] [--vocab-size 2048]
 """
 import argparse
 import base64
@@ -24,6 +16,8 @@ import subprocess
 import rustbpe
 import tiktoken
 import tiktoken.load
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # nanochat/tokenizer.py SPLIT_PATTERN and SPECIAL_TOKENS.
 SPLIT_PATTERN = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,2}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
@@ -85,7 +79,7 @@ def kjv_chapters(max_chars):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "data", "golden"))
+    parser.add_argument("--out", default=os.path.join(REPO, "tests", "data", "tokenizer", "golden"))
     parser.add_argument("--vocab-size", type=int, default=2048, help="including the 9 specials")
     parser.add_argument("--train-chars", type=int, default=300_000)
     args = parser.parse_args()

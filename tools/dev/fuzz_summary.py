@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """The fuzzing table: per target, CPU time fuzzed, executions, coverage, corpus, and what was found and fixed.
 
-Reads LOG_DIR/NAME.log as tests/fuzz/run_fuzz_target.sh and tools/fuzz_campaign.sh write them (libFuzzer's
+Reads LOG_DIR/NAME.log as tests/fuzz/run_fuzz_target.sh and tools/dev/fuzz_campaign.sh write them (libFuzzer's
 output with -print_final_stats=1, then a "fuzz-run: ... user U s, system S s, wall W s" line per run) and the
 reproducers under LOG_DIR/work/NAME/artifacts/. A finding is a reproducer a log names ("Test unit written to",
-which tools/fuzz_record.py keeps) or one on disk, so a record without its reproducers still counts them. With
+which tools/dev/fuzz_record.py keeps) or one on disk, so a record without its reproducers still counts them. With
 --build FUZZ_BUILD_DIR, each reproducer on disk is run once by the current build of its target: one that no
 longer fails counts as fixed ("F of K kept" where only K of the findings are on disk). Prints a Markdown table.
 
-    python3 tools/fuzz_summary.py LOG_DIR [--build build-fuzz]
+    python3 tools/dev/fuzz_summary.py LOG_DIR [--build build-fuzz]
 """
 import argparse
 import os
@@ -21,7 +21,7 @@ EXECUTED = re.compile(r"^stat::number_of_executed_units: (\d+)", re.MULTILINE)
 STATUS = re.compile(r"^#\d+\s+\w+\s+cov: (\d+) ft: (\d+) corp: (\d+)/", re.MULTILINE)
 WRITTEN = re.compile(r"Test unit written to (\S+)")
 FINDING_PREFIXES = ("crash-", "timeout-", "oom-", "leak-")
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def kept_reproducers(log_dir, name):
