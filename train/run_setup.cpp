@@ -1,17 +1,66 @@
+// The run's set-up: Trainer::open (every check, then the communicator, the run directory, the trainer),
 // set_up_run, and the device a recipe asks for.
 #include "train/run_setup.h"
 
 #include <fmt/format.h>
 
 #include "data/shards/shard_manifest.h"
+#include "dist/create_communicator.h"
+#include "dist/launch_env.h"
+#include "doctor/nccl_env_apply.h"
+#include "kernels/backend_info.h"
 #include "kernels/device.h"
 #include "support/status.h"
+#include "support/stop_signal.h"
+#include "train/checkpoint/resume.h"
+#include "train/kernel_choice.h"
+#include "train/memory_plan.h"
+#include "train/run_directory.h"
+#include "train/trainer.h"
 
 namespace nanoforge {
 namespace {
 
 absl::Status invalid(std::string message) {
   return absl::InvalidArgumentError(std::move(message));
+}
+
+// Slurm preemption, Ctrl-C (docs/checkpoints.md, "Stopping and resuming").
+constexpr StopSignalMessages kTrainingStopMessages = {
+    "\nnanoforge: signal during start-up: exiting now (no step was trained by this process)\n",
+    "\nnanoforge: stopping after this step (a second signal stops at once)\n",
+    "\nnanoforge: second signal: exiting now (checkpoints/latest still names the last complete "
+    "checkpoint)\n"};
+
+// The command's flags among themselves, before anything is read.
+absl::Status check_options(const TrainRunOptions& options) {
+  if (options.resume && !options.resume_from.empty()) {
+    return absl::InvalidArgumentError("give --resume or --resume-from, not both");
+  }
+  if (options.stop_at_step == 0 || options.stop_at_step < -1) {
+    return absl::InvalidArgumentError(fmt::format(
+        "--stop-at-step {}: give a step >= 1 to stop after (or leave it unset)", options.stop_at_step));
+  }
+  if (!options.resume_from.empty())
+    NANOFORGE_RETURN_IF_ERROR(check_resume_from_exists(options.resume_from, options.run_dir));
+  return absl::OkStatus();
+}
+
+// The run's memory, planned before anything is allocated, printed by rank 0 and checked by every rank against
+// what its machine has free (a GPU sharing host memory can freeze the machine when it runs out).
+absl::Status check_run_fits(const RunSetup& setup, const Communicator& communicator) {
+  const MemoryPlan plan = plan_training_memory(
+      setup.model, setup.param_groups, setup.device, setup.device_batch_size, setup.model.sequence_len,
+      communicator.rank(), communicator.world_size(),
+      static_cast<int64_t>(setup.recipe.dist.bucket_mb * 1024 * 1024), setup.recipe.model.fp8);
+  NANOFORGE_ASSIGN_OR_RETURN(const AvailableMemory available, available_memory(setup.device));
+  const absl::Status fits = check_memory_plan(plan, available);
+  if (!fits.ok()) {  // the refusal holds the table
+    return absl::Status(fits.code(),
+                        fmt::format("rank {}: {}", communicator.rank(), std::string(fits.message())));
+  }
+  if (communicator.rank() == 0) fmt::print("{}", plan.table());
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -41,8 +90,49 @@ absl::StatusOr<std::string> device_display_name(Device device) {
   return gpu.name;
 }
 
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::open(const Recipe& recipe, const TrainRunOptions& options) {
+  install_stop_handlers(OnStopSignal::kExit, kTrainingStopMessages);
+  NANOFORGE_RETURN_IF_ERROR(check_options(options));
+  NANOFORGE_RETURN_IF_ERROR(validate_recipe(recipe));  // before any rank starts talking to the others
+  set_cpu_threads(static_cast<int>(recipe.train.threads));
+  NANOFORGE_RETURN_IF_ERROR(recipe.train.core.validate());
+  std::optional<CoreBundle> core_bundle;
+  if (recipe.train.core.enabled()) {
+    NANOFORGE_ASSIGN_OR_RETURN(core_bundle, recipe.train.core.read_bundle());
+  }
+  NANOFORGE_ASSIGN_OR_RETURN(const Device device, resolve_train_device(recipe));
+  // NCCL reads its environment when the communicator is created: doctor's settings for this machine first
+  // (one process creates no NCCL communicator: nothing to set or print).
+  NANOFORGE_ASSIGN_OR_RETURN(const LaunchEnv launch, launch_env_from_process());
+  if (device == Device::kCuda && launch.world_size > 1) apply_advised_nccl_environment_for_run();
+  // The NCCL engine binds this rank's GPU (local rank) before anything else touches CUDA.
+  NANOFORGE_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> communicator,
+                             create_communicator(device, {recipe.dist.timeout_seconds}));
+  install_stop_handlers(OnStopSignal::kExit, kTrainingStopMessages);  // again: MPI may have replaced them
+  NANOFORGE_ASSIGN_OR_RETURN(RunSetup setup, set_up_run(recipe, communicator->world_size(), device));
+  // The run's kernels and its memory, before the run directory is touched: a refusal writes nothing.
+  NANOFORGE_ASSIGN_OR_RETURN(const ChosenKernels kernels, choose_kernels(recipe, device, setup.model));
+  setup.kernel_settings = kernels.settings;
+  if (communicator->rank() == 0) fmt::print("{}", kernels.lines);
+  NANOFORGE_RETURN_IF_ERROR(check_run_fits(setup, *communicator));
+  std::optional<RunDirLock> run_dir_lock;  // held until the trainer (and its checkpoint writer) is gone
+  if (communicator->rank() == 0) {
+    NANOFORGE_ASSIGN_OR_RETURN(
+        RunDirLock lock, claim_run_directory(options.run_dir, !options.resume && options.resume_from.empty(),
+                                             recipe_to_toml(recipe)));
+    run_dir_lock.emplace(std::move(lock));
+    fmt::print("dist: {} rank{} ({})\n", communicator->world_size(),
+               communicator->world_size() > 1 ? "s" : "", communicator->engine_name());
+  }
+  // Rank 0 made the run directory; the others read from it (resume) only after this.
+  NANOFORGE_RETURN_IF_ERROR(communicator->barrier());
+  std::unique_ptr<Trainer> trainer(new Trainer(std::move(setup), std::move(core_bundle), options,
+                                               std::move(communicator), std::move(run_dir_lock)));
+  NANOFORGE_RETURN_IF_ERROR(trainer->start());
+  return trainer;
+}
+
 absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size, Device device) {
-  NANOFORGE_RETURN_IF_ERROR(validate_recipe(recipe));
   absl::StatusOr<Tokenizer> tokenizer = Tokenizer::load(recipe.data.tokenizer);
   if (!tokenizer.ok()) {
     return absl::Status(tokenizer.status().code(),
@@ -50,6 +140,7 @@ absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size, De
   }
   RunSetup setup(recipe, std::move(*tokenizer));
   setup.world_size = world_size;
+  setup.device_batch_size = recipe.train.device_batch_size;
   setup.device = device;
   absl::StatusOr<std::string> device_name = device_display_name(device);
   if (!device_name.ok()) {
@@ -106,14 +197,13 @@ absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size, De
                     "train.target_param_data_ratio or set train.num_iterations",
                     setup.horizon.target_tokens, setup.horizon.total_batch_size));
   }
-  const int64_t tokens_per_micro_step =
-      recipe.train.device_batch_size * recipe.model.max_seq_len * world_size;
+  const int64_t tokens_per_micro_step = setup.device_batch_size * recipe.model.max_seq_len * world_size;
   if (setup.horizon.total_batch_size % tokens_per_micro_step != 0) {
     return invalid(
         fmt::format("train.total_batch_size {} is not a multiple of device_batch_size {} x max_seq_len {} x "
                     "world size {} = {}; "
                     "change one of them",
-                    setup.horizon.total_batch_size, recipe.train.device_batch_size, recipe.model.max_seq_len,
+                    setup.horizon.total_batch_size, setup.device_batch_size, recipe.model.max_seq_len,
                     world_size, tokens_per_micro_step));
   }
   constexpr int64_t kMaxSteps = 1'000'000'000'000;

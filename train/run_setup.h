@@ -5,6 +5,8 @@
 
 #include <absl/status/statusor.h>
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +24,29 @@
 
 namespace nanoforge {
 
+// What one optimizer step cost on this rank (`nanoforge bench scaling` collects them).
+struct StepTiming {
+  int64_t step = 0;                 // counted from 1, as printed
+  int64_t tokens = 0;               // the step's tokens, all ranks together
+  double seconds = 0;               // the whole step
+  double exposed_comm_seconds = 0;  // waiting for gradient reductions and parameter gathers
+  double data_wait_seconds = 0;     // waiting for the loader
+};
+
+// What the command asks of a run besides its recipe.
+struct TrainRunOptions {
+  std::string run_dir;
+  int64_t stop_at_step =
+      -1;               // > 0: stop cleanly (with a checkpoint) after this step; the schedule is unchanged
+  bool resume = false;  // continue from the newest valid checkpoint of run_dir
+  std::string resume_from;  // continue from this checkpoint directory
+  // Resume on other training data or another tokenizer than the checkpoint's (refused otherwise); the loader
+  // then starts the new data from its beginning.
+  bool allow_data_change = false;
+  bool checkpoints = true;                         // false: none at all, not even at the end (benchmarks)
+  std::function<void(const StepTiming&)> on_step;  // after every step, on every rank
+};
+
 // Everything the trainer reads: the recipe it was made from and what follows from it. The trainer reads
 // settings from here only, so a value has one source.
 struct RunSetup {
@@ -38,6 +63,7 @@ struct RunSetup {
   TrainingHorizon horizon;
   ScheduleConfig schedule;
   int64_t world_size = 1;
+  int64_t device_batch_size = 1;        // B: rows per micro-batch and rank (train.device_batch_size)
   int64_t grad_accum_steps = 1;         // micro-batches per optimizer step and rank
   int64_t eval_steps = 0;               // validation batches per evaluation
   Device device = Device::kCpu;         // where the model, its gradients and the optimizer state live
@@ -54,6 +80,7 @@ absl::StatusOr<Device> resolve_train_device(const Recipe& recipe);
 // The device's name for tables and MFU: "cpu", or the GPU's name (an error saying why when it is unusable).
 absl::StatusOr<std::string> device_display_name(Device device);
 
+// `recipe` has passed validate_recipe.
 absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size, Device device);
 
 }  // namespace nanoforge

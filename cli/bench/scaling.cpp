@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <regex>
 
@@ -76,7 +77,10 @@ absl::Status run_bench_scaling(const std::vector<std::string>& overrides) {
   options.checkpoints = false;
   std::vector<StepTiming> timings;
   options.on_step = [&](const StepTiming& timing) { timings.push_back(timing); };
-  NANOFORGE_RETURN_IF_ERROR(run_training(recipe, options));
+  {
+    NANOFORGE_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::open(recipe, options));
+    NANOFORGE_RETURN_IF_ERROR(trainer->run());
+  }  // the run, its communicator and its run directory's lock end here
   if (launch.rank != 0) return absl::OkStatus();
   std::filesystem::remove_all(options.run_dir);
   if (timings.size() != static_cast<size_t>(warmup + steps)) {

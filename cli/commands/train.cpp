@@ -1,7 +1,9 @@
 // `nanoforge train --recipe FILE --run-dir DIR [section.key=value ...] [--stop-at-step N]`: reads the recipe,
-// applies the overrides, checks everything, then trains (train/trainer.h).
+// applies the overrides, opens the run (every check first) and runs its loop (train/trainer.h).
 #include <absl/flags/flag.h>
 #include <fmt/format.h>
+
+#include <memory>
 
 #include "cli/command.h"
 #include "cli/common_flags.h"
@@ -37,7 +39,8 @@ absl::Status run_train_command(const std::vector<std::string>& overrides) {
   options.resume = absl::GetFlag(FLAGS_resume);
   options.resume_from = absl::GetFlag(FLAGS_resume_from);
   options.allow_data_change = absl::GetFlag(FLAGS_allow_data_change);
-  return run_training(recipe, options);
+  NANOFORGE_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::open(recipe, options));
+  return trainer->run();
 }
 
 std::string recipe_help() {

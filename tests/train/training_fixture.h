@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,13 @@ inline Recipe small_recipe() {
   recipe.optim = {
       .unembedding_lr = 0.064, .embedding_lr = 2.4, .scalar_lr = 4, .matrix_lr = 0.16, .weight_decay = 0.28};
   return recipe;
+}
+
+// What `nanoforge train` does with the recipe and its options (cli/commands/train.cpp).
+inline absl::Status run_training(const Recipe& recipe, const TrainRunOptions& options) {
+  absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::open(recipe, options);
+  if (!trainer.ok()) return trainer.status();
+  return (*trainer)->run();
 }
 
 inline TrainRunOptions stop_at(std::string run_dir, int64_t step) {

@@ -1,18 +1,24 @@
 // Resuming a run: which checkpoint to start from (the newest that verifies, falling back past damaged ones
-// and saying so; a --resume-from naming no directory refused as such), and whether the new recipe may
-// continue the saved one — a change that would silently break the run (the model's shape, the sequence
-// length, the data order) is refused; others (evaluation cadence, number of iterations, learning rates...)
-// are allowed and listed.
+// and saying so; a --resume-from naming no directory refused as such), whether this run may continue it — a
+// change that would silently break the run (the model's shape, the sequence length, the data order) is
+// refused; others (evaluation cadence, number of iterations, learning rates...) are allowed and listed —
+// and the weights, optimizer state and data stream it continues with.
 #pragma once
 
 #include <absl/status/statusor.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "data/loader/loader.h"
+#include "model/gpt.h"
+#include "optim/data_parallel_optimizer.h"
+#include "train/checkpoint/agreement.h"
 #include "train/recipe.h"
+#include "train/run_setup.h"
 
 namespace nanoforge {
 
@@ -35,5 +41,25 @@ absl::StatusOr<std::vector<std::string>> resume_changes(const Recipe& saved, con
 // Drops the metrics a resumed run will write again: training records after `step`, evaluations at or after
 // it.
 absl::Status trim_metrics_after(const std::string& metrics_path, int64_t step);
+
+// The checkpoint --resume or --resume-from continues, the same on every rank (agreement.h); "" for a fresh
+// start, also when a --resume finds no checkpoint yet (a requeued job killed before its first: rank 0 then
+// empties the metrics).
+absl::StatusOr<std::string> agreed_resume_checkpoint(const TrainRunOptions& options, int64_t rank,
+                                                     int64_t world_size, const SumOverRanks& sum_over_ranks);
+
+// What a resumed run continues from.
+struct ResumedRun {
+  int64_t step = 0;             // the checkpoint's: the next step trained is step + 1
+  double training_seconds = 0;  // the checkpoint's training time
+  std::unique_ptr<Loader> train_loader;
+};
+
+// `checkpoint` has passed verify_checkpoint: whether this run may continue it (the recipe, the data, the
+// model, the steps), then its weights and this rank's share of the optimizer state into `model` and
+// `optimizer`, and the data stream. Rank 0 drops the metrics it will write again and prints what changed.
+absl::StatusOr<ResumedRun> resume_from_checkpoint(const std::string& checkpoint, const RunSetup& setup,
+                                                  const TrainRunOptions& options, int64_t rank, GPT& model,
+                                                  DataParallelOptimizer& optimizer);
 
 }  // namespace nanoforge
