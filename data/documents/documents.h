@@ -1,16 +1,9 @@
 // Input documents for tokenizer training and `nanoforge prep`: a streaming reader over a list of files that
 // yields one document at a time, never holding more than one file's current line (or one whole text file in
-// whole-file mode, or a few parquet row groups) in memory.
-//   *.jsonl, *.ndjson   one JSON object per line, the document is its "text" string field (simdjson parses
-//                       and validates it, UTF-8 included); blank lines are skipped.
-//   *.txt, *.text, *.md plain text: by default a document is a paragraph, i.e. a run of lines separated from
-//                       the next by one or more blank lines (lines of only spaces, tabs or '\r'); its text is
-//                       the lines exactly as in the file, without the last line's terminator. With
-//                       TextSplit::kWholeFile a document is the whole file, byte for byte.
-//   any of these + .gz or .zst   the same, decompressed on the fly (data/documents/byte_source.h)
-//   *.parquet           one document per row of a string column (data/documents/parquet_documents.h)
-//   -                   standard input, JSON lines (gzip or zstd compressed ones are recognised)
-// Errors name the file and line (the row group for parquet).
+// whole-file mode, or a few parquet row groups) in memory. JSON lines, text (paragraphs or whole files), any
+// of these gzip- or zstd-compressed (byte_source.h), parquet (parquet_documents.h) and standard input;
+// docs/data.md (Input documents) says what a document is in each. Errors name the file and line (the row
+// group for parquet).
 #pragma once
 
 #include <absl/status/statusor.h>

@@ -1,14 +1,9 @@
-// nanochat's BOS-aligned best-fit packing (nanochat/dataloader.py, tokenizing_distributed_data_loader_with_
-// state_bos_bestfit), one row at a time. A row holds capacity = T + 1 tokens and is filled from a buffer of
-// documents in the order they arrived: before every pick the buffer is refilled to `buffer_docs` documents;
-// the longest document that fits the space left is placed whole (the first one among equal lengths); when
-// none fits, the shortest (again the first among equals) is cropped to the space left and its remainder
-// discarded. Every row therefore starts with a document's BOS, holds no padding, and fills exactly.
-//
-// The packer deals in stream positions and lengths only: it plans rows as segments and copies no tokens, so
-// a rank can plan every global row but copy only its own (data/loader/loader.h). nanochat refills in chunks
-// of 128 documents (its buffer holds 1000 to 1127); this one refills one document at a time to exactly
-// `buffer_docs`, which keeps the state a plain list.
+// nanochat's BOS-aligned best-fit packing (nanochat/dataloader.py), one row at a time: the longest buffered
+// document that fits the space left is placed whole; when none fits, the shortest is cropped to fill the row.
+// Every row starts with a BOS, holds no padding and fills exactly. The packer deals in stream positions and
+// lengths only (no tokens), so a rank can plan every global row but copy only its own (loader.h). It refills
+// one document at a time to exactly `buffer_docs` (nanochat: chunks of 128), which keeps the state a plain
+// list; docs/data.md (Packing) has the details and the measured crop fractions.
 #pragma once
 
 #include <cstdint>

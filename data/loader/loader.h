@@ -1,23 +1,9 @@
-// The pretraining data loader: (B, T + 1) int32 token rows per rank, packed with nanochat's BOS-aligned
-// best fit (data/loader/bos_bestfit_packer.h) from the documents of a ShardSet in a seeded, epoch-wise
-// shuffled order (data/loader/loader_doc_order.h). Row b of a batch gives inputs row[:-1] and targets row[1:]
-// (T ids each).
-//
-// World-size rule: one global stream of rows, the same on every rank; global row g belongs to rank
-// g mod world_size. A batch covers a window of world_size * B consecutive global rows, and rank r takes the B
-// rows of the window that are its own, in order. The rows a step consumes (all ranks together) are therefore
-// the same for any world size with the same world_size * B. Every rank plans every row of the global stream
-// (cheap: lengths only) and copies the tokens of its own rows only.
-//
-// State (data/loader/loader_state.h) is taken at batch boundaries and is the same on every rank; restoring
-// it, also into a loader with another world size, gives exactly the batches that would have come next.
-//
-// A background thread packs batches into a ring of `ring_batches` buffers allocated once (their addresses
-// never change, so a trainer may pin them for DMA); next() hands out the oldest ready one, which stays valid
-// until the following next(). In steady state the thread is ahead and next() does not wait (wait_stats()).
-//
-// Validation: LoaderOptions{.shuffle = false} walks a (val) ShardSet in file order; rewind() before each
-// evaluation gives the same batches every time.
+// The pretraining data loader: (B, T + 1) int32 token rows per rank (inputs row[:-1], targets row[1:]),
+// packed with nanochat's BOS-aligned best fit (bos_bestfit_packer.h) from a ShardSet's documents in a
+// seeded, epoch-wise shuffled order (loader_doc_order.h). Global row g belongs to rank g mod world_size, so a
+// step consumes the same rows for any world size with the same world_size * B, and a state (loader_state.h)
+// restores into another world size. A background thread fills a ring of buffers allocated once; next()
+// hands out the oldest ready one. docs/data.md (The loader) gives the rules and the measurements.
 #pragma once
 
 #include <absl/status/statusor.h>

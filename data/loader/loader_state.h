@@ -1,12 +1,9 @@
 // Where a loader is in its data, small enough to store in every checkpoint (~8 KB with nanochat's 1000-doc
-// buffer): the stream position of the next document to pull (the epoch follows from it), the packer's buffer
-// as stream positions, and the next global row. Nothing else is needed: the shuffle is a pure function of
-// (seed, epoch) and the packer is deterministic, so restoring a state into a fresh loader gives exactly the
-// batches the saved one would have given next, for any world size (data/loader/loader.h). All ranks hold the
-// same state at a step boundary; rank 0 saves it.
-//
-// Bytes (little-endian): "NFLOADER", uint32 format version (1), uint32 zero, then int64 fields in the order
-// below (the bool as 0/1), the buffer's length and its positions.
+// buffer): the stream position of the next document to pull, the packer's buffer as stream positions, and
+// the next global row. The shuffle is a pure function of (seed, epoch) and the packer is deterministic, so
+// restoring a state into a fresh loader gives exactly the batches the saved one would have given next, for
+// any world size. All ranks hold the same state at a step boundary; rank 0 saves it. Bytes (little-endian):
+// "NFLOADER", uint32 format version (1), uint32 zero, then the int64 fields below (docs/data.md gives them).
 #pragma once
 
 #include <absl/status/statusor.h>

@@ -1,13 +1,9 @@
 // nanoforge's token shard file, HDF5 (format version 1; docs/data.md is the specification for other tools):
-//   /tokens       uint16 (vocab_size <= 65536) or uint32, 1-D, contiguous (no chunks, no filters),
-//   little-endian /doc_offsets  int64, 1-D, doc_count + 1 values: document d is tokens [offsets[d], offsets[d
-//   + 1]),
-//                 offsets[0] = 0, strictly increasing, offsets[doc_count] = token_count; each document starts
-//                 with BOS
-//   attributes on the root group: format ("nanoforge-token-shard"), format_version (1), vocab_size, bos_id,
-//                 tokenizer_hash (string), token_count, doc_count, token_checksum (int64 holding the uint64
-//                 of data/shards/shard_token_scan.h)
-// Every object starts on a 4096-byte boundary, so the reader maps /tokens straight from the file.
+// /tokens (uint16, or uint32 past 65536 ids; contiguous) and /doc_offsets (int64, doc_count + 1 values:
+// document d is tokens[offsets[d], offsets[d + 1]), each starting with BOS); root attributes format,
+// format_version, vocab_size, bos_id, tokenizer_hash, token_count, doc_count, token_checksum
+// (data/shards/shard_token_scan.h). Every object starts on a 4096-byte boundary, so the reader maps /tokens
+// straight from the file.
 #pragma once
 
 #include <absl/status/statusor.h>

@@ -210,6 +210,123 @@ std::vector<absl::StatusOr<FileChecksum>> checksum_files(const std::vector<std::
   return results;
 }
 
+// The format version its first line names (1 or kShardManifestVersion).
+absl::StatusOr<int> manifest_format_version(const std::string& first, const std::string& source) {
+  if (first == fmt::format("{} 1", kFormatName)) return 1;
+  if (first == fmt::format("{} {}", kFormatName, kShardManifestVersion)) return kShardManifestVersion;
+  if (first.starts_with(fmt::format("{} ", kFormatName))) {
+    return absl::FailedPreconditionError(fmt::format(
+        "{}: shard manifest format {}; this nanoforge reads formats 1 to {} (written by a newer nanoforge: "
+        "update it)",
+        source, first.substr(sizeof(kFormatName), 20), kShardManifestVersion));
+  }
+  return absl::DataLossError(
+      fmt::format("{}: not a nanoforge shard manifest (its first line is not \"{} {}\")", source, kFormatName,
+                  kShardManifestVersion));
+}
+
+// The last line (format 2) is the checksum of every byte above it: any edit or damage is refused here.
+absl::Status check_manifest_checksum(std::string_view text, const std::string& source) {
+  const std::string prefix = fmt::format("{} ", kChecksumKey);
+  const size_t last_line = text.ends_with('\n') ? text.rfind('\n', text.size() - 2) + 1 : 0;
+  const std::string_view last = text.substr(last_line);
+  if (last_line == 0 || !last.starts_with(prefix)) {
+    return absl::DataLossError(fmt::format(
+        "{}: its last line is not its {}: it was cut short, damaged or edited after prep wrote it; {}",
+        source, kChecksumKey, kPrepareAgain));
+  }
+  const std::string computed = fmt::format("{:016x}", fnv1a64(text.substr(0, last_line)));
+  const std::string_view stored = last.substr(prefix.size(), last.size() - prefix.size() - 1);
+  if (stored != computed) {
+    return absl::DataLossError(fmt::format(
+        "{}: its {} is {} but the lines above it give {}: it was damaged or edited after prep wrote it; {}",
+        source, kChecksumKey, stored.substr(0, 32), computed, kPrepareAgain));
+  }
+  return absl::OkStatus();
+}
+
+template <typename Number>
+bool parse_number(const std::string& word, Number& out) {
+  return absl::SimpleAtoi(word, &out);
+}
+
+template <typename Number>
+bool parse_hex_number(const std::string& word, Number& out) {
+  const auto [end, error] = std::from_chars(word.data(), word.data() + word.size(), out, 16);
+  return !word.empty() && error == std::errc() && end == word.data() + word.size();
+}
+
+// "name bytes crc32 documents tokens token_checksum"; false when damaged.
+bool parse_shard_line(const std::vector<std::string>& words, ManifestShard& shard) {
+  const bool ok = words.size() == 6 && fs::path(words[0]).filename() == words[0] &&
+                  parse_number(words[1], shard.bytes) && parse_hex_number(words[2], shard.crc32) &&
+                  parse_number(words[3], shard.documents) && parse_number(words[4], shard.tokens) &&
+                  parse_hex_number(words[5], shard.token_checksum);
+  shard.name = words[0];
+  return ok;
+}
+
+// One `key value` line after the first into `manifest`; false when it is damaged or its key unknown.
+bool parse_manifest_line(const std::string& key, const std::string& value, ShardManifest& manifest) {
+  if (key == "tokenizer_hash") {
+    manifest.tokenizer_hash = value;
+    return true;
+  }
+  const std::pair<const char*, std::string*> texts[] = {{"text_split", &manifest.text_split},
+                                                        {"text_column", &manifest.text_column},
+                                                        {"command", &manifest.command_line}};
+  for (const auto& [name, field] : texts) {
+    if (key == name) {
+      *field = unescape(value);
+      return true;
+    }
+  }
+  if (key == "vocab_size") return parse_number(value, manifest.vocab_size);
+  if (key == "bos_id") return parse_number(value, manifest.bos_id);
+  if (key == "shard_tokens") return parse_number(value, manifest.shard_tokens);
+  if (key == "val_docs") return parse_number(value, manifest.val_docs);
+  if (key == "input_documents") return parse_number(value, manifest.input_documents);
+  if (key == "input_documents_hash") return parse_hex_number(value, manifest.input_documents_hash);
+  if (key == "empty_documents") return parse_number(value, manifest.empty_documents);
+  if (key == "text_bytes") return parse_number(value, manifest.text_bytes);
+  if (key == "input") {
+    manifest.inputs.push_back(unescape(value));
+    return true;
+  }
+  const std::vector<std::string> words = absl::StrSplit(value, ' ');
+  if (key == "split") return words.size() == 7;  // derived from the shards; checked by check_manifest_totals
+  if (key == "shard") {
+    ManifestShard shard;
+    const bool ok = parse_shard_line(words, shard);
+    manifest.shards.push_back(std::move(shard));
+    return ok;
+  }
+  return key == kChecksumKey;  // checked by check_manifest_checksum
+}
+
+// The totals a parsed manifest states agree with its shards and with the text it was parsed from.
+absl::Status check_manifest_totals(const ShardManifest& manifest, std::string_view text,
+                                   const std::string& source) {
+  // The split lines must say what the shards add up to: a manifest cut or edited by hand is refused.
+  if (manifest.to_text() != std::string(text)) {
+    return absl::DataLossError(fmt::format(
+        "{}: its totals do not match its shards, or it is not as prep writes it: it was damaged or "
+        "edited; {}",
+        source, kPrepareAgain));
+  }
+  // Every input document read is in a shard or was empty (format 1 has no checksum to catch an edit).
+  int64_t in_shards = 0;
+  for (const ManifestShard& shard : manifest.shards)
+    in_shards += shard.documents;
+  if (manifest.input_documents != in_shards + manifest.empty_documents) {
+    return absl::DataLossError(fmt::format(
+        "{}: input_documents {} is not the documents of its shards ({}) plus empty_documents ({}): it was "
+        "damaged or edited; {}",
+        source, manifest.input_documents, in_shards, manifest.empty_documents, kPrepareAgain));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int64_t ShardManifest::documents(std::string_view split) const {
@@ -259,111 +376,17 @@ std::string ShardManifest::to_text() const {
 absl::StatusOr<ShardManifest> ShardManifest::parse(std::string_view text, const std::string& source) {
   const std::vector<std::string> lines = absl::StrSplit(std::string(text), '\n', absl::SkipEmpty());
   ShardManifest manifest;
-  const std::string first = lines.empty() ? "" : lines.front();
-  if (first == fmt::format("{} 1", kFormatName)) {
-    manifest.format_version = 1;
-  } else if (first == fmt::format("{} {}", kFormatName, kShardManifestVersion)) {
-    manifest.format_version = kShardManifestVersion;
-  } else if (first.starts_with(fmt::format("{} ", kFormatName))) {
-    return absl::FailedPreconditionError(fmt::format(
-        "{}: shard manifest format {}; this nanoforge reads formats 1 to {} (written by a newer nanoforge: "
-        "update it)",
-        source, first.substr(sizeof(kFormatName), 20), kShardManifestVersion));
-  } else {
-    return absl::DataLossError(
-        fmt::format("{}: not a nanoforge shard manifest (its first line is not \"{} {}\")", source,
-                    kFormatName, kShardManifestVersion));
-  }
-  if (manifest.format_version >= 2) {
-    // The last line is the checksum of every byte above it: any edit or damage is refused here.
-    const std::string prefix = fmt::format("{} ", kChecksumKey);
-    const size_t last_line = text.ends_with('\n') ? text.rfind('\n', text.size() - 2) + 1 : 0;
-    const std::string_view last = text.substr(last_line);
-    if (last_line == 0 || !last.starts_with(prefix)) {
-      return absl::DataLossError(fmt::format(
-          "{}: its last line is not its {}: it was cut short, damaged or edited after prep wrote it; {}",
-          source, kChecksumKey, kPrepareAgain));
-    }
-    const std::string computed = fmt::format("{:016x}", fnv1a64(text.substr(0, last_line)));
-    const std::string_view stored = last.substr(prefix.size(), last.size() - prefix.size() - 1);
-    if (stored != computed) {
-      return absl::DataLossError(fmt::format(
-          "{}: its {} is {} but the lines above it give {}: it was damaged or edited after prep wrote it; {}",
-          source, kChecksumKey, stored.substr(0, 32), computed, kPrepareAgain));
-    }
-  }
+  NANOFORGE_ASSIGN_OR_RETURN(manifest.format_version,
+                             manifest_format_version(lines.empty() ? "" : lines.front(), source));
+  if (manifest.format_version >= 2) NANOFORGE_RETURN_IF_ERROR(check_manifest_checksum(text, source));
   for (size_t n = 1; n < lines.size(); ++n) {
     const std::string& line = lines[n];
     const size_t space = line.find(' ');
-    const std::string key = line.substr(0, space);
     const std::string value = space == std::string::npos ? "" : line.substr(space + 1);
-    const std::vector<std::string> words = absl::StrSplit(value, ' ');
-    auto bad = [&] {
+    if (!parse_manifest_line(line.substr(0, space), value, manifest))
       return absl::DataLossError(fmt::format("{}: line {} is damaged: {}", source, n + 1, line));
-    };
-    auto number = [&](const std::string& word, auto& out) { return absl::SimpleAtoi(word, &out); };
-    auto hex_number = [&](const std::string& word, auto* out) {
-      const auto [end, error] = std::from_chars(word.data(), word.data() + word.size(), *out, 16);
-      return !word.empty() && error == std::errc() && end == word.data() + word.size();
-    };
-    bool ok = true;
-    if (key == "tokenizer_hash")
-      manifest.tokenizer_hash = value;
-    else if (key == "vocab_size")
-      ok = number(value, manifest.vocab_size);
-    else if (key == "bos_id")
-      ok = number(value, manifest.bos_id);
-    else if (key == "shard_tokens")
-      ok = number(value, manifest.shard_tokens);
-    else if (key == "val_docs")
-      ok = number(value, manifest.val_docs);
-    else if (key == "text_split")
-      manifest.text_split = unescape(value);
-    else if (key == "text_column")
-      manifest.text_column = unescape(value);
-    else if (key == "command")
-      manifest.command_line = unescape(value);
-    else if (key == "input")
-      manifest.inputs.push_back(unescape(value));
-    else if (key == "input_documents")
-      ok = number(value, manifest.input_documents);
-    else if (key == "input_documents_hash")
-      ok = hex_number(value, &manifest.input_documents_hash);
-    else if (key == "empty_documents")
-      ok = number(value, manifest.empty_documents);
-    else if (key == "text_bytes")
-      ok = number(value, manifest.text_bytes);
-    else if (key == "split")
-      ok = words.size() == 7;  // derived from the shards; checked below
-    else if (key == "shard") {
-      ManifestShard shard;
-      ok = words.size() == 6 && fs::path(words[0]).filename() == words[0] && number(words[1], shard.bytes) &&
-           hex_number(words[2], &shard.crc32) && number(words[3], shard.documents) &&
-           number(words[4], shard.tokens) && hex_number(words[5], &shard.token_checksum);
-      shard.name = words[0];
-      manifest.shards.push_back(std::move(shard));
-    } else {
-      ok = key == kChecksumKey;  // checked above
-    }
-    if (!ok) return bad();
   }
-  // The split lines must say what the shards add up to: a manifest cut or edited by hand is refused.
-  if (manifest.to_text() != std::string(text)) {
-    return absl::DataLossError(fmt::format(
-        "{}: its totals do not match its shards, or it is not as prep writes it: it was damaged or "
-        "edited; {}",
-        source, kPrepareAgain));
-  }
-  // Every input document read is in a shard or was empty (format 1 has no checksum to catch an edit).
-  int64_t in_shards = 0;
-  for (const ManifestShard& shard : manifest.shards)
-    in_shards += shard.documents;
-  if (manifest.input_documents != in_shards + manifest.empty_documents) {
-    return absl::DataLossError(fmt::format(
-        "{}: input_documents {} is not the documents of its shards ({}) plus empty_documents ({}): it was "
-        "damaged or edited; {}",
-        source, manifest.input_documents, in_shards, manifest.empty_documents, kPrepareAgain));
-  }
+  NANOFORGE_RETURN_IF_ERROR(check_manifest_totals(manifest, text, source));
   return manifest;
 }
 

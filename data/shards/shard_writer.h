@@ -1,17 +1,7 @@
 // Writes one nanoforge token shard (format in data/shards/shard_hdf5.h) from whole documents, for `nanoforge
-// prep` and tools. Documents are appended in memory, 2 or 4 bytes a token (a 100M-token shard holds 200 MB; a
-// contiguous HDF5 dataset cannot grow, so its size must be known before it is written), and finish() writes
-// the file in one go: under a temporary name in the same directory, fsync'd, renamed over the final name,
-// then the directory fsync'd. The final name therefore never holds a half-written shard, even after a crash;
-// a crash leaves at most a PATH.partial-PID file, which no reader picks up.
-//
-//   NANOFORGE_ASSIGN_OR_RETURN(ShardWriter writer, ShardWriter::create(dir + "/" + shard_file_name("train",
-//   0),
-//                                                                     {tokenizer.vocab_size(),
-//                                                                     tokenizer.bos_id(),
-//                                                                      tokenizer.hash()}));
-//   for (...) NANOFORGE_RETURN_IF_ERROR(writer.append_document(tokenizer.encode(text)));  // BOS added here
-//   NANOFORGE_RETURN_IF_ERROR(writer.finish());
+// prep` and tools. The shard is held in memory (a contiguous HDF5 dataset cannot grow) and finish() writes it
+// in one go under a temporary name, fsyncs it and renames it over the final name: that name never holds a
+// half-written shard, even after a crash. docs/data.md (Writing) shows its use.
 #pragma once
 
 #include <absl/status/statusor.h>

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <queue>
 #include <thread>
 
@@ -106,6 +107,134 @@ InitialPairs count_initial_pairs(const Words& words, int threads) {
   return std::move(total);
 }
 
+using PairHeap = std::priority_queue<HeapEntry, std::vector<HeapEntry>, HeapOrder>;
+
+// What the merge loop works on: each pair's current count, each heap entry's word list ("job"), the heap.
+struct MergeQueue {
+  absl::flat_hash_map<PairKey, int64_t> pair_counts;
+  std::vector<std::vector<uint32_t>> jobs;
+  PairHeap heap;
+};
+
+MergeQueue queue_initial_pairs(InitialPairs& initial) {
+  MergeQueue queue;
+  queue.pair_counts = std::move(initial.counts);
+  std::vector<HeapEntry> heap_storage;
+  queue.jobs.reserve(initial.where.size());
+  heap_storage.reserve(initial.where.size());
+  for (auto& [key, list] : initial.where) {
+    const int64_t count = queue.pair_counts[key];
+    if (count <= 0) continue;
+    heap_storage.push_back({count, key, static_cast<uint32_t>(queue.jobs.size())});
+    queue.jobs.push_back(std::move(list));
+  }
+  absl::flat_hash_map<PairKey, std::vector<uint32_t>>().swap(initial.where);
+  queue.heap = PairHeap(HeapOrder(), std::move(heap_storage));
+  return queue;
+}
+
+// The heap's top whose count is current and positive; a stale entry is requeued with its current count, a
+// dead one dropped. nullopt once the heap is empty.
+std::optional<HeapEntry> pop_pair_to_merge(MergeQueue& queue) {
+  while (!queue.heap.empty()) {
+    HeapEntry top = queue.heap.top();
+    queue.heap.pop();
+    const auto current = queue.pair_counts.find(top.pair);
+    const int64_t count = current == queue.pair_counts.end() ? 0 : current->second;
+    if (count <= 0) {
+      std::vector<uint32_t>().swap(queue.jobs[top.job]);
+      continue;
+    }
+    if (count != top.count) {  // stale: requeue with the current count
+      top.count = count;
+      queue.heap.push(top);
+      continue;
+    }
+    return top;
+  }
+  return std::nullopt;
+}
+
+// The id of the token left+right: a new one, or the existing token with the same bytes (bpe_trainer.h).
+int32_t merged_token(int32_t left, int32_t right, BpeTrainResult& result,
+                     absl::flat_hash_map<std::string, int32_t>& token_ids) {
+  std::string merged_bytes = result.tokens_by_rank[left] + result.tokens_by_rank[right];
+  if (const auto existing = token_ids.find(merged_bytes); existing != token_ids.end()) {
+    ++result.reused_merges;
+    return existing->second;
+  }
+  const auto merged = static_cast<int32_t>(result.tokens_by_rank.size());
+  token_ids.emplace(merged_bytes, merged);
+  result.tokens_by_rank.push_back(std::move(merged_bytes));
+  ++result.merges;
+  return merged;
+}
+
+// Replaces left,right by `merged` in each word of the job, updating the pair counts; the pairs the merge
+// creates are listed in new_where with their words.
+void merge_in_words(const std::vector<uint32_t>& job, int32_t left, int32_t right, int32_t merged,
+                    Words& words, absl::flat_hash_map<PairKey, int64_t>& pair_counts,
+                    absl::flat_hash_map<PairKey, std::vector<uint32_t>>& new_where) {
+  auto add = [&](int32_t a, int32_t b, int64_t delta) { pair_counts[pair_key(a, b)] += delta; };
+  auto add_new = [&](int32_t a, int32_t b, int64_t delta, uint32_t word) {
+    const PairKey key = pair_key(a, b);
+    pair_counts[key] += delta;
+    std::vector<uint32_t>& list = new_where[key];
+    if (list.empty() || list.back() != word) list.push_back(word);
+  };
+  for (const uint32_t w : job) {
+    int32_t* ids = &words.ids[words.starts[w]];
+    const uint32_t n = words.lengths[w];
+    const int64_t c = words.counts[w];
+    uint32_t write = 0;
+    for (uint32_t i = 0; i < n;) {
+      if (i + 1 < n && ids[i] == left && ids[i + 1] == right) {
+        if (write > 0) {
+          add(ids[write - 1], left, -c);
+          add_new(ids[write - 1], merged, c, w);
+        }
+        add(left, right, -c);
+        if (i + 2 < n) {
+          add(right, ids[i + 2], -c);
+          add_new(merged, ids[i + 2], c, w);
+        }
+        ids[write++] = merged;
+        i += 2;
+      } else {
+        ids[write++] = ids[i++];
+      }
+    }
+    words.lengths[w] = write;
+  }
+}
+
+// New jobs in pair order, so that job numbers (the last tie-break) do not depend on hash order.
+void queue_new_pairs(absl::flat_hash_map<PairKey, std::vector<uint32_t>>& new_where, MergeQueue& queue) {
+  std::vector<PairKey> new_pairs;
+  new_pairs.reserve(new_where.size());
+  for (const auto& [key, list] : new_where)
+    new_pairs.push_back(key);
+  std::sort(new_pairs.begin(), new_pairs.end());
+  for (const PairKey key : new_pairs) {
+    const int64_t new_count = queue.pair_counts[key];
+    if (new_count <= 0) continue;
+    queue.heap.push({new_count, key, static_cast<uint32_t>(queue.jobs.size())});
+    queue.jobs.push_back(std::move(new_where[key]));
+  }
+}
+
+void report_progress(const BpeTrainOptions& options, const BpeTrainResult& result, int64_t last_count,
+                     std::chrono::steady_clock::time_point start, bool finished) {
+  if (!options.progress) return;
+  MergeProgress progress;
+  progress.merges_done = result.merges;
+  progress.num_merges = options.num_merges;
+  progress.last_count = last_count;
+  progress.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  progress.finished = finished;
+  options.progress(progress);
+}
+
 }  // namespace
 
 BpeTrainResult train_bpe(const PieceCounts& counts, const BpeTrainOptions& options) {
@@ -122,128 +251,37 @@ BpeTrainResult train_bpe(const PieceCounts& counts, const BpeTrainOptions& optio
 
   Words words = make_words(counts);
   InitialPairs initial = count_initial_pairs(words, threads);
-  absl::flat_hash_map<PairKey, int64_t> pair_counts = std::move(initial.counts);
-  result.initial_pairs = static_cast<int64_t>(pair_counts.size());
-
-  std::vector<std::vector<uint32_t>> jobs;
-  std::vector<HeapEntry> heap_storage;
-  jobs.reserve(initial.where.size());
-  heap_storage.reserve(initial.where.size());
-  for (auto& [key, list] : initial.where) {
-    const int64_t count = pair_counts[key];
-    if (count <= 0) continue;
-    heap_storage.push_back({count, key, static_cast<uint32_t>(jobs.size())});
-    jobs.push_back(std::move(list));
-  }
-  absl::flat_hash_map<PairKey, std::vector<uint32_t>>().swap(initial.where);
-  std::priority_queue<HeapEntry, std::vector<HeapEntry>, HeapOrder> heap(HeapOrder(),
-                                                                         std::move(heap_storage));
+  MergeQueue queue = queue_initial_pairs(initial);
+  result.initial_pairs = static_cast<int64_t>(queue.pair_counts.size());
 
   auto last_report = start;
-  auto report = [&](int64_t last_count, bool finished) {
-    if (!options.progress) return;
-    MergeProgress progress;
-    progress.merges_done = result.merges;
-    progress.num_merges = options.num_merges;
-    progress.last_count = last_count;
-    progress.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    progress.finished = finished;
-    options.progress(progress);
-  };
-
   absl::flat_hash_map<PairKey, std::vector<uint32_t>> new_where;  // this round's new pairs -> words
   int64_t last_count = 0;
-  while (result.merges < options.num_merges && !heap.empty()) {
-    HeapEntry top = heap.top();
-    heap.pop();
-    const auto current = pair_counts.find(top.pair);
-    const int64_t count = current == pair_counts.end() ? 0 : current->second;
-    if (count <= 0) {
-      std::vector<uint32_t>().swap(jobs[top.job]);
-      continue;
-    }
-    if (count != top.count) {  // stale: requeue with the current count
-      top.count = count;
-      heap.push(top);
-      continue;
-    }
-
-    const auto left = static_cast<int32_t>(top.pair >> 32);
-    const auto right = static_cast<int32_t>(top.pair & 0xffffffffu);
+  while (result.merges < options.num_merges) {
+    const std::optional<HeapEntry> top = pop_pair_to_merge(queue);
+    if (!top) break;
+    const auto left = static_cast<int32_t>(top->pair >> 32);
+    const auto right = static_cast<int32_t>(top->pair & 0xffffffffu);
     if (static_cast<int64_t>(result.tokens_by_rank[left].size() + result.tokens_by_rank[right].size()) >
         Tokenizer::kMaxTokenBytes) {
       // Never merged: a token may hold at most kMaxTokenBytes (the pair comes back only if its count grows).
       ++result.skipped_long_pairs;
-      std::vector<uint32_t>().swap(jobs[top.job]);
+      std::vector<uint32_t>().swap(queue.jobs[top->job]);
       continue;
     }
-    std::string merged_bytes = result.tokens_by_rank[left] + result.tokens_by_rank[right];
-    int32_t merged;
-    if (const auto existing = token_ids.find(merged_bytes); existing != token_ids.end()) {
-      merged = existing->second;
-      ++result.reused_merges;
-    } else {
-      merged = static_cast<int32_t>(result.tokens_by_rank.size());
-      token_ids.emplace(merged_bytes, merged);
-      result.tokens_by_rank.push_back(std::move(merged_bytes));
-      ++result.merges;
-    }
-    last_count = count;
-
+    const int32_t merged = merged_token(left, right, result, token_ids);
+    last_count = top->count;
     new_where.clear();
-    auto add = [&](int32_t a, int32_t b, int64_t delta) { pair_counts[pair_key(a, b)] += delta; };
-    auto add_new = [&](int32_t a, int32_t b, int64_t delta, uint32_t word) {
-      const PairKey key = pair_key(a, b);
-      pair_counts[key] += delta;
-      std::vector<uint32_t>& list = new_where[key];
-      if (list.empty() || list.back() != word) list.push_back(word);
-    };
-    for (const uint32_t w : jobs[top.job]) {
-      int32_t* ids = &words.ids[words.starts[w]];
-      const uint32_t n = words.lengths[w];
-      const int64_t c = words.counts[w];
-      uint32_t write = 0;
-      for (uint32_t i = 0; i < n;) {
-        if (i + 1 < n && ids[i] == left && ids[i + 1] == right) {
-          if (write > 0) {
-            add(ids[write - 1], left, -c);
-            add_new(ids[write - 1], merged, c, w);
-          }
-          add(left, right, -c);
-          if (i + 2 < n) {
-            add(right, ids[i + 2], -c);
-            add_new(merged, ids[i + 2], c, w);
-          }
-          ids[write++] = merged;
-          i += 2;
-        } else {
-          ids[write++] = ids[i++];
-        }
-      }
-      words.lengths[w] = write;
-    }
-    std::vector<uint32_t>().swap(jobs[top.job]);
-
-    // New jobs in pair order, so that job numbers (the last tie-break) do not depend on hash order.
-    std::vector<PairKey> new_pairs;
-    new_pairs.reserve(new_where.size());
-    for (const auto& [key, list] : new_where)
-      new_pairs.push_back(key);
-    std::sort(new_pairs.begin(), new_pairs.end());
-    for (const PairKey key : new_pairs) {
-      const int64_t new_count = pair_counts[key];
-      if (new_count <= 0) continue;
-      heap.push({new_count, key, static_cast<uint32_t>(jobs.size())});
-      jobs.push_back(std::move(new_where[key]));
-    }
-
+    merge_in_words(queue.jobs[top->job], left, right, merged, words, queue.pair_counts, new_where);
+    std::vector<uint32_t>().swap(queue.jobs[top->job]);
+    queue_new_pairs(new_where, queue);
     if (std::chrono::steady_clock::now() - last_report > std::chrono::seconds(1)) {
       last_report = std::chrono::steady_clock::now();
-      report(last_count, false);
+      report_progress(options, result, last_count, start, false);
     }
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  report(last_count, true);
+  report_progress(options, result, last_count, start, true);
   return result;
 }
 

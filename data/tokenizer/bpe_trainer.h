@@ -1,15 +1,9 @@
 // The second half of BPE training: the merge loop, as rustbpe (nanochat's trainer) runs it. Each round
 // merges the adjacent pair with the highest count over all pieces (weighted by piece counts), ties broken by
-// the smaller (left id, right id); the merged token gets the next id. Pair counts are updated incrementally:
-// a max-heap holds one entry per pair with the pieces it occurs in, stale counts are refreshed lazily when
-// an entry reaches the top, and a merge only visits the pieces that contain its pair.
-//
-// One difference from rustbpe, where a rank file requires it: when the chosen pair's bytes are already a
-// token (the same bytes reached by another split, e.g. "ab"+"c" after "a"+"bc"), rustbpe would create a
-// second token with the same bytes, which a tiktoken rank file cannot hold. Here the existing token is
-// reused: the pieces are merged into it and no id is spent (counted in `reused_merges`). And a second: a pair
-// whose token would be longer than Tokenizer::kMaxTokenBytes is never merged (text that repeats one character
-// for megabytes would otherwise make megabyte tokens; rustbpe has no such limit).
+// the smaller (left id, right id); the merged token gets the next id. Pair counts are updated incrementally
+// (a max-heap, stale entries refreshed when they reach the top). Two differences from rustbpe, argued in
+// docs/tokenizer.md (Training): a pair whose bytes are already a token merges into it without spending an id
+// (`reused_merges`), and no token grows past Tokenizer::kMaxTokenBytes.
 #pragma once
 
 #include <cstdint>

@@ -1,16 +1,9 @@
 // The data-parallel step under mpirun with 2 ranks (CPU: the MPI engine; GPU: NCCL, on two emulated GPUs
-// where there is none). Each rank trains its own micro-batch; a reference on the same rank — the same model
-// and kernels, its gradient averaged over the ranks with one all-reduce, and a one-rank MuonAdamW step whose
-// whole weights are then refreshed — is what the sharded step must give bit for bit: the averages are the
-// same sums (the reduce-scatter and the all-reduce add the same two numbers and halve them), every update is
-// elementwise or on a whole matrix that one rank owns, and the bf16 copy an owner converts and gathers is
-// the conversion the reference makes. The next forward, which waits for the gathers layer by layer, must
-// give the reference's loss bit for bit, and after the last step the weights themselves must agree.
-//
-// A forward layer that reads its weights without waiting for their gather is caught with a communicator that
-// issues each all-gather only when it is waited for (or when the next collective is queued): a layer that
-// did not wait reads the stale staging buffer. The sharded run through it must still match; with its waits
-// dropped it must not — the proof that the comparison sees a missing wait.
+// where there is none) must give, bit for bit, what one rank gives stepping with the ranks' averaged
+// gradient: the loss of every next forward and the weights (docs/distributed.md says why it can).
+// A forward layer that reads its weights without waiting for their gather is caught with a communicator
+// that issues each all-gather only when it is waited for: through it the run must still match, and with
+// its waits dropped it must not — the proof that the comparison sees a missing wait.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -156,6 +149,134 @@ struct Outcome {
   std::vector<float> compute;  // the GPU's bf16 copy, widened (empty on the CPU)
 };
 
+// Why a case cannot run here, if it cannot.
+std::optional<std::string> reason_to_skip(const Case& c) {
+  const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (world == nullptr || std::string(world) != "2") return "run under mpirun -n 2";
+  if (c.device == Device::kCuda && (!cuda::available() || cuda::device_count() < 2)) return "two GPUs needed";
+#if defined(__SANITIZE_THREAD__)
+  // Without its waits the last step's gathers are still writing while the next backward packs gradients into
+  // the same memory: the race this case exists to show, which ThreadSanitizer rightly reports.
+  if (c.transport == Transport::kDeferredWithoutWaits) return "races on purpose";
+#endif
+  return std::nullopt;
+}
+
+void prepare(GPT& model) {
+  model.set_kernel_settings({.deterministic = true});  // the same gradient bits in both (no atomics' order)
+  model.init_weights(7);
+  model.refresh_compute_weights();
+  model.plan(kBatch, kSeq);
+}
+
+// The weights a run ends with: its fp32 masters and (GPU) its bf16 compute copy, widened.
+void record_weights(GPT& model, Device device, Outcome& outcome) {
+  outcome.masters = download<float>(model.params());
+  if (device != Device::kCuda) return;
+  DeviceBuffer wide(device, model.compute_copy().numel() * 4);
+  const TensorView widened(wide.data(), {model.compute_copy().numel()}, DType::kF32, device);
+  ops::convert(widened, model.compute_copy());
+  outcome.compute = download<float>(widened);
+}
+
+// The run under test: optimizer state sharded over the ranks, the forward waiting for each layer's gathers.
+class ShardedRun {
+ public:
+  ShardedRun(const GPTConfig& config, Device device, DType dtype, Communicator& comm)
+      : device_(device),
+        model_(config, device, dtype),
+        sums_buffer_(device, 2 * sizeof(double)),
+        sums_(sums_buffer_.data(), {2}, DType::kF64, device) {
+    prepare(model_);
+    optimizer_.emplace(
+        groups_of(config, model_.layout()), model_.layout(), model_.params(), model_.grads(), comm,
+        kBucketBytes,
+        DataParallelOptimizer::ComputeCopy{model_.compute_copy(), model_.compute_layout().copy_offset});
+    model_.set_weights_needed_callback([this](int64_t from) { optimizer_->weights_needed(from); });
+  }
+
+  // The forward waits for the last step's gathers as it goes; its mean loss is added to the step's sums.
+  void forward(const MicroBatch& batch) {
+    model_.zero_grad();
+    ops::fill(sums_, 0.0);
+    model_.forward_for_backward_without_readback(ids_of(batch, device_), targets_of(batch, device_));
+    ops::add_mean_loss(sums_.rows(1, 1), model_.token_losses(), targets_of(batch, device_));
+  }
+  double forward_loss() const { return download<double>(sums_)[1]; }
+
+  // Backward and the sharded step: the step's sums over the ranks (squared gradient norm, loss).
+  absl::StatusOr<std::vector<double>> step(const ScheduleValues& schedule) {
+    model_.set_gradient_ready_callback([this](int64_t ready) { optimizer_->gradients_ready(ready); });
+    model_.backward();
+    model_.set_gradient_ready_callback({});
+    absl::StatusOr<CommWork> summed = optimizer_->start_step(schedule, sums_);
+    if (!summed.ok()) return summed.status();
+    if (absl::Status waited = summed->wait(); !waited.ok()) return waited;
+    return download<double>(sums_);
+  }
+
+  absl::StatusOr<Outcome> finish(Outcome outcome) {
+    if (absl::Status synced = optimizer_->sync_masters(); !synced.ok()) return synced;
+    record_weights(model_, device_, outcome);
+    return outcome;
+  }
+
+ private:
+  Device device_;
+  GPT model_;
+  std::optional<DataParallelOptimizer> optimizer_;  // made once the model is prepared
+  DeviceBuffer sums_buffer_;
+  TensorView sums_;
+};
+
+// The reference on the same rank: the same model and kernels, its gradient averaged over the ranks with one
+// all-reduce, and a one-rank MuonAdamW step whose whole weights are then refreshed.
+class ReferenceRun {
+ public:
+  ReferenceRun(const GPTConfig& config, Device device, DType dtype, Communicator& engine)
+      : device_(device), engine_(engine), model_(config, device, dtype), single_(device) {
+    prepare(model_);
+    optimizer_.emplace(groups_of(config, model_.layout()), model_.layout(), model_.params(), model_.grads(),
+                       single_, kBucketBytes);
+  }
+
+  double forward(const MicroBatch& batch) {
+    model_.zero_grad();
+    return model_.forward_for_backward(ids_of(batch, device_), targets_of(batch, device_));
+  }
+
+  // Backward, the all-reduced gradient and the one-rank step: the loss averaged over the ranks.
+  absl::StatusOr<double> step(double rank_loss, const ScheduleValues& schedule) {
+    model_.backward();
+    if (absl::Status reduced = engine_.all_reduce(model_.grads(), ReduceOp::kAverage).wait(); !reduced.ok())
+      return reduced;
+    std::array<double, 1> loss{rank_loss};
+    DeviceBuffer loss_buffer(device_, sizeof(double));
+    const TensorView loss_view(loss_buffer.data(), {1}, DType::kF64, device_);
+    upload<double>(loss_view, loss.data());
+    if (absl::Status reduced = engine_.all_reduce(loss_view, ReduceOp::kSum).wait(); !reduced.ok())
+      return reduced;
+    const double averaged_loss = download<double>(loss_view)[0] / 2;
+    if (absl::Status stepped = optimizer_->step(schedule); !stepped.ok()) return stepped;
+    model_.refresh_compute_weights();
+    return averaged_loss;
+  }
+
+  double squared_gradient_norm() const { return ops::squared_norm(model_.grads()); }
+
+  Outcome finish(Outcome outcome) {
+    record_weights(model_, device_, outcome);
+    return outcome;
+  }
+
+ private:
+  Device device_;
+  Communicator& engine_;
+  GPT model_;
+  SingleCommunicator single_;
+  std::optional<DataParallelOptimizer> optimizer_;  // made once the model is prepared
+};
+
 // One engine per device for the whole process (engines are made once per run), closed after the suite.
 class DataParallelStep : public testing::TestWithParam<Case> {
  protected:
@@ -180,112 +301,57 @@ std::unique_ptr<Communicator> DataParallelStep::engines_[2];
 
 TEST_P(DataParallelStep, MatchesOneRankOnTheAveragedGradient) {
   const Case c = GetParam();
-  const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
-  if (world == nullptr || std::string(world) != "2") GTEST_SKIP() << "run under mpirun -n 2";
-  if (c.device == Device::kCuda && (!cuda::available() || cuda::device_count() < 2))
-    GTEST_SKIP() << "two GPUs needed";
-#if defined(__SANITIZE_THREAD__)
-  // Without its waits the last step's gathers are still writing while the next backward packs gradients into
-  // the same memory: the race this case exists to show, which ThreadSanitizer rightly reports.
-  if (c.transport == Transport::kDeferredWithoutWaits) GTEST_SKIP() << "races on purpose";
-#endif
+  if (const std::optional<std::string> reason = reason_to_skip(c)) GTEST_SKIP() << *reason;
   Communicator* engine = engine_for(c.device);
   ASSERT_NE(engine, nullptr);
-  const int rank = engine->rank();
-  const DType dtype = c.device == Device::kCuda ? DType::kBF16 : DType::kF32;
-  const GPTConfig config = small_model();
-
   std::unique_ptr<DeferredGathers> deferred;
   if (c.transport != Transport::kPlain)
     deferred = std::make_unique<DeferredGathers>(*engine, c.transport == Transport::kDeferred);
-  Communicator& comm = deferred ? *deferred : *engine;
-
-  GPT sharded(config, c.device, dtype), reference(config, c.device, dtype);
-  for (GPT* model : {&sharded, &reference}) {
-    model->set_kernel_settings(
-        {.deterministic = true});  // the same gradient bits in both (no atomics' order)
-    model->init_weights(7);
-    model->refresh_compute_weights();
-    model->plan(kBatch, kSeq);
-  }
-  DataParallelOptimizer sharded_optimizer(groups_of(config, sharded.layout()), sharded.layout(),
-                                          sharded.params(), sharded.grads(), comm, kBucketBytes,
-                                          {sharded.compute_copy(), sharded.compute_layout().copy_offset});
-  sharded.set_weights_needed_callback([&](int64_t from) { sharded_optimizer.weights_needed(from); });
-  SingleCommunicator single(c.device);
-  DataParallelOptimizer reference_optimizer(groups_of(config, reference.layout()), reference.layout(),
-                                            reference.params(), reference.grads(), single, kBucketBytes);
-  DeviceBuffer sums_buffer(c.device, 2 * sizeof(double));
-  const TensorView sums(sums_buffer.data(), {2}, DType::kF64, c.device);
+  const GPTConfig config = small_model();
+  const DType dtype = c.device == Device::kCuda ? DType::kBF16 : DType::kF32;
+  ShardedRun sharded(config, c.device, dtype, deferred ? *deferred : *engine);
+  ReferenceRun reference(config, c.device, dtype, *engine);
 
   Outcome sharded_outcome, reference_outcome;
   for (int64_t step = 0; step <= kSteps; ++step) {
-    const MicroBatch batch = micro_batch(rank, step, c.device);
-    // The sharded run: the forward waits for the last step's gathers as it goes.
-    sharded.zero_grad();
-    ops::fill(sums, 0.0);
-    sharded.forward_for_backward_without_readback(ids_of(batch, c.device), targets_of(batch, c.device));
-    ops::add_mean_loss(sums.rows(1, 1), sharded.token_losses(), targets_of(batch, c.device));
-    // The reference: whole weights, refreshed after every step.
-    reference.zero_grad();
-    const double reference_loss =
-        reference.forward_for_backward(ids_of(batch, c.device), targets_of(batch, c.device));
+    const MicroBatch batch = micro_batch(engine->rank(), step, c.device);
+    sharded.forward(batch);
+    const double reference_loss = reference.forward(batch);
     if (step == kSteps) {  // the last forward: its loss, not another step
-      sharded_outcome.losses.push_back(download<double>(sums)[1]);
+      sharded_outcome.losses.push_back(sharded.forward_loss());
       reference_outcome.losses.push_back(reference_loss);
       break;
     }
-    sharded.set_gradient_ready_callback([&](int64_t ready) { sharded_optimizer.gradients_ready(ready); });
-    sharded.backward();
-    sharded.set_gradient_ready_callback({});
     const ScheduleValues schedule{1.0 - 0.1 * static_cast<double>(step), 0.9, 0.01};
-    absl::StatusOr<CommWork> summed = sharded_optimizer.start_step(schedule, sums);
-    ASSERT_TRUE(summed.ok()) << summed.status();
-    ASSERT_TRUE(summed->wait().ok());
-    const std::vector<double> totals = download<double>(sums);
-    sharded_outcome.losses.push_back(totals[1] / 2);  // the mean over both ranks' micro-batches
-
-    reference.backward();
-    ASSERT_TRUE(engine->all_reduce(reference.grads(), ReduceOp::kAverage).wait().ok());
-    std::array<double, 1> rank_loss{reference_loss};
-    DeviceBuffer loss_buffer(c.device, sizeof(double));
-    const TensorView loss_view(loss_buffer.data(), {1}, DType::kF64, c.device);
-    upload<double>(loss_view, rank_loss.data());
-    ASSERT_TRUE(engine->all_reduce(loss_view, ReduceOp::kSum).wait().ok());
-    reference_outcome.losses.push_back(download<double>(loss_view)[0] / 2);
-    ASSERT_TRUE(reference_optimizer.step(schedule).ok());
-    reference.refresh_compute_weights();
+    const absl::StatusOr<std::vector<double>> totals = sharded.step(schedule);
+    ASSERT_TRUE(totals.ok()) << totals.status();
+    sharded_outcome.losses.push_back((*totals)[1] / 2);  // the mean over both ranks' micro-batches
+    const absl::StatusOr<double> averaged_loss = reference.step(reference_loss, schedule);
+    ASSERT_TRUE(averaged_loss.ok()) << averaged_loss.status();
+    reference_outcome.losses.push_back(*averaged_loss);
     // The squared gradient norm: the same squares summed in another grouping (per owned chunk, then over
     // ranks). The CPU sums in double over fewer than 2^20 fp32 terms: within 2^20 * 2^-53 ~ 1e-10 relative.
     // The GPU adds each block's squares in fp32 before the double fold (8 squares per thread, then a tree
     // over 256 threads: 16 roundings of positive terms, <= 16 * 2^-24 ~ 1e-6 relative per partial), and the
     // chunks cut the blocks differently: 1e-5 relative.
-    const double reference_squares = ops::squared_norm(reference.grads());
+    const double reference_squares = reference.squared_gradient_norm();
     if (c.transport != Transport::kDeferredWithoutWaits) {
-      EXPECT_NEAR(totals[0], reference_squares, (c.device == Device::kCpu ? 1e-10 : 1e-5) * reference_squares)
+      EXPECT_NEAR((*totals)[0], reference_squares,
+                  (c.device == Device::kCpu ? 1e-10 : 1e-5) * reference_squares)
           << "step " << step;
     }
   }
-  ASSERT_TRUE(sharded_optimizer.sync_masters().ok());
-  sharded_outcome.masters = download<float>(sharded.params());
-  reference_outcome.masters = download<float>(reference.params());
-  if (c.device == Device::kCuda) {
-    for (auto [model, outcome] : {std::pair{&sharded, &sharded_outcome}, {&reference, &reference_outcome}}) {
-      DeviceBuffer wide(c.device, model->compute_copy().numel() * 4);
-      const TensorView widened(wide.data(), {model->compute_copy().numel()}, DType::kF32, c.device);
-      ops::convert(widened, model->compute_copy());
-      outcome->compute = download<float>(widened);
-    }
-  }
+  const absl::StatusOr<Outcome> sharded_final = sharded.finish(std::move(sharded_outcome));
+  ASSERT_TRUE(sharded_final.ok()) << sharded_final.status();
+  const Outcome reference_final = reference.finish(std::move(reference_outcome));
 
-  const bool must_match = c.transport != Transport::kDeferredWithoutWaits;
-  if (must_match) {
-    EXPECT_EQ(sharded_outcome.losses, reference_outcome.losses);
-    EXPECT_EQ(sharded_outcome.masters, reference_outcome.masters);
-    EXPECT_EQ(sharded_outcome.compute, reference_outcome.compute);
+  if (c.transport != Transport::kDeferredWithoutWaits) {
+    EXPECT_EQ(sharded_final->losses, reference_final.losses);
+    EXPECT_EQ(sharded_final->masters, reference_final.masters);
+    EXPECT_EQ(sharded_final->compute, reference_final.compute);
   } else {
     // Without its waits the second forward already reads stale weights.
-    EXPECT_NE(sharded_outcome.losses, reference_outcome.losses);
+    EXPECT_NE(sharded_final->losses, reference_final.losses);
   }
 }
 

@@ -1,111 +1,31 @@
-// Every kind of bad shard gives an error that names the file and says what is wrong: missing, empty,
-// truncated (HDF5's own check and the reader's size check), not a shard, wrong format version, attributes of
-// the wrong type, offsets that do not add up, tokens outside the vocabulary (on open and lazily), documents
-// without BOS, a checksum that does not match, another tokenizer, an empty shard. Also: shards written by
-// another tool with chunked storage still read (by copying).
-#include <fmt/format.h>
+// A file that is not a sound shard gives an error that names the file and says what is wrong: missing,
+// empty, truncated (HDF5's own check and the reader's size check), not a shard, wrong format version,
+// attributes or tokens of the wrong type, offsets that do not add up, tokens outside the vocabulary (on open
+// and lazily), documents without BOS or with one inside, sizes the file does not hold, old string
+// attributes. What a sound shard holds is checked in test_shard_content_errors.cpp.
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 
 #include "data/shards/open_shard.h"
 #include "data/shards/shard_hdf5.h"
-#include "data/shards/shard_set.h"
-#include "data/shards/shard_token_scan.h"
 #include "h5/file.h"
+#include "tests/data/shards/raw_shard.h"
 #include "tests/data/shards/shard_test_files.h"
 
 namespace nanoforge {
 namespace {
 
+using testing::expect_error;
 using testing::kTestBos;
-using testing::kTestTokenizerHash;
-using testing::kTestVocab;
+using testing::RawShard;
+using testing::structure_only;
 using testing::TempDir;
-
-// A shard written field by field, so that each test can break one thing.
-struct RawShard {
-  std::vector<uint16_t> tokens = {kTestBos, 1, 2, kTestBos, 3};
-  std::vector<int64_t> offsets = {0, 3, 5};
-  bool write_format = true;
-  std::string format = kShardFormatName;
-  int64_t version = kShardFormatVersion;
-  int64_t vocab = kTestVocab;
-  bool vocab_as_string = false;
-  int64_t bos = kTestBos;
-  std::string hash = kTestTokenizerHash;
-  std::optional<int64_t> token_count;  // default: tokens.size()
-  std::optional<int64_t> doc_count;    // default: offsets.size() - 1
-  std::optional<uint64_t> checksum;    // default: the right one
-  bool tokens_as_int32 = false;
-  // Attributes before datasets: the strings' heap then precedes the datasets, whose bytes end the file.
-  bool attributes_first = false;
-};
-
-std::string write_raw(const TempDir& dir, const std::string& name, const RawShard& raw) {
-  const std::string path = dir.file(name);
-  auto file = H5File::create(path, kShardAlignmentBytes);
-  EXPECT_TRUE(file.ok());
-  const auto write_datasets = [&] {
-    if (raw.tokens_as_int32) {
-      std::vector<int32_t> wide(raw.tokens.begin(), raw.tokens.end());
-      EXPECT_TRUE(file->write(kShardTokensDataset, {static_cast<int64_t>(wide.size())}, wide.data()).ok());
-    } else {
-      EXPECT_TRUE(
-          file->write(kShardTokensDataset, {static_cast<int64_t>(raw.tokens.size())}, raw.tokens.data())
-              .ok());
-    }
-    EXPECT_TRUE(
-        file->write(kShardOffsetsDataset, {static_cast<int64_t>(raw.offsets.size())}, raw.offsets.data())
-            .ok());
-  };
-  if (!raw.attributes_first) write_datasets();
-  if (raw.write_format) {
-    EXPECT_TRUE(file->write_string_attribute("/", "format", raw.format).ok());
-  }
-  EXPECT_TRUE(file->write_int_attribute("/", "format_version", raw.version).ok());
-  if (raw.vocab_as_string) {
-    EXPECT_TRUE(file->write_string_attribute("/", "vocab_size", std::to_string(raw.vocab)).ok());
-  } else {
-    EXPECT_TRUE(file->write_int_attribute("/", "vocab_size", raw.vocab).ok());
-  }
-  EXPECT_TRUE(file->write_int_attribute("/", "bos_id", raw.bos).ok());
-  EXPECT_TRUE(file->write_string_attribute("/", "tokenizer_hash", raw.hash).ok());
-  EXPECT_TRUE(file->write_int_attribute("/", "token_count",
-                                        raw.token_count.value_or(static_cast<int64_t>(raw.tokens.size())))
-                  .ok());
-  EXPECT_TRUE(file->write_int_attribute("/", "doc_count",
-                                        raw.doc_count.value_or(static_cast<int64_t>(raw.offsets.size()) - 1))
-                  .ok());
-  const uint64_t checksum = raw.checksum.value_or(token_checksum(std::span<const uint16_t>(raw.tokens)));
-  EXPECT_TRUE(file->write_int_attribute("/", "token_checksum", static_cast<int64_t>(checksum)).ok());
-  if (raw.attributes_first) write_datasets();
-  return path;
-}
-
-// Opens and expects an error of `code` whose message names the file and contains `what`.
-void expect_error(const std::string& path, const ShardOpenOptions& options, absl::StatusCode code,
-                  const std::string& what) {
-  auto shard = open_token_shard(path, options);
-  ASSERT_FALSE(shard.ok()) << "expected an error containing \"" << what << "\" for " << path;
-  EXPECT_EQ(shard.status().code(), code) << shard.status();
-  EXPECT_NE(shard.status().message().find(path), std::string::npos)
-      << "error must name the file: " << shard.status();
-  EXPECT_NE(shard.status().message().find(what), std::string::npos) << shard.status();
-}
-
-ShardOpenOptions verifying() {
-  return {};
-}
-ShardOpenOptions structure_only() {
-  ShardOpenOptions options;
-  options.verify_tokens = false;
-  return options;
-}
+using testing::verifying;
+using testing::write_raw;
 
 TEST(ShardErrors, RawShardHelperWritesAValidShard) {
   TempDir dir;
@@ -355,153 +275,6 @@ TEST(ShardErrors, VariableLengthStringAttributesAreRefusedWithTheFix) {
     H5Fclose(file);
   }
   expect_error(path, verifying(), absl::StatusCode::kInvalidArgument, "python3 tools/upgrade_h5.py strings");
-}
-
-// The probe's self-referential symlink in a shard directory threw std::filesystem_error out of the program.
-TEST(ShardErrors, LoopingSymlinkInAShardDirectoryIsSkipped) {
-  TempDir dir;
-  const std::string shard = write_raw(dir, "train_00000.h5", RawShard{});
-  std::filesystem::create_symlink("train_00001.h5", dir.file("train_00001.h5"));  // points at itself
-  std::filesystem::create_symlink(dir.file("missing.h5"), dir.file("train_00002.h5"));
-  const absl::StatusOr<std::vector<std::string>> files = list_shard_files(dir.path(), "train");
-  ASSERT_TRUE(files.ok()) << files.status();
-  EXPECT_EQ(*files, std::vector<std::string>{shard});
-}
-
-TEST(ShardErrors, ADirectoryOfAnotherSplitIsRefused) {
-  TempDir dir;
-  write_raw(dir, "val_00000.h5", RawShard{});
-  const absl::StatusOr<std::vector<std::string>> train = list_split_shard_files(dir.path(), "train");
-  EXPECT_EQ(train.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_NE(train.status().message().find("no train shards, only shards of another split (val_00000.h5)"),
-            std::string::npos)
-      << train.status();
-  EXPECT_TRUE(list_split_shard_files(dir.path(), "val").ok());
-  TempDir unnamed;
-  write_raw(unnamed, "fineweb_00000.h5", RawShard{});
-  EXPECT_TRUE(list_split_shard_files(unnamed.path(), "train").ok()) << "names without a split: all are taken";
-}
-
-TEST(ShardErrors, ChecksumMismatch) {
-  TempDir dir;
-  RawShard raw;
-  raw.checksum = 12345;
-  expect_error(write_raw(dir, "sum.h5", raw), verifying(), absl::StatusCode::kDataLoss,
-               "does not match the stored 0x0000000000003039");
-}
-
-// A valid token replaced in the file itself: the structure is fine, the checksum is not.
-TEST(ShardErrors, CorruptedTokenBytesCaughtByTheChecksum) {
-  TempDir dir;
-  const auto paths = testing::write_synthetic_shards(dir, {{50, 60, 70}});
-  int64_t token_offset = 0;
-  {
-    auto file = H5File::open_read(paths[0]);
-    ASSERT_TRUE(file.ok());
-    token_offset = file->dataset_layout(kShardTokensDataset)->file_offset;
-  }
-  {
-    std::fstream stream(paths[0], std::ios::in | std::ios::out | std::ios::binary);
-    stream.seekp(token_offset + 2 * 100);
-    const uint16_t replacement = 3;  // a valid id, different from what is there
-    stream.write(reinterpret_cast<const char*>(&replacement), 2);
-  }
-  ASSERT_NE(testing::synthetic_token(1, 50), 3);
-  expect_error(paths[0], verifying(), absl::StatusCode::kDataLoss, "token checksum");
-  EXPECT_TRUE(open_token_shard(paths[0], structure_only()).ok());
-}
-
-TEST(ShardErrors, AnotherTokenizer) {
-  TempDir dir;
-  const std::string path = write_raw(dir, "tok.h5", {});
-  ShardOpenOptions options;
-  options.expect.tokenizer_hash = "another-hash";
-  expect_error(path, options, absl::StatusCode::kFailedPrecondition,
-               "tokenizer hash test-tokenizer-hash but another-hash expected");
-  options = {};
-  options.expect.vocab_size = 32768;
-  expect_error(path, options, absl::StatusCode::kFailedPrecondition,
-               "vocabulary size 1000 but 32768 expected");
-  options = {};
-  options.expect.bos_id = 32759;
-  expect_error(path, options, absl::StatusCode::kFailedPrecondition, "BOS id 7 but 32759 expected");
-}
-
-TEST(ShardErrors, BosOutsideTheVocabulary) {
-  TempDir dir;
-  RawShard raw;
-  raw.bos = 5000;
-  expect_error(write_raw(dir, "bos.h5", raw), structure_only(), absl::StatusCode::kInvalidArgument,
-               "BOS id 5000 is outside the vocabulary");
-}
-
-TEST(ShardErrors, EmptyShard) {
-  TempDir dir;
-  RawShard raw;
-  raw.tokens = {};
-  raw.offsets = {0};
-  expect_error(write_raw(dir, "empty.h5", raw), verifying(), absl::StatusCode::kInvalidArgument,
-               "empty shard");
-}
-
-TEST(ShardErrors, ShardsOfDifferentTokenizersDoNotMix) {
-  TempDir dir;
-  const std::string first = write_raw(dir, "a.h5", {});
-  RawShard other;
-  other.hash = "other";
-  const std::string second = write_raw(dir, "b.h5", other);
-  auto set = ShardSet::open({first, second}, verifying());
-  ASSERT_FALSE(set.ok());
-  EXPECT_EQ(set.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(set.status().message().find(first), std::string::npos);
-  EXPECT_NE(set.status().message().find(second), std::string::npos);
-}
-
-TEST(ShardErrors, SetVerificationReportsTheFirstBadShard) {
-  TempDir dir;
-  std::vector<std::string> paths;
-  for (int i = 0; i < 6; ++i) {
-    RawShard raw;
-    if (i == 2 || i == 4) raw.tokens = {kTestBos, 1, 2, kTestBos, 4000};
-    paths.push_back(write_raw(dir, fmt::format("s{}.h5", i), raw));
-  }
-  auto set = ShardSet::open(paths, verifying());
-  ASSERT_FALSE(set.ok());
-  EXPECT_NE(set.status().message().find(paths[2]), std::string::npos) << set.status();
-  ShardOpenOptions lazy;
-  lazy.verify_tokens = false;
-  EXPECT_TRUE(ShardSet::open(paths, lazy).ok());
-}
-
-// A shard written by another tool with chunked, compressed tokens (h5py with chunks= or compression=) still
-// reads: the reader copies what it cannot map.
-TEST(ShardFormat, ChunkedTokensFromAnotherWriterAreCopied) {
-  TempDir dir;
-  RawShard raw;
-  const std::string path = write_raw(dir, "chunked.h5", raw);
-  {
-    hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-    ASSERT_GE(file, 0);
-    ASSERT_GE(H5Ldelete(file, kShardTokensDataset, H5P_DEFAULT), 0);
-    const hsize_t count = raw.tokens.size(), chunk = 2;
-    hid_t space = H5Screate_simple(1, &count, nullptr);
-    hid_t properties = H5Pcreate(H5P_DATASET_CREATE);
-    H5Pset_chunk(properties, 1, &chunk);
-    H5Pset_deflate(properties, 4);
-    hid_t dataset =
-        H5Dcreate2(file, kShardTokensDataset, H5T_STD_U16LE, space, H5P_DEFAULT, properties, H5P_DEFAULT);
-    ASSERT_GE(dataset, 0);
-    ASSERT_GE(H5Dwrite(dataset, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.tokens.data()), 0);
-    H5Dclose(dataset);
-    H5Pclose(properties);
-    H5Sclose(space);
-    H5Fclose(file);
-  }
-  auto shard = open_token_shard(path, verifying());
-  ASSERT_TRUE(shard.ok()) << shard.status();
-  EXPECT_FALSE(shard->tokens_memory_mapped());
-  const std::span<const uint16_t> tokens = shard->tokens<uint16_t>();
-  EXPECT_EQ(std::vector<uint16_t>(tokens.begin(), tokens.end()), raw.tokens);
 }
 
 }  // namespace
