@@ -40,7 +40,7 @@
 #include "train/checkpoint/resume.h"
 #include "train/checkpoint/writer.h"
 #include "train/kernel_choice.h"
-#include "train/memory_plan.h"
+#include "step/memory_plan.h"
 #include "train/metrics_log.h"
 #include "train/metrics_sidecar.h"
 #include "train/run_dir_lock.h"

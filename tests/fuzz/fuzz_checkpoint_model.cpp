@@ -8,7 +8,7 @@
 #include "tests/fuzz/fuzz_support.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/manifest.h"
-#include "train/memory_plan.h"
+#include "step/memory_plan.h"
 
 using namespace nanoforge;
 

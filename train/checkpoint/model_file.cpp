@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "support/status.h"
-#include "train/memory_plan.h"
+#include "step/memory_plan.h"
 
 namespace nanoforge {
 
