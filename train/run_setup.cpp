@@ -31,16 +31,6 @@ absl::StatusOr<Device> resolve_train_device(const Recipe& recipe) {
   return usable && !gpu_emulated() ? Device::kCuda : Device::kCpu;
 }
 
-absl::StatusOr<std::string> device_display_name(Device device) {
-  if (device == Device::kCpu) return std::string("cpu");
-  GpuMemoryInfo gpu;
-  std::string reason;
-  if (!gpu_memory_info(&gpu, &reason)) {
-    return absl::FailedPreconditionError(fmt::format("the GPU is not usable: {}", reason));
-  }
-  return gpu.name;
-}
-
 absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size, Device device) {
   NANOFORGE_RETURN_IF_ERROR(validate_recipe(recipe));
   absl::StatusOr<Tokenizer> tokenizer = Tokenizer::load(recipe.data.tokenizer);

@@ -26,7 +26,6 @@
 #include "model/activations.h"
 #include "model/gpt_config.h"
 #include "support/status.h"
-#include "train/run_setup.h"
 
 namespace nanoforge {
 namespace {

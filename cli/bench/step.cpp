@@ -17,6 +17,7 @@
 #include "cli/common_flags.h"
 #include "cli/flag_limits.h"
 #include "kernels/backend_info.h"
+#include "kernels/device.h"
 #include "kernels/kernel_settings.h"
 #include "model/fp8_linears.h"
 #include "model/gpt_config.h"
@@ -28,7 +29,6 @@
 #include "step/step_timing.h"
 #include "support/status.h"
 #include "support/version.h"
-#include "train/run_setup.h"
 
 ABSL_FLAG(bool, profile, false,
           "run one more (untimed) step with per-op times and print them (on a GPU: beside the prediction)");
