@@ -191,8 +191,8 @@ absl::StatusOr<ChosenKernels> choose_kernels(const KernelRequest& request, Devic
                              choose_fp8(request.fp8, request.fp8_recipe, device, model));
   ChosenKernels chosen;
   chosen.settings = {attention.implementation, mlp_gemm.gemm, request.deterministic, request.fp8};
-  if (device ==
-      Device::kCpu) {  // the GPU's attention and GEMM names mean nothing here; the CPU is deterministic
+  // On the CPU the GPU's attention and GEMM names mean nothing, and the backend is deterministic.
+  if (device == Device::kCpu) {
     chosen.lines = fmt::format("kernels: the CPU backend's ({}; {}), fp8 {}\n{}\n", attention.line,
                                mlp_gemm.line, request.fp8 ? "on" : "off", fp8);
   } else {
@@ -208,8 +208,11 @@ ops::KernelSettings predicted_kernel_settings(const std::string& attention, cons
   settings.mlp_gemm = mlp_gemm == "fused"      ? ops::MlpGemm::kFused
                       : mlp_gemm == "cublaslt" ? ops::MlpGemm::kCublasLt
                                                : automatic_mlp_gemm_for(model, compute_capability_major);
-  const bool cudnn = attention == "cudnn" || (attention == "auto" && compute_capability_major >= 9);
+  constexpr int kFirstCudnnAttentionMajor = 9;  // Hopper: cuDNN 9's fused attention on every GPU of the table
+  const bool cudnn =
+      attention == "cudnn" || (attention == "auto" && compute_capability_major >= kFirstCudnnAttentionMajor);
   settings.attention = cudnn ? ops::AttentionImplementation::kCudnn : ops::AttentionImplementation::kFlash;
   return settings;
 }
+
 }  // namespace nanoforge
