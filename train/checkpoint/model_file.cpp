@@ -5,8 +5,8 @@
 
 #include <filesystem>
 
-#include "support/status.h"
 #include "step/memory_plan.h"
+#include "support/status.h"
 
 namespace nanoforge {
 
