@@ -37,6 +37,7 @@ ABSL_FLAG(std::string, device, "cpu",
           "backend: cpu (fp32) or cuda (bf16 activations, fp32 weights and gradients)");
 ABSL_FLAG(std::string, json_out, "", "also write the final JSON record to this file (rank 0 only)");
 ABSL_FLAG(std::string, checkpoint, "", "a checkpoint directory, or a run directory (its latest checkpoint)");
+ABSL_FLAG(std::string, recipe, "", "recipe file (TOML; see recipes/ and docs/training.md)");
 
 namespace nanoforge {
 

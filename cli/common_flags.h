@@ -29,6 +29,8 @@ ABSL_DECLARE_FLAG(std::string, data);
 ABSL_DECLARE_FLAG(std::string, checkpoint);
 // The backend a command runs on: "cpu" or "cuda".
 ABSL_DECLARE_FLAG(std::string, device);
+// A training recipe (train, bench scaling).
+ABSL_DECLARE_FLAG(std::string, recipe);
 namespace nanoforge {
 // --text-split, --text-column and --threads (parquet row groups read at once) as the reader's options.
 absl::StatusOr<DocumentReadOptions> document_read_options_from_flags();

@@ -2,6 +2,8 @@
 // kernels/cuda_unavailable.cpp, which answers "not built" when the build has no CUDA backend.
 #include "kernels/device.h"
 
+#include <fmt/format.h>
+
 #include "kernels/cuda/cuda_memory.h"
 
 namespace nanoforge {
@@ -20,6 +22,16 @@ bool gpu_memory_info(GpuMemoryInfo* info, std::string* reason) {
 
 bool gpu_compute_capability(int* major, int* minor, std::string* reason) {
   return cuda::device_compute_capability(major, minor, reason);
+}
+
+absl::StatusOr<std::string> device_display_name(Device device) {
+  if (device == Device::kCpu) return std::string("cpu");
+  GpuMemoryInfo gpu;
+  std::string reason;
+  if (!gpu_memory_info(&gpu, &reason)) {
+    return absl::FailedPreconditionError(fmt::format("the GPU is not usable: {}", reason));
+  }
+  return gpu.name;
 }
 
 void synchronize(Device device) {

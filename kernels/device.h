@@ -3,6 +3,8 @@
 // (kernels/cuda/) stays private to kernels/; without it every question answers "no GPU" with the reason.
 #pragma once
 
+#include <absl/status/statusor.h>
+
 #include <cstdint>
 #include <string>
 
@@ -31,6 +33,9 @@ bool gpu_memory_info(GpuMemoryInfo* info, std::string* reason = nullptr);
 // The current GPU's compute capability (9.0 for an H100/H200, 12.1 for a GB10), or false, saying why, when
 // no GPU is usable.
 bool gpu_compute_capability(int* major, int* minor, std::string* reason = nullptr);
+
+// The device's name for tables and MFU: "cpu", or the GPU's name (an error saying why when it is unusable).
+absl::StatusOr<std::string> device_display_name(Device device);
 
 // Waits for all work queued on `device` (for timing); the CPU runs its ops synchronously.
 void synchronize(Device device);

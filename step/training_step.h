@@ -1,5 +1,5 @@
 // One optimizer step of data-parallel training, written once: the trainer (train/trainer.cpp), `nanoforge
-// bench step` (cli/bench/step_timing.cpp) and the performance model (perf/step_recording.cpp, which runs it
+// bench step` (step/step_timing.cpp) and the performance model (perf/step_recording.cpp, which runs it
 // with every op and collective recorded instead of executed) all call TrainingStep::run, so what is timed and
 // what is predicted is the step that trains. A step is: every micro-batch's forward and backward (the last
 // backward starts the bucketed gradient reduction as its layers finish), the update, one all-reduce of the

@@ -15,11 +15,9 @@
 #include <tuple>
 #include <variant>
 
+#include "step/kernel_choice.h"
 #include "support/base_dir.h"
 #include "support/status.h"
-#include "train/attention_choice.h"
-#include "train/fp8_choice.h"
-#include "train/mlp_gemm_choice.h"
 
 namespace nanoforge {
 namespace {
@@ -373,7 +371,7 @@ namespace nanoforge {
 namespace {
 
 // Limits on what a recipe may ask for. Far above any real run, and low enough that nothing computed from
-// them overflows or allocates before the memory plan (train/memory_plan.h) has checked the run fits.
+// them overflows or allocates before the memory plan (step/memory_plan.h) has checked the run fits.
 constexpr int64_t kMaxBatchRows = int64_t{1} << 20;            // train.device_batch_size
 constexpr int64_t kMaxTokensPerMicroBatch = int64_t{1} << 31;  // device_batch_size x max_seq_len
 constexpr int64_t kMaxTotalBatchTokens = int64_t{1} << 40;

@@ -25,11 +25,11 @@ struct Recipe {
   struct Model : ModelSizing {
     // a model.h5 (or checkpoint / run directory) to start from instead of the seeded init
     std::string init_from;
-    // GPU attention kernels: auto, cudnn or flash (train/attention_choice.h)
+    // GPU attention kernels: auto, cudnn or flash (step/kernel_choice.h)
     std::string attention = "auto";
-    // the GPU's MLP GEMMs: auto, cublaslt or fused (train/mlp_gemm_choice.h)
+    // the GPU's MLP GEMMs: auto, cublaslt or fused (step/kernel_choice.h)
     std::string mlp_gemm = "auto";
-    // nanochat's --fp8: FP8 GEMMs in the Linears base_train's filter accepts (train/fp8_choice.h)
+    // nanochat's --fp8: FP8 GEMMs in the Linears base_train's filter accepts (step/kernel_choice.h)
     bool fp8 = false;
     std::string fp8_recipe = "tensorwise";  // --fp8-recipe
   } model;

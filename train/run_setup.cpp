@@ -10,11 +10,11 @@
 #include "doctor/nccl_env_apply.h"
 #include "kernels/backend_info.h"
 #include "kernels/device.h"
+#include "step/kernel_choice.h"
+#include "step/memory_plan.h"
 #include "support/status.h"
 #include "support/stop_signal.h"
 #include "train/checkpoint/resume.h"
-#include "train/kernel_choice.h"
-#include "train/memory_plan.h"
 #include "train/run_directory.h"
 #include "train/trainer.h"
 
@@ -31,6 +31,17 @@ constexpr StopSignalMessages kTrainingStopMessages = {
     "\nnanoforge: stopping after this step (a second signal stops at once)\n",
     "\nnanoforge: second signal: exiting now (checkpoints/latest still names the last complete "
     "checkpoint)\n"};
+
+// The recipe's kernel keys and the run's micro-batch rows, as step/kernel_choice.h asks for them.
+KernelRequest kernel_request(const RunSetup& setup) {
+  const Recipe& recipe = setup.recipe;
+  return {.attention = recipe.model.attention,
+          .mlp_gemm = recipe.model.mlp_gemm,
+          .fp8 = recipe.model.fp8,
+          .fp8_recipe = recipe.model.fp8_recipe,
+          .deterministic = recipe.train.deterministic,
+          .batch = setup.device_batch_size};
+}
 
 // The command's flags among themselves, before anything is read.
 absl::Status check_options(const TrainRunOptions& options) {
@@ -80,16 +91,6 @@ absl::StatusOr<Device> resolve_train_device(const Recipe& recipe) {
   return usable && !gpu_emulated() ? Device::kCuda : Device::kCpu;
 }
 
-absl::StatusOr<std::string> device_display_name(Device device) {
-  if (device == Device::kCpu) return std::string("cpu");
-  GpuMemoryInfo gpu;
-  std::string reason;
-  if (!gpu_memory_info(&gpu, &reason)) {
-    return absl::FailedPreconditionError(fmt::format("the GPU is not usable: {}", reason));
-  }
-  return gpu.name;
-}
-
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::open(const Recipe& recipe, const TrainRunOptions& options) {
   install_stop_handlers(OnStopSignal::kExit, kTrainingStopMessages);
   NANOFORGE_RETURN_IF_ERROR(check_options(options));
@@ -111,7 +112,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::open(const Recipe& recipe, con
   install_stop_handlers(OnStopSignal::kExit, kTrainingStopMessages);  // again: MPI may have replaced them
   NANOFORGE_ASSIGN_OR_RETURN(RunSetup setup, set_up_run(recipe, communicator->world_size(), device));
   // The run's kernels and its memory, before the run directory is touched: a refusal writes nothing.
-  NANOFORGE_ASSIGN_OR_RETURN(const ChosenKernels kernels, choose_kernels(recipe, device, setup.model));
+  NANOFORGE_ASSIGN_OR_RETURN(const ChosenKernels kernels,
+                             choose_kernels(kernel_request(setup), device, setup.model));
   setup.kernel_settings = kernels.settings;
   if (communicator->rank() == 0) fmt::print("{}", kernels.lines);
   NANOFORGE_RETURN_IF_ERROR(check_run_fits(setup, *communicator));

@@ -77,9 +77,6 @@ struct RunSetup {
 // GPU is an error saying why.
 absl::StatusOr<Device> resolve_train_device(const Recipe& recipe);
 
-// The device's name for tables and MFU: "cpu", or the GPU's name (an error saying why when it is unusable).
-absl::StatusOr<std::string> device_display_name(Device device);
-
 // `recipe` has passed validate_recipe.
 absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size, Device device);
 

@@ -14,13 +14,13 @@
 #include "kernels/device_buffer.h"
 #include "model/flops.h"
 #include "optim/param_groups.h"
+#include "step/memory_plan.h"
 #include "support/number_format.h"
 #include "support/status.h"
 #include "support/stop_signal.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/model_file.h"
 #include "train/checkpoint/resume.h"
-#include "train/memory_plan.h"
 #include "train/run_summary.h"
 
 namespace nanoforge {

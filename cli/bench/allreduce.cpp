@@ -3,7 +3,6 @@
 // configured engine (MPI for --device cpu, NCCL for --device cuda), algorithm bandwidth and bus bandwidth
 // with nccl-tests' definitions (dist/bus_bandwidth.h), and a check of the first result. Rank 0 prints a table
 // and, last, one JSON line. Times are averaged over ranks, as nccl-tests does.
-#include <absl/flags/declare.h>
 #include <absl/flags/flag.h>
 #include <absl/strings/numbers.h>
 #include <absl/strings/str_split.h>
@@ -15,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/bench/bench_flags.h"
 #include "cli/command.h"
 #include "cli/common_flags.h"
 #include "cli/flag_limits.h"
@@ -24,11 +24,10 @@
 #include "kernels/device_buffer.h"
 #include "kernels/host_transfer.h"
 #include "kernels/ops.h"
+#include "step/memory_plan.h"
 #include "support/json_text.h"
 #include "support/status.h"
-#include "train/memory_plan.h"
 
-ABSL_DECLARE_FLAG(int32_t, warmup);
 ABSL_FLAG(
     std::string, sizes, "1K..256M",
     "message sizes in bytes (the whole buffer, as nccl-tests counts): a list like 1K,64M,1G and/or ranges "

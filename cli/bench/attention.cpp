@@ -3,7 +3,6 @@
 // backward, for each window the layers use, on our flash kernels and on cuDNN's fused attention, side by
 // side: mean ms per pass and the TFLOP/s the causal, windowed FLOPs imply. Inputs are random bf16; the two
 // implementations see the same ones. Last line: JSON.
-#include <absl/flags/declare.h>
 #include <absl/flags/flag.h>
 #include <absl/strings/str_join.h>
 #include <fmt/format.h>
@@ -16,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/bench/bench_flags.h"
 #include "cli/command.h"
 #include "cli/common_flags.h"
 #include "kernels/attention_implementation.h"
@@ -26,17 +26,6 @@
 #include "model/activations.h"
 #include "model/gpt_config.h"
 #include "support/status.h"
-#include "train/run_setup.h"
-
-ABSL_DECLARE_FLAG(int64_t, depth);
-ABSL_DECLARE_FLAG(int64_t, seq);
-ABSL_DECLARE_FLAG(int64_t, batch);
-ABSL_DECLARE_FLAG(int64_t, aspect_ratio);
-ABSL_DECLARE_FLAG(int64_t, head_dim);
-ABSL_DECLARE_FLAG(std::string, window_pattern);
-ABSL_DECLARE_FLAG(int32_t, steps);
-ABSL_DECLARE_FLAG(int32_t, warmup);
-ABSL_DECLARE_FLAG(std::string, attention);  // unset: both
 
 namespace nanoforge {
 namespace {
@@ -106,15 +95,8 @@ absl::Status run_bench_attention(const std::vector<std::string>& /*arguments*/) 
         fmt::format("--attention must be both, cudnn or flash, got '{}'", which));
   }
   NANOFORGE_ASSIGN_OR_RETURN(const std::string device_name, device_display_name(device));
-  const GPTConfig c = GPTConfig::from_sizing({.depth = absl::GetFlag(FLAGS_depth),
-                                              .aspect_ratio = absl::GetFlag(FLAGS_aspect_ratio),
-                                              .head_dim = absl::GetFlag(FLAGS_head_dim),
-                                              .max_seq_len = absl::GetFlag(FLAGS_seq),
-                                              .window_pattern = absl::GetFlag(FLAGS_window_pattern)},
-                                             32768);
-  if (absl::Status valid = c.validate(); !valid.ok()) {
-    return absl::InvalidArgumentError(fmt::format("model from the flags: {}", std::string(valid.message())));
-  }
+  // The vocabulary does not change the attention: bench step's default.
+  NANOFORGE_ASSIGN_OR_RETURN(const GPTConfig c, model_from_flags(32768));
   const int64_t batch = absl::GetFlag(FLAGS_batch);
   const int steps = std::max(1, absl::GetFlag(FLAGS_steps));
   const int warmup = std::max(1, absl::GetFlag(FLAGS_warmup));  // the first call builds cuDNN's graphs
@@ -193,8 +175,7 @@ Command bench_attention_command() {
           "time one layer's attention, forward and backward: our flash kernels and cuDNN's, side by side",
           "--device cuda [--attention both|cudnn|flash] [--depth D] [--seq T] [--batch B] [--head-dim D]\n"
           "  [--aspect-ratio R] [--window-pattern P] [--steps N] [--warmup N] [--json-out FILE]",
-          {"device", "attention", "depth", "seq", "batch", "head_dim", "aspect_ratio", "window_pattern",
-           "steps", "warmup", "json_out"},
+          flag_list({{"device", "attention"}, kStepSizeFlags, kModelShapeFlags, kTimingFlags, {"json_out"}}),
           run_bench_attention};
 }
 

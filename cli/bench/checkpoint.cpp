@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "cli/bench/bench_flags.h"
 #include "cli/command.h"
 #include "cli/common_flags.h"
 #include "data/loader/loader.h"
@@ -16,13 +17,11 @@
 #include "model/param_layout.h"
 #include "optim/data_parallel_optimizer.h"
 #include "optim/param_groups.h"
+#include "step/memory_plan.h"
 #include "support/status.h"
 #include "support/temporary_directory.h"
 #include "train/checkpoint/checkpoint.h"
-#include "train/memory_plan.h"
 
-ABSL_DECLARE_FLAG(int64_t, depth);
-ABSL_DECLARE_FLAG(int64_t, vocab);
 ABSL_FLAG(
     std::string, dir, "",
     "the file system to time: the checkpoint goes to a new folder inside this directory, removed after; "

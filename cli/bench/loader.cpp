@@ -5,7 +5,6 @@
 // throughput: the consumer waits on the producer by construction); then consume at a pace slower than the
 // producer (2x its batch time unless --step-ms) and count the batches that had to wait (should be none).
 // Last line: JSON.
-#include <absl/flags/declare.h>
 #include <absl/flags/flag.h>
 #include <absl/strings/ascii.h>
 #include <absl/strings/numbers.h>
@@ -22,6 +21,7 @@
 #include <string_view>
 #include <thread>
 
+#include "cli/bench/bench_flags.h"
 #include "cli/command.h"
 #include "cli/common_flags.h"
 #include "cli/flag_limits.h"
@@ -32,11 +32,6 @@
 #include "support/status.h"
 #include "support/temporary_directory.h"
 #include "support/version.h"
-
-// Defined with `bench step` (flags are process-wide); here: rows per rank, sequence length, timed batches.
-ABSL_DECLARE_FLAG(int64_t, batch);
-ABSL_DECLARE_FLAG(int64_t, seq);
-ABSL_DECLARE_FLAG(int32_t, steps);
 
 ABSL_FLAG(std::string, split, "train", "which shards of a directory: files named like train_00000.h5");
 ABSL_FLAG(int64_t, world_size, 1, "data-parallel ranks: global row g goes to rank g mod world_size");
@@ -173,23 +168,22 @@ absl::Status check_bin_flags(bool any_bin) {
   return absl::OkStatus();
 }
 
-absl::Status run_bench_loader(const std::vector<std::string>& /*arguments*/) {
-  LoaderOptions options;
-  options.batch_rows = absl::GetFlag(FLAGS_batch);
-  options.sequence_length = absl::GetFlag(FLAGS_seq);
-  options.world_size = absl::GetFlag(FLAGS_world_size);
-  options.rank = absl::GetFlag(FLAGS_rank);
-  options.seed = absl::GetFlag(FLAGS_data_seed);
-  options.doc_buffer_size = absl::GetFlag(FLAGS_doc_buffer);
-  const int64_t steps = absl::GetFlag(FLAGS_steps);
-  const bool steps_given = flag_given("steps");
-  if (steps_given && steps < 1) return absl::InvalidArgumentError("--steps must be >= 1");
-
+// The shards bench loader reads: --data's, or synthetic ones in a temporary directory that lives as long as
+// this; opened (every token verified unless --verify=false) as a run opens them, and described.
+struct BenchData {
   std::optional<TemporaryDirectory> synthetic_dir;
+  std::shared_ptr<const ShardSet> shards;
+  bool synthetic = false;
+  bool verified = false;
+  double open_seconds = 0;
+};
+
+absl::StatusOr<BenchData> open_bench_data() {
+  BenchData bench;
   std::vector<std::string> paths;
-  const bool synthetic = absl::GetFlag(FLAGS_data).empty();
-  NANOFORGE_RETURN_IF_ERROR(check_data_flags(synthetic));
-  if (!synthetic) {
+  bench.synthetic = absl::GetFlag(FLAGS_data).empty();
+  NANOFORGE_RETURN_IF_ERROR(check_data_flags(bench.synthetic));
+  if (!bench.synthetic) {
     NANOFORGE_ASSIGN_OR_RETURN(paths,
                                list_shard_files(absl::GetFlag(FLAGS_data), absl::GetFlag(FLAGS_split)));
   }
@@ -199,84 +193,109 @@ absl::Status run_bench_loader(const std::vector<std::string>& /*arguments*/) {
   });
   NANOFORGE_RETURN_IF_ERROR(check_bin_flags(any_bin));
   Clock::time_point start = Clock::now();
-  if (synthetic) {
+  if (bench.synthetic) {
     NANOFORGE_ASSIGN_OR_RETURN(
-        synthetic_dir,
+        bench.synthetic_dir,
         TemporaryDirectory::create(std::filesystem::temp_directory_path(), "nanoforge_bench_loader_"));
-    NANOFORGE_ASSIGN_OR_RETURN(paths, write_synthetic_shards(synthetic_dir->path()));
+    NANOFORGE_ASSIGN_OR_RETURN(paths, write_synthetic_shards(bench.synthetic_dir->path()));
     fmt::print("wrote {} synthetic shard(s) in {:.1f} s to {}\n", paths.size(), seconds_since(start),
-               synthetic_dir->path());
+               bench.synthetic_dir->path());
   }
   ShardOpenOptions open_options;
-  open_options.verify_tokens = absl::GetFlag(FLAGS_verify);
+  open_options.verify_tokens = bench.verified = absl::GetFlag(FLAGS_verify);
   if (any_bin) {
     open_options.expect.vocab_size = absl::GetFlag(FLAGS_bin_vocab);
     open_options.expect.bos_id = absl::GetFlag(FLAGS_bin_bos_id);
   }
   start = Clock::now();
-  NANOFORGE_ASSIGN_OR_RETURN(std::shared_ptr<const ShardSet> data, ShardSet::open(paths, open_options));
-  if (!synthetic) {
+  NANOFORGE_ASSIGN_OR_RETURN(bench.shards, ShardSet::open(paths, open_options));
+  const ShardSet& data = *bench.shards;
+  if (!bench.synthetic) {
     NANOFORGE_RETURN_IF_ERROR(
-        check_shard_manifests(absl::GetFlag(FLAGS_data), absl::GetFlag(FLAGS_split), *data).status());
+        check_shard_manifests(absl::GetFlag(FLAGS_data), absl::GetFlag(FLAGS_split), data).status());
   }
-  const double open_seconds = seconds_since(start);
+  bench.open_seconds = seconds_since(start);
   const double shard_gigabytes =
-      static_cast<double>(data->token_count() * data->shard(0).bytes_per_token()) / 1e9;
-  fmt::print("data: {} ({} tokens; vocab {}, BOS {}); opened in {:.3f} s{}\n", data->describe(),
-             data->shard(0).bytes_per_token() == 2 ? "uint16" : "uint32", data->vocab_size(), data->bos_id(),
-             open_seconds,
-             open_options.verify_tokens
-                 ? fmt::format(", every token verified ({:.2f} GB/s)", shard_gigabytes / open_seconds)
+      static_cast<double>(data.token_count() * data.shard(0).bytes_per_token()) / 1e9;
+  fmt::print("data: {} ({} tokens; vocab {}, BOS {}); opened in {:.3f} s{}\n", data.describe(),
+             data.shard(0).bytes_per_token() == 2 ? "uint16" : "uint32", data.vocab_size(), data.bos_id(),
+             bench.open_seconds,
+             bench.verified
+                 ? fmt::format(", every token verified ({:.2f} GB/s)", shard_gigabytes / bench.open_seconds)
                  : std::string(" (structure only; tokens checked as batches are made)"));
+  return bench;
+}
 
-  start = Clock::now();
+// What the loader measured: its first batch, the drain (as fast as it goes) and the paced phase's waits.
+struct LoaderTimes {
+  double first_batch_seconds = 0;
+  int64_t drained = 0;
+  double drain_seconds = 0;
+  double tokens_per_second = 0, batch_ms = 0, rows_per_second = 0;
+  double step_ms = 0;  // the paced consumer's time per batch
+  LoaderWaitStats waits;
+  LoaderState state;
+};
+
+// `steps`: the batches to drain; without, as many as fit in 3 s (at least 10).
+absl::StatusOr<LoaderTimes> time_loader(const std::shared_ptr<const ShardSet>& data,
+                                        const LoaderOptions& options, std::optional<int64_t> steps) {
+  LoaderTimes times;
+  Clock::time_point start = Clock::now();
   NANOFORGE_ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, Loader::create(data, options));
   NANOFORGE_RETURN_IF_ERROR(loader->next().status());
-  const double first_batch_seconds = seconds_since(start);
+  times.first_batch_seconds = seconds_since(start);
 
   // Drain: as fast as the loader goes.
   const int64_t batch_tokens = options.batch_rows * options.sequence_length;
-  int64_t drained = 0;
   start = Clock::now();
-  while (steps_given ? drained < steps : (seconds_since(start) < 3.0 || drained < 10)) {
+  while (steps ? times.drained < *steps : (seconds_since(start) < 3.0 || times.drained < 10)) {
     NANOFORGE_RETURN_IF_ERROR(loader->next().status());
-    ++drained;
+    ++times.drained;
   }
-  const double drain_seconds = seconds_since(start);
-  const double tokens_per_second = static_cast<double>(drained * batch_tokens) / drain_seconds;
-  const double batch_ms = 1e3 * drain_seconds / static_cast<double>(drained);
-  const double rows_per_second =
-      static_cast<double>(drained * options.batch_rows * options.world_size) / drain_seconds;
+  times.drain_seconds = seconds_since(start);
+  times.tokens_per_second = static_cast<double>(times.drained * batch_tokens) / times.drain_seconds;
+  times.batch_ms = 1e3 * times.drain_seconds / static_cast<double>(times.drained);
+  times.rows_per_second =
+      static_cast<double>(times.drained * options.batch_rows * options.world_size) / times.drain_seconds;
 
   // Paced: a consumer slower than the producer must never wait once the ring is full.
-  const double step_ms = absl::GetFlag(FLAGS_step_ms) > 0 ? absl::GetFlag(FLAGS_step_ms) : 2 * batch_ms;
-  const int64_t paced = std::clamp<int64_t>(static_cast<int64_t>(2000 / std::max(step_ms, 1e-3)), 20, 200);
+  times.step_ms = absl::GetFlag(FLAGS_step_ms) > 0 ? absl::GetFlag(FLAGS_step_ms) : 2 * times.batch_ms;
+  const int64_t paced =
+      std::clamp<int64_t>(static_cast<int64_t>(2000 / std::max(times.step_ms, 1e-3)), 20, 200);
   NANOFORGE_RETURN_IF_ERROR(loader->restore(loader->state()));  // fresh wait statistics, same stream
   NANOFORGE_RETURN_IF_ERROR(loader->next().status());
   for (int64_t i = 1; i < paced; ++i) {
-    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(step_ms));
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(times.step_ms));
     NANOFORGE_RETURN_IF_ERROR(loader->next().status());
   }
-  const LoaderWaitStats waits = loader->wait_stats();
-  const LoaderState state = loader->state();
+  times.waits = loader->wait_stats();
+  times.state = loader->state();
+  return times;
+}
 
+// The report: the loader's shape, the three phases against what a GPU consumes, the packing; last, JSON.
+void print_loader_report(const LoaderOptions& options, const BenchData& bench, const LoaderTimes& times) {
+  const LoaderWaitStats& waits = times.waits;
+  const LoaderState& state = times.state;
+  const ShardSet& data = *bench.shards;
   fmt::print("loader: rank {} of {}, batch {} x {} (+1), {}-document buffer, {} rows in all per step\n",
              options.rank, options.world_size, options.batch_rows, options.sequence_length,
              options.doc_buffer_size, options.batch_rows * options.world_size);
-  fmt::print("first batch after start: {:.2f} ms\n", 1e3 * first_batch_seconds);
+  fmt::print("first batch after start: {:.2f} ms\n", 1e3 * times.first_batch_seconds);
   fmt::print(
       "drain: {} batches in {:.3f} s = {:.3f} ms/batch; {:.1f} M tokens/s for this rank, {:.2f} M global "
       "rows/s planned ({:.2f} us/row)\n",
-      drained, drain_seconds, batch_ms, tokens_per_second / 1e6, rows_per_second / 1e6,
-      1e6 / rows_per_second);
+      times.drained, times.drain_seconds, times.batch_ms, times.tokens_per_second / 1e6,
+      times.rows_per_second / 1e6, 1e6 / times.rows_per_second);
   fmt::print(
       "       = {:.0f}x the issue's d20 GPU ({:.0f}K tokens/s), {:.0f}x a d20 H100 (~{:.0f}K tokens/s)\n",
-      tokens_per_second / kD20TokensPerSecondIssue, kD20TokensPerSecondIssue / 1e3,
-      tokens_per_second / kD20TokensPerSecondH100, kD20TokensPerSecondH100 / 1e3);
+      times.tokens_per_second / kD20TokensPerSecondIssue, kD20TokensPerSecondIssue / 1e3,
+      times.tokens_per_second / kD20TokensPerSecondH100, kD20TokensPerSecondH100 / 1e3);
   fmt::print(
       "paced at {:.3f} ms/batch: {} of {} batches waited (after the first), {:.3f} ms in all, max {:.3f} "
       "ms\n",
-      step_ms, waits.waited_batches, waits.batches - 1, 1e3 * waits.total_wait_seconds,
+      times.step_ms, waits.waited_batches, waits.batches - 1, 1e3 * waits.total_wait_seconds,
       1e3 * waits.max_wait_seconds);
   fmt::print(
       "packing: {} rows, {:.2f} documents per row, crop fraction {:.4f} (tokens of used documents "
@@ -296,11 +315,30 @@ absl::Status run_bench_loader(const std::vector<std::string>& /*arguments*/) {
       "\"synthetic\": {}, \"open_s\": {:.4f}, \"verified\": {}, \"x_d20_gpu_20k\": {:.1f}, \"version\": "
       "\"{}\", "
       "\"commit\": \"{}\"}}\n",
-      tokens_per_second, rows_per_second, batch_ms, 1e3 * first_batch_seconds, step_ms, waits.batches - 1,
-      waits.waited_batches, 1e3 * waits.total_wait_seconds, state.stats.crop_fraction(), options.batch_rows,
-      options.sequence_length, options.world_size, options.rank, options.doc_buffer_size, drained,
-      data->shard_count(), data->doc_count(), data->token_count(), synthetic, open_seconds,
-      open_options.verify_tokens, tokens_per_second / kD20TokensPerSecondIssue, version(), git_commit());
+      times.tokens_per_second, times.rows_per_second, times.batch_ms, 1e3 * times.first_batch_seconds,
+      times.step_ms, waits.batches - 1, waits.waited_batches, 1e3 * waits.total_wait_seconds,
+      state.stats.crop_fraction(), options.batch_rows, options.sequence_length, options.world_size,
+      options.rank, options.doc_buffer_size, times.drained, data.shard_count(), data.doc_count(),
+      data.token_count(), bench.synthetic, bench.open_seconds, bench.verified,
+      times.tokens_per_second / kD20TokensPerSecondIssue, version(), git_commit());
+}
+
+absl::Status run_bench_loader(const std::vector<std::string>& /*arguments*/) {
+  LoaderOptions options;
+  options.batch_rows = absl::GetFlag(FLAGS_batch);
+  options.sequence_length = absl::GetFlag(FLAGS_seq);
+  options.world_size = absl::GetFlag(FLAGS_world_size);
+  options.rank = absl::GetFlag(FLAGS_rank);
+  options.seed = absl::GetFlag(FLAGS_data_seed);
+  options.doc_buffer_size = absl::GetFlag(FLAGS_doc_buffer);
+  const int64_t steps = absl::GetFlag(FLAGS_steps);
+  const bool steps_given = flag_given("steps");
+  if (steps_given && steps < 1) return absl::InvalidArgumentError("--steps must be >= 1");
+  NANOFORGE_ASSIGN_OR_RETURN(const BenchData bench, open_bench_data());
+  NANOFORGE_ASSIGN_OR_RETURN(
+      const LoaderTimes times,
+      time_loader(bench.shards, options, steps_given ? std::optional<int64_t>(steps) : std::nullopt));
+  print_loader_report(options, bench, times);
   return absl::OkStatus();
 }
 

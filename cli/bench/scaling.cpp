@@ -3,7 +3,6 @@
 // checkpoints) for W + N steps, and of the last N on rank 0 the median step split into compute, exposed
 // communication and data wait; tokens/s in all and per device; with --baseline (the one-device JSON) the
 // speedup and efficiency. tools/scaling_report.py turns the JSON files into a table and a plot.
-#include <absl/flags/declare.h>
 #include <absl/flags/flag.h>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -15,6 +14,7 @@
 #include <optional>
 #include <regex>
 
+#include "cli/bench/bench_flags.h"
 #include "cli/command.h"
 #include "cli/common_flags.h"
 #include "dist/launch_env.h"
@@ -23,9 +23,6 @@
 #include "train/recipe.h"
 #include "train/trainer.h"
 
-ABSL_DECLARE_FLAG(std::string, recipe);
-ABSL_DECLARE_FLAG(int32_t, steps);
-ABSL_DECLARE_FLAG(int32_t, warmup);
 ABSL_FLAG(std::string, baseline, "",
           "the one-device JSON of this bench (its speedup and efficiency are relative)");
 
@@ -132,7 +129,7 @@ Command bench_scaling_command() {
           "communication, data wait, tokens/s, efficiency",
           "--recipe FILE [section.key=value ...] [--steps N] [--warmup W] [--baseline ONE_DEVICE.json] "
           "[--json-out FILE]",
-          {"recipe", "steps", "warmup", "baseline", "json_out"},
+          flag_list({{"recipe"}, kTimingFlags, {"baseline", "json_out"}}),
           run_bench_scaling,
           /*takes_arguments=*/true};
 }

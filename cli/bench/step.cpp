@@ -12,43 +12,24 @@
 #include <iterator>
 #include <optional>
 
-#include "cli/bench/step_timing.h"
+#include "cli/bench/bench_flags.h"
 #include "cli/command.h"
 #include "cli/common_flags.h"
 #include "cli/flag_limits.h"
 #include "kernels/backend_info.h"
+#include "kernels/device.h"
 #include "kernels/kernel_settings.h"
 #include "model/fp8_linears.h"
 #include "model/gpt_config.h"
 #include "model/param_layout.h"
 #include "perf/peak_flops.h"
 #include "perf/step_report.h"
+#include "step/kernel_choice.h"
+#include "step/memory_plan.h"
+#include "step/step_timing.h"
 #include "support/status.h"
 #include "support/version.h"
-#include "train/attention_choice.h"
-#include "train/fp8_choice.h"
-#include "train/memory_plan.h"
-#include "train/mlp_gemm_choice.h"
-#include "train/run_setup.h"
 
-ABSL_FLAG(int64_t, depth, 4, "model depth; dimensions derived as nanochat's base_train does");
-NANOFORGE_FLAG_LIMIT(depth, 1, nanoforge::kMaxLayers);
-ABSL_FLAG(int64_t, seq, 256, "sequence length T (the model's sequence_len)");
-NANOFORGE_FLAG_LIMIT(seq, 2, nanoforge::kMaxSequenceLen);
-ABSL_FLAG(int64_t, batch, 8, "rows per step B");
-NANOFORGE_FLAG_LIMIT(batch, 1, 1 << 20);
-ABSL_FLAG(int64_t, vocab, 32768, "vocabulary size");
-NANOFORGE_FLAG_LIMIT(vocab, 1, nanoforge::kMaxVocabSize);
-ABSL_FLAG(int32_t, steps, 10, "timed steps (the median is reported)");
-NANOFORGE_FLAG_LIMIT(steps, 1, 1e6);
-ABSL_FLAG(int32_t, warmup, 2, "untimed steps first");
-NANOFORGE_FLAG_LIMIT(warmup, 0, 1e6);
-ABSL_FLAG(std::string, window_pattern, "SSSL",
-          "attention windows per layer, S(hort) / L(ong), tiled; last layer L");
-ABSL_FLAG(int64_t, aspect_ratio, 64, "model dim = depth * aspect_ratio, rounded up to the head dim");
-NANOFORGE_FLAG_LIMIT(aspect_ratio, 1, nanoforge::kMaxEmbd);
-ABSL_FLAG(int64_t, head_dim, 128, "attention head dimension");
-NANOFORGE_FLAG_LIMIT(head_dim, 2, nanoforge::kMaxEmbd);
 ABSL_FLAG(bool, profile, false,
           "run one more (untimed) step with per-op times and print them (on a GPU: beside the prediction)");
 ABSL_FLAG(bool, model_only, false,
@@ -68,10 +49,6 @@ ABSL_FLAG(bool, fp8, false,
 ABSL_FLAG(std::string, mlp_gemm, "auto",
           "on the GPU (or --gpu with --model-only): the MLP GEMMs, auto (the trainer's choice for that GPU), "
           "cublaslt or fused");
-ABSL_FLAG(std::string, attention, "",
-          "bench step, on the GPU (or --gpu with --model-only): auto (unset: the trainer's choice; with "
-          "--model-only cudnn on every sm_90+ GPU of the table, where a real build has cuDNN 9), flash or "
-          "cudnn; bench attention: both (unset), flash or cudnn");
 
 namespace nanoforge {
 namespace {
@@ -135,27 +112,14 @@ absl::Status check_model_flags(bool model_only) {
   return absl::OkStatus();
 }
 
-// --model-only: the kernels the step is recorded with, --mlp-gemm's and --attention's; auto is what the
-// trainer's auto picks on that GPU: for the MLP GEMM its rule, for attention cuDNN from sm_90 on (every such
-// GPU of the table has a real build with cuDNN 9, whose support check passes nanochat's shapes).
-ops::KernelSettings predicted_kernel_settings(const GpuSpec& gpu, const GPTConfig& config) {
-  ops::KernelSettings settings;
-  const std::string gemm = absl::GetFlag(FLAGS_mlp_gemm);
-  settings.mlp_gemm = gemm == "fused"      ? ops::MlpGemm::kFused
-                      : gemm == "cublaslt" ? ops::MlpGemm::kCublasLt
-                                           : automatic_mlp_gemm_for(config, gpu.compute_capability_major);
-  const std::string attention = absl::GetFlag(FLAGS_attention);
-  const bool automatic = attention.empty() || attention == "auto";
-  const bool cudnn = attention == "cudnn" || (automatic && gpu.compute_capability_major >= 9);
-  settings.attention = cudnn ? ops::AttentionImplementation::kCudnn : ops::AttentionImplementation::kFlash;
-  return settings;
-}
-
 // --model-only: the whole training step of one GPU among --world, predicted and printed.
-absl::Status run_step_model(const GPTConfig& config, int64_t batch) {
+// The kernels it is recorded with are --mlp-gemm's and --attention's, auto predicted for that GPU
+// (step/kernel_choice.h).
+absl::Status run_step_model(const GPTConfig& config, int64_t batch, const std::string& attention) {
   GpuSpec gpu = *gpu_spec(absl::GetFlag(FLAGS_gpu));
   if (absl::GetFlag(FLAGS_peak_tflops) > 0) gpu.tensor_flops = 1e12 * absl::GetFlag(FLAGS_peak_tflops);
-  const ops::KernelSettings settings = predicted_kernel_settings(gpu, config);
+  const ops::KernelSettings settings = predicted_kernel_settings(attention, absl::GetFlag(FLAGS_mlp_gemm),
+                                                                 config, gpu.compute_capability_major);
   const StepModelSetup setup{config,
                              batch,
                              absl::GetFlag(FLAGS_world),
@@ -169,8 +133,7 @@ absl::Status run_step_model(const GPTConfig& config, int64_t batch) {
       batch, config.sequence_len, setup.grad_accum_steps, setup.world_size);
   fmt::print("{}", format_assumptions(gpu));
   fmt::print("kernels: {} (--mlp-gemm={}, --attention={})\n", settings.describe(),
-             absl::GetFlag(FLAGS_mlp_gemm),
-             absl::GetFlag(FLAGS_attention).empty() ? "auto" : absl::GetFlag(FLAGS_attention));
+             absl::GetFlag(FLAGS_mlp_gemm), attention);
   StepRecordingOptions recording{.config = config,
                                  .batch = batch,
                                  .world_size = setup.world_size,
@@ -249,20 +212,12 @@ absl::Status run_bench_step(const std::vector<std::string>& /*arguments*/) {
                     "limit of {}",
                     absl::GetFlag(FLAGS_depth) * absl::GetFlag(FLAGS_aspect_ratio), kMaxEmbd));
   }
-  options.config = GPTConfig::from_sizing({.depth = absl::GetFlag(FLAGS_depth),
-                                           .aspect_ratio = absl::GetFlag(FLAGS_aspect_ratio),
-                                           .head_dim = absl::GetFlag(FLAGS_head_dim),
-                                           .max_seq_len = absl::GetFlag(FLAGS_seq),
-                                           .window_pattern = absl::GetFlag(FLAGS_window_pattern)},
-                                          absl::GetFlag(FLAGS_vocab));
+  NANOFORGE_ASSIGN_OR_RETURN(options.config, model_from_flags(absl::GetFlag(FLAGS_vocab)));
   options.batch = absl::GetFlag(FLAGS_batch);
   options.steps = absl::GetFlag(FLAGS_steps);
   options.warmup_steps = absl::GetFlag(FLAGS_warmup);
   options.profile = absl::GetFlag(FLAGS_profile);
-  if (absl::Status valid = options.config.validate(); !valid.ok()) {
-    return absl::InvalidArgumentError(fmt::format("model from the flags: {}", std::string(valid.message())));
-  }
-  if (model_only) return run_step_model(options.config, options.batch);
+  if (model_only) return run_step_model(options.config, options.batch, attention);
   NANOFORGE_ASSIGN_OR_RETURN(const std::string device_name, device_display_name(options.device));
   NANOFORGE_RETURN_IF_ERROR(check_model_fits(options.config, options.device, options.batch,
                                              options.config.sequence_len, absl::GetFlag(FLAGS_fp8),
@@ -327,17 +282,19 @@ absl::Status run_bench_step(const std::vector<std::string>& /*arguments*/) {
 
 Command bench_step_command() {
   return {
-      "bench step",
-      "time the training step of a random model: tokens/s and GFLOP/s (last line: JSON)",
+      "bench step", "time the training step of a random model: tokens/s and GFLOP/s (last line: JSON)",
       "--depth D --seq T --batch B [--vocab V] [--steps N] [--window-pattern P] [--threads N] "
       "[--device cpu|cuda] [--mlp-gemm auto|cublaslt|fused] [--attention auto|flash|cudnn] [--profile] "
       "[--json-out FILE]\n"
       "       --device cuda --model-only --gpu h200|h100|gb10 --depth D --seq T --batch B [--world N] "
       "[--grad-accum N] [--peak-tflops T] [--mlp-gemm auto|cublaslt|fused] [--attention auto|flash|cudnn] "
       "[--fp8]",
-      {"depth",        "seq",        "batch",       "vocab",    "steps",     "warmup",     "window_pattern",
-       "aspect_ratio", "head_dim",   "device",      "threads",  "profile",   "model_only", "gpu",
-       "world",        "grad_accum", "peak_tflops", "mlp_gemm", "attention", "fp8",        "json_out"},
+      flag_list({kStepSizeFlags,
+                 {"vocab"},
+                 kTimingFlags,
+                 kModelShapeFlags,
+                 {"device", "threads", "profile", "model_only", "gpu", "world", "grad_accum", "peak_tflops",
+                  "mlp_gemm", "attention", "fp8", "json_out"}}),
       run_bench_step};
 }
 

@@ -12,7 +12,6 @@
 #include "train/recipe.h"
 #include "train/trainer.h"
 
-ABSL_FLAG(std::string, recipe, "", "recipe file (TOML; see recipes/ and docs/training.md)");
 ABSL_FLAG(std::string, run_dir, "", "run directory: config.toml, metrics.jsonl, checkpoints/");
 ABSL_FLAG(int64_t, stop_at_step, -1,
           "stop cleanly with a checkpoint after this step (the schedule is unchanged)");

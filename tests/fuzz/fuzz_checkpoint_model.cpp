@@ -4,11 +4,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "step/memory_plan.h"
 #include "tests/fuzz/fuzz_fixtures.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/manifest.h"
-#include "train/memory_plan.h"
 
 using namespace nanoforge;
 

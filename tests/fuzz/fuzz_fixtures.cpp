@@ -8,9 +8,9 @@
 #include <filesystem>
 
 #include "data/shards/shard_writer.h"
+#include "step/memory_plan.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "train/checkpoint/checkpoint.h"
-#include "train/memory_plan.h"
 
 namespace nanoforge::fuzz {
 namespace {

@@ -5,8 +5,8 @@
 
 #include <filesystem>
 
+#include "step/memory_plan.h"
 #include "support/status.h"
-#include "train/memory_plan.h"
 
 namespace nanoforge {
 

@@ -14,7 +14,7 @@
 #include "optim/data_parallel_optimizer.h"
 #include "optim/named_tensor.h"
 #include "optim/param_groups.h"
-#include "train/memory_plan.h"
+#include "step/memory_plan.h"
 
 namespace nanoforge {
 namespace {

@@ -1,6 +1,6 @@
 // plan_training_memory sums the measuring passes of the model (GPT::memory_bytes, activation_bytes) and of
 // the optimizer (DataParallelOptimizer::memory_bytes); available_memory asks the kernel or the CUDA driver.
-#include "train/memory_plan.h"
+#include "step/memory_plan.h"
 
 #include <fmt/format.h>
 

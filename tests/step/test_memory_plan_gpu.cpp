@@ -1,11 +1,11 @@
-// The memory plan's GPU branch on both kinds of GPU (train/memory_plan.cpp, available_memory): a discrete
+// The memory plan's GPU branch on both kinds of GPU (step/memory_plan.cpp, available_memory): a discrete
 // GPU (the emulator's H200 profile) offers what cudaMemGetInfo reports free; a GPU integrated with the host
 // (cudaDevAttrIntegrated, the GB10 profile: arch=sm_121) shares the host's memory, so the plan reads
 // MemAvailable and counts the checkpoint snapshot against the same memory.
 #include <gtest/gtest.h>
 
 #include "emulator/emulator.h"
-#include "train/memory_plan.h"
+#include "step/memory_plan.h"
 
 namespace nanoforge {
 namespace {

@@ -2,7 +2,7 @@
 // feeds random token rows (fixed seed) and times TrainingStep::run, the trainer's step, with the weight
 // gathers finished. On the GPU each step ends with a device synchronisation, so the wall time covers the
 // kernels, not only their launches.
-#include "cli/bench/step_timing.h"
+#include "step/step_timing.h"
 
 #include <algorithm>
 #include <chrono>
