@@ -2,12 +2,9 @@
 // attn.c_proj, mlp.c_fc and mlp.c_proj of every block, and lm_head. The fp32 master parameters stay what the
 // optimizer, data parallelism and checkpoints see; these copies are refreshed from them after every change,
 // one conversion per run of matrices that is contiguous in both buffers. The other parameters (embedding
-// tables, gates, lambdas) are read from the master by their own ops, so they have no copy.
-//
-// Each matrix a GEMM reads starts 256-byte aligned in the copy (what cuBLASLt and vector loads want): c_k and
-// c_q follow c_v with no gap, since the three are one matrix to the fused projection. Neighbours in the
-// master share one run when the alignment leaves no gap between them in the copy, which it never does for
-// nanochat's shapes (n_embd a multiple of 64), so a model needs about two conversions per block.
+// tables, gates, lambdas) are read from the master by their own ops, so they have no copy. Each matrix starts
+// 256-byte aligned in the copy, c_k and c_q right after c_v; what that does to the runs: docs/model.md,
+// "On the GPU".
 #pragma once
 
 #include <cstdint>

@@ -1,21 +1,11 @@
 // nanochat's MuonAdamW for a data-parallel run, with ZeRO-1 sharding: every rank holds the full parameters
-// and gradients, but updates — and keeps optimizer state for — only what it owns (optim/grad_buckets.h:
-// chunks of the AdamW buckets, whole Muon matrices). During the backward pass of a step's last micro-batch
-// each bucket is reduce-scattered as soon as its gradients are final; the step updates the owned part and
-// all-gathers back what the forward reads, so every rank starts the next forward with the same weights.
-//
-// What is gathered is the compute weights (docs/distributed.md, "The data-parallel step"): on the GPU each
-// owner converts its updated shard of a GEMM matrix to bf16 and the bf16 copies are gathered into the
-// model's compute copy (half the matrices' fp32 bytes, no conversion pass after); the parameters the forward
-// reads in fp32 (embeddings, gates, scalars) and everything on the CPU are gathered as the fp32 masters
-// themselves. The gathers run in forward order and the next forward waits for them layer by layer
-// (weights_needed, from GPT's hook): on NCCL the compute stream waits for each gather's event, never the
-// host. Nothing reads a gradient norm or a loss back mid-step: the owned squared norms are added on the
-// device and summed over ranks with the caller's scalars in one all-reduce queued before the gathers.
-//
-// The fp32 masters stay the optimizer's truth: each rank's owned shard is always current; on the GPU the
-// other ranks' shards of the bf16-gathered matrices are not, until sync_masters() gathers them (checkpoints
-// call it). With one rank the same code runs with local copies and gives MuonAdamW's updates bit for bit.
+// and gradients, but updates — and keeps optimizer state for — only what it owns (optim/grad_buckets.h).
+// Each bucket is reduce-scattered during the last micro-batch's backward as soon as its gradients are final;
+// the step updates the owned part and all-gathers back what the forward reads (on the GPU the bf16 compute
+// weights of the GEMM matrices), which the next forward waits for layer by layer (weights_needed). The fp32
+// masters stay the optimizer's truth: sync_masters() makes the non-owned shards current (checkpoints call
+// it). One rank runs the same code and gives MuonAdamW's updates bit for bit. The whole step, its one
+// read-back and its bytes: docs/distributed.md, "The data-parallel step".
 #pragma once
 
 #include <absl/status/statusor.h>

@@ -1,19 +1,10 @@
 // The gradient buckets of a data-parallel step: which gradients are reduced together, in which order, and
 // which rank owns (updates) what — knowing tensors by their place in the flat gradient buffer only, nothing
-// of models or transports. The flat buffer is in backward order, so a prefix of it is final early in the
-// backward pass; a bucket can go as soon as its last tensor is final.
-//
-// Two kinds, for ZeRO-1 sharding that Muon can live with:
-//  - elementwise buckets (AdamW parameters): tensors packed one after another into a staging buffer of
-//    `padded_elements` (a multiple of world_size); rank r owns chunk r of it, whatever tensors it cuts.
-//    Buckets fill in backward order up to `bucket_bytes` (the first one up to `first_bucket_bytes`, so the
-//    reduction starts early) and close where the gather class changes; a tensor larger than a bucket gets
-//    one of its own.
-//  - matrix-stack buckets (Muon matrices of one shape): world_size consecutive matrices of the same group in
-//    backward order, one per rank (the last stack of a group may be short, its missing slots zero): rank k
-//    owns the k-th matrix whole, as Muon's orthogonalisation needs.
-// A step reduce-scatters each bucket's staging buffer (each rank receives its chunk averaged), updates what
-// it owns, and all-gathers the updated chunks back.
+// of models or transports. The flat buffer is in backward order, so a bucket can go as soon as its last
+// tensor is final. Two kinds, for ZeRO-1 sharding that Muon can live with: elementwise buckets (AdamW
+// parameters; rank r owns chunk r of the packed staging buffer) and matrix-stack buckets (Muon matrices of
+// one shape, one per rank: rank k owns the k-th matrix whole, as Muon's orthogonalisation needs). How they
+// fill and close: docs/distributed.md, "The gradient buckets".
 #pragma once
 
 #include <cstdint>

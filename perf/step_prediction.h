@@ -1,12 +1,10 @@
-// The roofline prediction of one recorded training step on one GPU spec: each op call takes
-// max(tensor FLOPs / (peak x efficiency x wave fill), fp32 FLOPs / (fp32 peak x efficiency),
-//     SFU instructions / (SFU rate x efficiency), bytes / (bandwidth x efficiency)) + kernels x the kernel
-// tail, at least kernels x the kernel floor (+ a host round trip for read-backs);
-// calls run one after another on the compute stream, collectives one after another on a communication stream
-// from the moment they are issued, and a wait stalls the compute stream until its collective is done. Events
-// of the previous step (StepPhase::kPreviousStep) run on both clocks but count in no row: the step is timed
-// from its own first event, so it pays for the previous step's all-gathers only where its forward waits.
-// Rows are aggregated by the op profiler's names, so they line up with `bench step --profile`.
+// The roofline prediction of one recorded training step on one GPU spec: each op call takes the largest of
+// its tensor, fp32, SFU and memory times, plus kernels x the kernel tail (at least kernels x the kernel
+// floor; + a host round trip for read-backs); calls run one after another on the compute stream, collectives
+// on a communication stream from their issue, and a wait stalls the compute stream until its collective is
+// done. Events of the previous step (StepPhase::kPreviousStep) run on both clocks but count in no row: the
+// step is timed from its own first event. Rows carry the op profiler's names, as `bench step --profile`'s.
+// The formula and its constants: docs/kernels.md, "Performance model".
 #pragma once
 
 #include <cstdint>

@@ -1,13 +1,8 @@
 // main() of every test binary: the same OpenBLAS kernels as the nanoforge program (kernels/blas_core.h), so a
 // test that compares its own computation with a nanoforge child process compares like with like; then
-// GoogleTest, with every temporary file in one folder of this process that goes when the tests end.
-//
-// Why one folder: tests name their files under std::filesystem::temp_directory_path(), and the nanoforge
-// runs, mpirun sessions and Python scripts they start write there too. Removing each file at the end of each
-// test missed the ones an early ASSERT or a child left, and runs of the suite left gigabytes behind in /tmp
-// (a CI run once stopped on a full disk). Pointing TMPDIR at a fresh folder, which temp_directory_path() and
-// every child read, and removing that folder when RUN_ALL_TESTS returns, catches all of them.
-// NANOFORGE_KEEP_TEST_FILES=1 keeps the folder (its path is printed) to look at what a failing test wrote.
+// GoogleTest, with TMPDIR (which temp_directory_path() and every child read) pointed at a fresh folder of
+// this process that goes when RUN_ALL_TESTS returns, with whatever a test, an early ASSERT or a child left in
+// it. NANOFORGE_KEEP_TEST_FILES=1 keeps the folder (its path is printed). Why: docs/build.md, "Disk".
 #include <gtest/gtest.h>
 #include <stdlib.h>
 

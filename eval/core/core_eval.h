@@ -2,13 +2,9 @@
 // the bundle, its examples shuffled by random.Random(1337) and cut to max_per_task; example idx gets
 // num_fewshot shots drawn by random.Random(1234 + idx).sample from the other examples; each is rendered,
 // tokenized and scored (core_prompts, core_sequences, core_scoring). Accuracy is the mean of the per-example
-// results (in float32, as the torch tensor nanochat averages), centred = (accuracy - b) / (1 - b) with b the
-// random baseline / 100, and CORE is the mean of the centred accuracies.
-//
-// Data parallel as nanochat: rank r scores examples r, r + W, ...; the per-example results are summed over
-// ranks, so every rank returns the same numbers as one rank would. Too few examples for a task's shots, or a
-// prompt longer than the model, stop every rank before any task is scored; a continuation that is not a
-// token prefix stops every rank after its task.
+// results (in float32), centred = (accuracy - b) / (1 - b) with b the random baseline / 100, and CORE the
+// mean of the centred accuracies. Data parallel as nanochat: rank r scores examples r, r + W, ..., summed
+// over ranks; which errors stop every rank, and when: docs/core.md, "Data parallel".
 #pragma once
 
 #include <absl/status/statusor.h>

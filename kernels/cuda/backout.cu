@@ -1,17 +1,10 @@
 // nanochat's backout on the GPU, the CUDA twin of kernels/cpu/backout.cpp: out = x - lambda * x_backout
 // before the final norm (the per-layer residual mix is fused with its norm: residual_mix_rmsnorm.cu). bf16
 // activations and gradients; lambda and its gradient are 1-element f32 views, read and written on the device
-// only (no host round trip, so nothing waits for the GPU).
-// The elementwise kernels are memory-bound grid-stride loops over 16-byte packs (8 bf16), then the tail one
-// element per thread (one element at a time throughout where a view is not 16-byte aligned: for_each_pack);
-// each thread reads all inputs of its elements before writing them, so out may alias x.
-// lambda's gradient is a sum over every element (N*C, some 84M for d20), taken in a fixed order so that it is
-// the same bits on every run: the backward kernel does the elementwise gradient and, in the same pass over
-// d_out, each thread's fp32 dot product over its elements, summed per block (block_sum) into partials in
-// device scratch; then one block adds the partials in a fixed order, in double, and adds the total to the
-// f32 gradient (fold_partials_kernel). fp32 per thread keeps the loop light on GPUs with slow fp64 and is far
-// more precise than the bf16 inputs; double for the last stage costs nothing (a few hundred values) and keeps
-// large partials of either sign from losing bits, as the CPU's ordered sums do.
+// only. Memory-bound grid-stride loops over 16-byte packs (for_each_pack); each thread reads all inputs of
+// its elements before writing them, so out may alias x. lambda's gradient is summed in a fixed order (fp32
+// per thread, per-block partials, one block folding them in double: fold_partials_kernel), so it is the
+// same bits on every run; why those precisions: docs/kernels.md, "Backout".
 #include <initializer_list>
 #include <utility>
 

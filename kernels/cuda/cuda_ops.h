@@ -1,17 +1,6 @@
 // The CUDA backend: the ops of kernels/op_list.inc with their contracts, in mixed precision, declared from
 // the list. kernels/ops.cpp routes an op here when its tensors live on the GPU; each launcher checks its own
-// dtypes.
-//
-// dtypes on the GPU (docs/kernels.md has the table):
-//   activations and their gradients (x, out, q, k, v, logits, d_*)     bf16
-//   per-row statistics kept for backward (rstd, lse, gate sigmoids, losses) f32
-//   parameters read by non-GEMM ops (tables, gates, lambdas) and the
-//   gradients written into them (d_table, d_gate_weight, d_*lambda)      f32 (the fp32 master weights)
-//   rotary cos / sin tables                                              f32
-//   ids, targets                                                         i32
-//   matmul: a, b bf16; out bf16 or f32 (weight gradients accumulate in f32); fp32 accumulation
-//   optimizer: param, grad, moments, momentum, second moment f32; Muon's update / orthogonalisation
-//   matrix x bf16 (as nanochat orthogonalises in bf16) or f32
+// dtypes (the table of dtypes on the GPU: docs/kernels.md, "CUDA backend").
 // Kernels run on the current device's default stream, in order; nothing here synchronises with the host
 // except sum_loss and squared_norm, which return a value (add_mean_loss and add_squared_norm are their
 // device-side twins).

@@ -1,17 +1,10 @@
 // Token embedding lookup and its scatter-add backward on the GPU, the CUDA twin of kernels/cpu/embedding.cpp:
 // out (N, C) bf16 = table (V, C) f32 [ids (N) i32], and d_table (V, C) f32 += d_out (N, C) bf16 rows
 // scattered by ids. Ids are not checked on the device: as the op contract says, they must lie in [0, V) (an
-// id outside reads or writes outside the table).
-// - forward: one warp per token row, 8 columns per lane and step (two 16-byte loads, one 16-byte store).
-// - backward, default: one warp per token row adding into the table with fp32 atomics (fast; the order of the
-//   additions into a row that several tokens share changes from run to run).
-// - backward, settings.deterministic: every table element is summed in token order, exactly as the CPU does
-//   (same fp32 additions, so the same bits). A warp owns a slab of 128 columns (32 without packs) and one
-//   bucket of ids (those with id % buckets == bucket); it walks all tokens in order, 256 at a time: it loads
-//   their ids, lists the ones in its bucket in shared memory (ballots keep token order), then adds their
-//   d_out rows into a running fp32 row kept in registers, written back when the id changes. Thousands of
-//   (slab, bucket) warps run at once, no two of them touch the same table element, and d_out loads are issued
-//   four rows at a time.
+// id outside reads or writes outside the table). Forward: one warp per token row. Backward: one warp per
+// token row with fp32 atomics by default (fast; the order of additions changes from run to run), or, under
+// settings.deterministic, every table element summed in token order as the CPU does (the same bits) by
+// warps that each own a column slab and an id bucket: docs/kernels.md, "Embedding".
 #include <algorithm>
 #include <bit>
 #include <limits>

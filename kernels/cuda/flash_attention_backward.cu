@@ -1,17 +1,9 @@
 // Causal sliding-window attention backward on the GPU, the CUDA twin of kernels/cpu/attention.cpp's
 // backward: FlashAttention-2's pass structure with dQ in a pass of its own rather than fp32 atomics, so the
-// result is the same bits on every run and under every schedule (docs/kernels.md says why). Three kernels:
-//   delta  = rowsum(dO * O), (B, H, T) f32 in the workspace;
-//   dK, dV: one block of four warps per (batch, kv head, 64-key tile), each warp owning 16 keys, walks the
-//           64-query tiles that see its keys, for every query head of its GQA group, Q and dO arriving by
-//           cp.async (two buffers); per 32 queries it computes S^T = K Q^T and dP^T = V dO^T with mma.sync,
-//           P^T = exp2(S^T scale log2(e) - lse log2(e)) and dS^T = P^T (dP^T - delta) in registers, and adds
-//           dV += P^T dO and dK += dS^T Q with P^T and dS^T taken from those registers as A operands;
-//   dQ:     one block per (batch, head, 64-query tile) walks the key tiles it sees (K, V by cp.async),
-//   recomputes
-//           S and dP the same way and adds dQ += dS K.
-// dK and dQ are scaled once at the end. Tiles outside the window are never loaded; warps that see nothing of
-// a tile skip it.
+// result is the same bits on every run and under every schedule. Three kernels: delta = rowsum(dO * O) into
+// the workspace; dK, dV per (batch, kv head, 64-key tile), walking the query tiles of its GQA group; dQ per
+// (batch, head, 64-query tile), walking its key tiles and recomputing S and dP. dK and dQ are scaled once at
+// the end. Tiling, instructions and why dQ has its own pass: docs/kernels.md, "Flash attention".
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/flash_attention.cuh"
 #include "kernels/cuda/launch.cuh"

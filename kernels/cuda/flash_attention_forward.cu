@@ -3,10 +3,9 @@
 // tile), each warp owning 32 query rows (two m16 row blocks, so every K and V fragment it loads serves two
 // mma's); it walks the key tiles (64 keys; 32 at head dim 128) from the first its window reaches to the
 // diagonal, the next K and V tiles arriving by cp.async while the current ones are used (two buffers each).
-// Per key tile a warp computes S = Q K^T with mma.sync (Q and K through ldmatrix), masks and exponentiates S
-// in base 2 in its accumulators, rescales O and adds P V with P taken straight from those registers as the A
-// operand. Tiles outside the window are never loaded; warps whose rows see nothing of a tile skip it. lse =
-// max + log(sum).
+// Per key tile a warp computes S = Q K^T with mma.sync, masks and exponentiates S in base 2 in its
+// accumulators, rescales O and adds P V with P taken straight from those registers as the A operand;
+// lse = max + log(sum). Tiles outside the window are never loaded (docs/kernels.md, "Flash attention").
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/flash_attention.cuh"
 #include "kernels/cuda/launch.cuh"

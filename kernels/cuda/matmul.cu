@@ -1,17 +1,10 @@
-// matmul on the GPU through cuBLASLt: bf16 a and b, fp32 accumulation (CUBLAS_COMPUTE_32F, fp32 alpha and
-// beta), out bf16 (activations) or f32 (weight gradients, accumulated with beta = 1). fp8_matmul is the same
-// GEMM on FP8 codes (e4m3/e5m2) with tensorwise scale pointers, in the one layout FP8 tensor cores take
-// (both operands K-major, cuBLASLt's "TN"), fast accumulation for the forward's e4m3 x e4m3 only.
+// matmul on the GPU through cuBLASLt: bf16 a and b, fp32 accumulation, out bf16 (activations) or f32 (weight
+// gradients, accumulated with beta = 1); fp8_matmul is the same GEMM on FP8 codes, both operands K-major.
 // Row-major to column-major: cuBLASLt sees a row-major (R, C) matrix as its column-major transpose (C, R),
 // so the row-major out = op(a) op(b) is computed as the column-major out^T = op(b)^T op(a)^T: b is
-// cuBLASLt's A and a its B, each keeping its own transpose flag.
-// One process-wide handle and a 32 MiB workspace (llm.c's size), created on first use; every distinct GEMM
-// (shapes, transposes, out dtype, operand alignments) gets its descriptors and heuristic algorithm once and
-// keeps them, so a training step runs no heuristic queries. cuBLAS gives the same bits on every run for one
-// toolkit and one GPU model (its split-K reductions are ordered), so deterministic mode needs nothing more;
-// split-K partial sums of a bf16 out are kept in fp32.
-// No fused epilogue: nanochat's MLP needs relu(x)^2, and cuBLASLt's epilogues (RELU, RELU_AUX's bit mask,
-// GELU, GELU_AUX) cannot square, nor multiply a gradient by 2 relu(x), so the activation stays its own pass.
+// cuBLASLt's A and a its B, each keeping its own transpose flag. One handle and workspace, and every distinct
+// GEMM's descriptors and heuristic algorithm made once, so a step runs no heuristic queries; determinism and
+// why there is no fused epilogue: docs/kernels.md, "matmul".
 #include <cublasLt.h>
 
 #include <algorithm>

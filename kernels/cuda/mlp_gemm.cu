@@ -1,21 +1,11 @@
-// The MLP's two GEMMs with nanochat's ReLU² folded into them: a tensor-core GEMM of our own, for the GPUs
-// where the separate ReLU² passes cost about as much as the GEMMs' FLOPs (the GB10; docs/kernels.md, "The
-// MLP GEMM"). cuBLASLt has no epilogue that squares or multiplies by 2 relu(x), hence a GEMM of our own:
+// The MLP's two GEMMs with nanochat's ReLU² folded into them: a tensor-core GEMM of our own (cuBLASLt has no
+// epilogue that squares or multiplies by 2 relu(x)), for the GPUs where the separate ReLU² passes cost about
+// as much as the GEMMs' FLOPs (the GB10). Only act is stored: the backward's 2 relu(pre) is 2 sqrt(act).
 //   linear_relu_squared_forward   act = relu(x w^T)²             x (N, K), w (M, K): both rows K-contiguous
 //   relu_squared_linear_backward  d_pre = (d_y w) ⊙ 2 sqrt(act)  d_y (N, K), w (K, M): w's rows M-contiguous
-// The forward stores only act, never relu's input: the backward's 2 relu(pre) is 2 sqrt(act) (exact in fp32
-// barring underflow; within half a bf16 ulp of act's rounding in bf16).
-// Tiling: a 128 x 128 output tile per block of 8 warps (2 x 4, each 64 x 32: four m16 row blocks by four n8
-// column blocks of mma.sync m16n8k16), k in steps of 32 through a 3-stage cp.async ring of A and B tiles in
-// swizzled shared memory (kernels/cuda/mma_tiles.cuh), 48 KB a block; fragments by ldmatrix (.trans for the
-// backward's w). Accumulation in fp32, one rounding to bf16 as the epilogue writes. Rows of x and d_y past N
-// and columns past M are zero-filled and never stored; K and M must be multiples of 8 (16-byte chunks).
-// The FP8 variants (model.fp8 with this GEMM: docs/fp8.md) run the same tiles on FP8 codes: two codes move as
-// one 16-bit unit through the same chunks, swizzle and ldmatrix, and each m16n8k16 step becomes one m16n8k32
-// (mma_ptx.cuh), so a 32-unit k tile is 64 codes. Both operands are K-major (w (M, K): the backward takes the
-// weight's transposed codes), and the epilogue first rounds acc times the two inverse scales to bf16 — the
-// FP8 GEMM's output of the unfused path — then applies ReLU² or its gradient; the forward also takes the amax
-// of what it writes (amax.cuh), the next FP8 GEMM's.
+// 128 x 128 output tiles of mma.sync m16n8k16 through a 3-stage cp.async ring (mma_tiles.cuh), fp32
+// accumulation, one bf16 rounding; K and M multiples of 8. The FP8 variants run the same tiles as m16n8k32 on
+// FP8 codes. Tiling, the FP8 epilogue and where it pays: docs/kernels.md, "The MLP GEMM".
 #include "kernels/cuda/amax.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/launch.cuh"

@@ -1,14 +1,10 @@
 // nanochat's per-layer residual mix with the RMSNorm that follows it, on the GPU: the CUDA twin of
 // kernels/cpu/residual_mix_rmsnorm.cpp, one pass where the unfused sequence took two (forward) or two plus
-// the mix's reduction (backward). One warp per row of C channels, as rmsnorm.cu.
-// Forward: residual = bf16(a x + b x0) is written and its sum of squares taken in the same sweep; the second
-// sweep re-reads the lane's own residual packs (L1/L2, just written) to write the normalised row, and can
-// take the max of it, the amax of the FP8 GEMM that reads it (amax.cuh). DRAM: read x, x0, write residual and
-// out (4 N C bf16) instead of the 5 N C of the mix and the norm apart. Backward: the norm's gradient is added
-// to d_residual and rounded to bf16 (as the unfused ops stored it), and from that same value come d_x = a g
-// (over d_residual), d_x0 += b g and the lambda dot products; the dot products are summed per block into
-// partials and folded in a fixed order (reductions.cuh), so they are the same bits on every run. The row loop
-// strides over a grid capped by the shape alone (launch_shape.cuh).
+// the mix's reduction (backward). One warp per row of C channels, as rmsnorm.cu. Forward: residual =
+// bf16(a x + b x0) is written and its sum of squares taken in one sweep, the normalised row (and, for the
+// FP8 GEMM that reads it, its amax: amax.cuh) in a second. Backward: g = bf16(d_residual + the norm's
+// gradient) gives d_x, d_x0 and the lambda dot products, folded in a fixed order (reductions.cuh). The row
+// loop strides over a grid capped by the shape alone (launch_shape.cuh). docs/kernels.md, "Residual mix".
 #include <initializer_list>
 #include <limits>
 #include <utility>

@@ -1,15 +1,11 @@
 // Rotary embedding with nanochat's QK-norm (RMSNorm of each head, times 1.2) in one pass on the GPU, the CUDA
-// twin of kernels/cpu/rotary_rmsnorm.cpp: q or k (B, T, heads, D) bf16, in place (a head slice: the model's q
-// and k lie inside the fused projection's output, positions row_elements apart), f32 cos / sin tables
-// (T_max, D/2), halves not interleaved:
+// twin of kernels/cpu/rotary_rmsnorm.cpp: q or k (B, T, heads, D) bf16, in place (a head slice of the fused
+// projection's output, positions row_elements apart), f32 cos / sin tables (T_max, D/2), halves not
+// interleaved:
 //   forward:  r = (x1 c + x2 s, -x1 s + x2 c);  x = bf16(scale * r * rstd), rstd over the fp32 r
 //   backward: n = rstd (scale d - out mean(d out) / scale);  d = bf16(n1 c - n2 s, n1 s + n2 c)
-// The rotated values (forward) and the norm's gradient (backward) stay fp32 between the two halves of the
-// pass: one rounding to bf16 where the unfused sequence had two, and one read and one write of the tensor
-// where it had two of each. One warp per (position, head) row: the first sweep reduces over the head (the
-// forward rotates to take the sum of squares of r; the backward takes mean(d out)), the second re-reads the
-// lane's own packs (L1) and writes. A lane takes 8 pairs at a time (16-byte loads of x1 and x2, and of cos /
-// sin) when the head dim allows it, one pair at a time otherwise.
+// One warp per (position, head) row, two sweeps with fp32 in between (one bf16 rounding where the unfused
+// sequence had two): docs/kernels.md, "Rotary with the QK-norm".
 #include <limits>
 
 #include "kernels/cuda/cuda_check.cuh"

@@ -1,28 +1,10 @@
 // The logit softcap fused with cross-entropy on the GPU, the CUDA twin of
-// kernels/cpu/softcap_cross_entropy.cpp. One block per row (V = 32768 logits: 8 bf16 16-byte packs per
-// thread) reads the raw bf16 logits x, caps them in fp32 on the fly (z = c tanh(x / c), as nanochat caps
-// fp32 copies of its bf16 logits) and keeps an fp32 online max / sum of exp(z - max) per thread, combined
-// over the block in a fixed tree; z is never stored, so neither an fp32 copy of the logits nor a bf16
-// rounding of z exists. The forward-backward (training) then sweeps the row once more and writes the
-// gradient over it: the row (64 KB) was read by the same block an instant before and is served from L2, so
-// DRAM sees one read and one write of the logits where a separate backward kernel added a second read
-// (d20: 4.3 GB of a 12.9 GB total per micro-batch). Its gradient scale, loss_scale / (valid targets), is
-// computed on the device by a one-block kernel first (no host round trip). sum_loss: one block sums the
-// per-row losses in a fixed order (fp64) and the host reads the result back with one 16-byte copy.
-//
-// Fast math, and its error (what the tests' tolerances rest on): tanh is 1 - 2 / (exp(2u) + 1) with the
-// hardware's __expf and __fdividef, and the exponentials of the softmax are __expf. __expf is within
-// 2 + 1.173 |x| ulps (CUDA C Programming Guide, intrinsic functions), __fdividef within 2 ulps. For tanh the
-// error that matters is absolute (z's absolute error is the softmax's relative error): with |2u| <= 2 |x| /
-// 15 the exponential is off by (2 + 0.16 |x|) 2^-24 relative, which moves 2 / (e + 1) by at most half that
-// (d/de 2/(e+1) * e <= 1/2) plus the division's 2 ulps and the subtraction's rounding of 1: |tanh error| <=
-// (4 + 0.08 |x|) 2^-24, so z = 15 tanh is within (60 + 1.2 |x|) 2^-24 absolute: 4e-6 for |x| <= 8, 1e-5 at
-// |x| = 60 (tanhf: 2 ulps, 2e-6). The softmax terms exp(z - m) with z - m >= -(30 + log V) are within
-// (2 + 47) ulps = 3e-6 relative (expf: 2 ulps). Both are under 1e-3 of the final bf16 rounding (2^-9 =
-// 2e-3) of a gradient, and move the fp32 loss by at most 3e-5 absolute. The hardware's tanh.approx.f32 would
-// be one instruction but is only within 2^-10.99 relative: z off by up to 7e-3, 1.5x a bf16 rounding of the
-// probabilities, which this pass exists to keep exact; so it is not used. On the emulator __expf and
-// __fdividef are exact, which the tolerances (written for the hardware's bounds) also cover.
+// kernels/cpu/softcap_cross_entropy.cpp. One block per row reads the raw bf16 logits x, caps them in fp32 on
+// the fly (z = c tanh(x / c), never stored) and keeps an fp32 online max / sum of exp(z - max); the
+// forward-backward then sweeps the row again (from L2) and writes the gradient over it, scaled by
+// loss_scale / (valid targets) computed on the device. sum_loss: one block, fp64, in a fixed order.
+// Fast math (__expf, __fdividef; not tanh.approx.f32) and its error, which the tests' tolerances rest on:
+// docs/kernels.md, "The loss pass".
 #include <cmath>
 #include <limits>
 

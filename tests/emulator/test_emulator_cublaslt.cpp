@@ -56,6 +56,31 @@ struct GemmCase {
   uint32_t epilogue;
 };
 
+// D = alpha op(A) op(B) + beta D_start, then the epilogue's bias and ReLU, against a double reference: op(A)
+// is (m, k), op(B) (k, n), D (m, n).
+void expect_matches_reference(const GemmCase& g, const Matrix& a, const Matrix& b, const Matrix& d,
+                              const std::vector<uint16_t>& a_bits, const std::vector<uint16_t>& b_bits,
+                              const std::vector<float>& d_start, const std::vector<float>& bias, float alpha,
+                              float beta, const std::vector<float>& got) {
+  const int64_t m = d.rows, n = d.cols, k = g.transpose_a ? a.rows : a.cols;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0, magnitude = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double x = from_bf16(a_bits[g.transpose_a ? a.offset(p, i) : a.offset(i, p)]);
+        const double y = from_bf16(b_bits[g.transpose_b ? b.offset(j, p) : b.offset(p, j)]);
+        sum += x * y;
+        magnitude += std::abs(x * y);
+      }
+      double expected = alpha * sum + beta * d_start[d.offset(i, j)];
+      if ((g.epilogue & CUBLASLT_EPILOGUE_BIAS) != 0) expected += bias[static_cast<size_t>(i)];
+      if ((g.epilogue & CUBLASLT_EPILOGUE_RELU) != 0) expected = std::max(expected, 0.0);
+      const double tolerance = (g.out_bf16 ? std::abs(expected) / 256 : 0) + 1e-6 * (magnitude + 1);
+      EXPECT_NEAR(got[d.offset(i, j)], expected, tolerance) << "D(" << i << ", " << j << ")";
+    }
+  }
+}
+
 class EmulatorCublasLt : public testing::TestWithParam<GemmCase> {
  protected:
   void SetUp() override { ASSERT_EQ(cublasLtCreate(&handle_), CUBLAS_STATUS_SUCCESS); }
@@ -142,22 +167,7 @@ TEST_P(EmulatorCublasLt, ComputesWhatTheDescriptorsDescribe) {
   } else {
     got = d_f32.download();
   }
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      double sum = 0, magnitude = 0;
-      for (int64_t p = 0; p < k; ++p) {
-        const double x = from_bf16(a_bits[g.transpose_a ? a.offset(p, i) : a.offset(i, p)]);
-        const double y = from_bf16(b_bits[g.transpose_b ? b.offset(j, p) : b.offset(p, j)]);
-        sum += x * y;
-        magnitude += std::abs(x * y);
-      }
-      double expected = alpha * sum + beta * d_start[d.offset(i, j)];
-      if ((g.epilogue & CUBLASLT_EPILOGUE_BIAS) != 0) expected += bias[static_cast<size_t>(i)];
-      if ((g.epilogue & CUBLASLT_EPILOGUE_RELU) != 0) expected = std::max(expected, 0.0);
-      const double tolerance = (g.out_bf16 ? std::abs(expected) / 256 : 0) + 1e-6 * (magnitude + 1);
-      EXPECT_NEAR(got[d.offset(i, j)], expected, tolerance) << "D(" << i << ", " << j << ")";
-    }
-  }
+  expect_matches_reference(g, a, b, d, a_bits, b_bits, d_start, bias, alpha, beta, got);
   cublasLtMatmulPreferenceDestroy(preference);
   cublasLtMatrixLayoutDestroy(a_layout);
   cublasLtMatrixLayoutDestroy(b_layout);

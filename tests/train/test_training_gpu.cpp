@@ -3,11 +3,8 @@
 // precision on the GPU, and once more on two GPUs under mpirun (the NCCL engine; two emulated GPUs where
 // there is no GPU), that one with our fused MLP GEMM (model.mlp_gemm=fused; the one-GPU run takes auto,
 // cuBLASLt on an H100/H200 or the emulator's default sm_90). The GPU runs must learn as the CPU run does and
-// follow its loss curve within bf16 noise. A known fragility of the one-layer model: the backout subtracts
-// backout_lambda times the last block's own output, so every logit flips sign for a step when the learned
-// lambda crosses 1, which rounding decides (the AddressSanitizer tree's trajectory did, at step 18: loss 15.7
-// against 1.43; that stage leaves these runs out, the Makefile's ASAN_GPU_EXCLUDED).
-// Skips without a GPU (the two-rank run: without two).
+// follow its loss curve within bf16 noise. Skips without a GPU (the two-rank run: without two). The one-layer
+// model's known fragility, and why the AddressSanitizer tree leaves these runs out: docs/build.md.
 #include <fmt/format.h>
 
 #include <cstdlib>

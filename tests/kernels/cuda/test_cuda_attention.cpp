@@ -2,11 +2,10 @@
 // bf16-valued inputs: forward (out, lse) and backward (d_q, d_k, d_v) for B = 2, sequences of 1, 17, 64
 // (one backward tile), 200 and 333 (odd tails of the 128-query forward tiles), windows 0, 1, 63, 64, 100 and
 // >= T (plain causal), head dims 64 and 128, GQA 4/2 and plain 2/2 heads; then the tile edges (sequences of
-// 128 and 257, windows around the key and query tiles, GQA 4/1, head dims 32 to 128) and head dim 32 (the
-// small test models'). Every output starts as NaN, so an element a kernel never writes fails. The tolerances
-// are error bounds computed per element from the inputs (see tolerances()); both passes are also checked to
-// give the same bits on every run. CMake runs the suite twice: on the sm_90 profile, and on the sm_121 one
-// with truncating tensor cores.
+// 128 and 257, windows around the key and query tiles, GQA 4/1, head dims 32 to 128) and head dim 32. Every
+// output starts as NaN, so an element a kernel never writes fails. Tolerances: error bounds computed per
+// element from the inputs (tolerances()); both passes must give the same bits on every run. CMake runs the
+// suite twice: on the sm_90 profile, and on the sm_121 one with truncating tensor cores.
 #include <gtest/gtest.h>
 
 #include <algorithm>

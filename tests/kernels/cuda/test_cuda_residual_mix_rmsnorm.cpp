@@ -34,7 +34,93 @@ class CudaResidualMixRmsNorm : public testing::TestWithParam<ActivationShape> {
   // A row's sum of `channels` fp32 terms in any order lies within (channels - 1) 2^-24 of the exact sum,
   // relative to the sum of the terms' magnitudes; a few more roundings follow on each side.
   double sum_bound() const { return static_cast<double>(shape().channels + 8) * kFp32Rounding; }
+
+  // The GPU's forward (residual, out, rstd) against the CPU op: residual against the op's on x and x0 (a, b),
+  // out and rstd against the op run on the GPU's residual (x = residual, x0 = 0), so each comparison sees
+  // one step.
+  void expect_forward_matches_cpu(const std::vector<float>& x, const std::vector<float>& x0, float a, float b,
+                                  const std::vector<float>& residual_cpu, std::vector<float>& residual,
+                                  const std::vector<float>& out, const std::vector<float>& rstd) const;
+
+  // What the backward's comparisons need of the CPU's g = d_residual + n, the norm's gradient added to the
+  // residual's, per element (its bound on the two sides' difference, its magnitude) and summed against x and
+  // x0 for the lambda gradients.
+  struct GradientBounds {
+    std::vector<double> g_error, g_magnitude;
+    double x_terms = 0, x0_terms = 0, x_error = 0, x0_error = 0;
+  };
+  GradientBounds gradient_bounds(const std::vector<float>& x, const std::vector<float>& x0,
+                                 const std::vector<float>& d_residual, const std::vector<float>& d_out,
+                                 const std::vector<float>& out, const std::vector<float>& rstd) const;
 };
+
+void CudaResidualMixRmsNorm::expect_forward_matches_cpu(const std::vector<float>& x,
+                                                        const std::vector<float>& x0, float a, float b,
+                                                        const std::vector<float>& residual_cpu,
+                                                        std::vector<float>& residual,
+                                                        const std::vector<float>& out,
+                                                        const std::vector<float>& rstd) const {
+  const ActivationShape& s = shape();
+  const int64_t numel = s.numel();
+  for (int64_t i = 0; i < numel; ++i) {
+    // a x + b x0 in fp32 (either side may fuse one product into an FMA: at most 2 roundings of 2^-24 of the
+    // terms apart), then the GPU's rounding to bf16.
+    const double terms = std::abs(a * x[i]) + std::abs(b * x0[i]);
+    ASSERT_NEAR(residual[i], residual_cpu[i],
+                kBf16Rounding * std::abs(residual_cpu[i]) + 4 * kFp32Rounding * terms)
+        << "residual element " << i;
+  }
+  std::vector<float> zeros(numel, 0.0f), one{1.0f}, zero{0.0f}, mixed_unused(numel), out_cpu(numel),
+      rstd_cpu(s.rows);
+  ops::residual_mix_rmsnorm_forward(cpu(mixed_unused), cpu(out_cpu), cpu_view(rstd_cpu, {s.rows}),
+                                    cpu(residual), cpu(zeros), cpu_view(one, {1}), cpu_view(zero, {1}),
+                                    ops::AmaxOutput());
+  for (int64_t r = 0; r < s.rows; ++r) {
+    // Sums of squares (positive terms) within sum_bound() relatively: rstd within half that.
+    ASSERT_NEAR(rstd[r], rstd_cpu[r], sum_bound() * rstd_cpu[r]) << "rstd row " << r;
+  }
+  for (int64_t i = 0; i < numel; ++i) {
+    // out = residual rstd: rstd's difference, then the GPU's rounding to bf16.
+    ASSERT_NEAR(out[i], out_cpu[i], (kBf16Rounding + 2 * sum_bound()) * std::abs(out_cpu[i]))
+        << "out element " << i;
+  }
+}
+
+CudaResidualMixRmsNorm::GradientBounds CudaResidualMixRmsNorm::gradient_bounds(
+    const std::vector<float>& x, const std::vector<float>& x0, const std::vector<float>& d_residual,
+    const std::vector<float>& d_out, const std::vector<float>& out, const std::vector<float>& rstd) const {
+  const ActivationShape& s = shape();
+  const int64_t numel = s.numel();
+  GradientBounds bounds;
+  std::vector<double>& g_error = bounds.g_error;
+  std::vector<double>& g_magnitude = bounds.g_magnitude;
+  g_error.resize(numel);
+  g_magnitude.resize(numel);
+  for (int64_t r = 0; r < s.rows; ++r) {
+    double dot = 0, dot_magnitude = 0;
+    for (int64_t c = 0; c < s.channels; ++c) {
+      const int64_t i = r * s.channels + c;
+      dot += static_cast<double>(d_out[i]) * out[i];
+      dot_magnitude += std::abs(static_cast<double>(d_out[i]) * out[i]);
+    }
+    const double projection = std::abs(dot) / s.channels,
+                 projection_error = sum_bound() * dot_magnitude / s.channels;
+    for (int64_t c = 0; c < s.channels; ++c) {
+      const int64_t i = r * s.channels + c;
+      const double n = rstd[r] * (std::abs(d_out[i]) + std::abs(out[i]) * projection);
+      g_magnitude[i] = std::abs(d_residual[i]) + n;
+      const double fp32 = 4 * kFp32Rounding * g_magnitude[i] + rstd[r] * std::abs(out[i]) * projection_error;
+      g_error[i] = fp32 + kBf16Rounding * (g_magnitude[i] + fp32);  // the GPU's rounding of g
+    }
+  }
+  for (int64_t i = 0; i < numel; ++i) {
+    bounds.x_terms += (g_magnitude[i] + g_error[i]) * std::abs(x[i]);
+    bounds.x0_terms += (g_magnitude[i] + g_error[i]) * std::abs(x0[i]);
+    bounds.x_error += g_error[i] * std::abs(x[i]);
+    bounds.x0_error += g_error[i] * std::abs(x0[i]);
+  }
+  return bounds;
+}
 
 TEST_P(CudaResidualMixRmsNorm, ForwardAndBackwardMatchCpu) {
   NANOFORGE_SKIP_WITHOUT_GPU();
@@ -69,28 +155,7 @@ TEST_P(CudaResidualMixRmsNorm, ForwardAndBackwardMatchCpu) {
   std::vector<float> residual = from_bf16_bits(residual_gpu.contents());
   const std::vector<float> out = from_bf16_bits(out_gpu.contents());
   std::vector<float> rstd = download<float>(rstd_gpu);
-  for (int64_t i = 0; i < numel; ++i) {
-    // a x + b x0 in fp32 (either side may fuse one product into an FMA: at most 2 roundings of 2^-24 of the
-    // terms apart), then the GPU's rounding to bf16.
-    const double terms = std::abs(a * x[i]) + std::abs(b * x0[i]);
-    ASSERT_NEAR(residual[i], residual_cpu[i],
-                kBf16Rounding * std::abs(residual_cpu[i]) + 4 * kFp32Rounding * terms)
-        << "residual element " << i;
-  }
-  std::vector<float> zeros(numel, 0.0f), one{1.0f}, zero{0.0f}, mixed_unused(numel), out_cpu(numel),
-      rstd_cpu(s.rows);
-  ops::residual_mix_rmsnorm_forward(cpu(mixed_unused), cpu(out_cpu), cpu_view(rstd_cpu, {s.rows}),
-                                    cpu(residual), cpu(zeros), cpu_view(one, {1}), cpu_view(zero, {1}),
-                                    ops::AmaxOutput());
-  for (int64_t r = 0; r < s.rows; ++r) {
-    // Sums of squares (positive terms) within sum_bound() relatively: rstd within half that.
-    ASSERT_NEAR(rstd[r], rstd_cpu[r], sum_bound() * rstd_cpu[r]) << "rstd row " << r;
-  }
-  for (int64_t i = 0; i < numel; ++i) {
-    // out = residual rstd: rstd's difference, then the GPU's rounding to bf16.
-    ASSERT_NEAR(out[i], out_cpu[i], (kBf16Rounding + 2 * sum_bound()) * std::abs(out_cpu[i]))
-        << "out element " << i;
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_forward_matches_cpu(x, x0, a, b, residual_cpu, residual, out, rstd));
 
   // Backward, both sides at the GPU's forward results (out, rstd). The norm's gradient n = rstd (d_out - out
   // p), p = mean(d_out out), differs by p's reordering (sum_bound() of sum|d_out out| / C) and a few
@@ -103,24 +168,9 @@ TEST_P(CudaResidualMixRmsNorm, ForwardAndBackwardMatchCpu) {
                                      cpu_view(d_b_cpu, {1}), cpu(d_out_values), cpu(out_values),
                                      cpu_view(rstd_values, {s.rows}), cpu(x_values), cpu(x0_values),
                                      cpu_view(a_cpu, {1}), cpu_view(b_cpu, {1}));
-  std::vector<double> g_error(numel), g_magnitude(numel);
-  for (int64_t r = 0; r < s.rows; ++r) {
-    double dot = 0, dot_magnitude = 0;
-    for (int64_t c = 0; c < s.channels; ++c) {
-      const int64_t i = r * s.channels + c;
-      dot += static_cast<double>(d_out[i]) * out[i];
-      dot_magnitude += std::abs(static_cast<double>(d_out[i]) * out[i]);
-    }
-    const double projection = std::abs(dot) / s.channels,
-                 projection_error = sum_bound() * dot_magnitude / s.channels;
-    for (int64_t c = 0; c < s.channels; ++c) {
-      const int64_t i = r * s.channels + c;
-      const double n = rstd[r] * (std::abs(d_out[i]) + std::abs(out[i]) * projection);
-      g_magnitude[i] = std::abs(d_residual[i]) + n;
-      const double fp32 = 4 * kFp32Rounding * g_magnitude[i] + rstd[r] * std::abs(out[i]) * projection_error;
-      g_error[i] = fp32 + kBf16Rounding * (g_magnitude[i] + fp32);  // the GPU's rounding of g
-    }
-  }
+  const GradientBounds bounds = gradient_bounds(x, x0, d_residual, d_out, out, rstd);
+  const std::vector<double>& g_error = bounds.g_error;
+  const std::vector<double>& g_magnitude = bounds.g_magnitude;
   std::vector<float> first_run;
   for (int run = 0; run < 2; ++run) {
     SCOPED_TRACE("run " + std::to_string(run));
@@ -133,7 +183,6 @@ TEST_P(CudaResidualMixRmsNorm, ForwardAndBackwardMatchCpu) {
                                        gpu(out_again), rstd_view, gpu(x_gpu), gpu(x0_gpu), a_gpu, b_gpu);
     const std::vector<float> d_x = from_bf16_bits(d_residual_gpu.contents());
     const std::vector<float> d_x0 = from_bf16_bits(d_x0_gpu.contents());
-    double x_terms = 0, x0_terms = 0, x_error = 0, x0_error = 0;
     for (int64_t i = 0; i < numel; ++i) {
       // d_x = a g: g's difference times |a|, then a product rounding and the GPU's rounding to bf16.
       const double d_x_bound = std::abs(a) * g_error[i] + (kBf16Rounding + 2 * kFp32Rounding) * std::abs(a) *
@@ -143,10 +192,6 @@ TEST_P(CudaResidualMixRmsNorm, ForwardAndBackwardMatchCpu) {
       const double d_x0_bound =
           std::abs(b) * g_error[i] + (kBf16Rounding + 2 * kFp32Rounding) * d_x0_magnitude;
       ASSERT_NEAR(d_x0[i], d_x0_cpu[i], d_x0_bound) << "d_x0 element " << i;
-      x_terms += (g_magnitude[i] + g_error[i]) * std::abs(x[i]);
-      x0_terms += (g_magnitude[i] + g_error[i]) * std::abs(x0[i]);
-      x_error += g_error[i] * std::abs(x[i]);
-      x0_error += g_error[i] * std::abs(x0[i]);
     }
     // Each lambda gradient: initial + sum over all elements of g times an input. g's differences add up to
     // x_error; the sums' orders differ: on the CPU one row's dot product (C terms, rows added in double),
@@ -156,9 +201,9 @@ TEST_P(CudaResidualMixRmsNorm, ForwardAndBackwardMatchCpu) {
     const std::vector<float> d_lambdas = download<float>(d_lambdas_gpu);
     const double order = static_cast<double>(s.channels + 256) * kFp32Rounding;
     EXPECT_NEAR(d_lambdas[0], d_a_cpu[0],
-                x_error + order * x_terms + 4 * kFp32Rounding * std::abs(d_a_cpu[0]));
+                bounds.x_error + order * bounds.x_terms + 4 * kFp32Rounding * std::abs(d_a_cpu[0]));
     EXPECT_NEAR(d_lambdas[1], d_b_cpu[0],
-                x0_error + order * x0_terms + 4 * kFp32Rounding * std::abs(d_b_cpu[0]));
+                bounds.x0_error + order * bounds.x0_terms + 4 * kFp32Rounding * std::abs(d_b_cpu[0]));
     if (run == 0) first_run = d_lambdas;
     EXPECT_EQ(std::memcmp(d_lambdas.data(), first_run.data(), 2 * sizeof(float)), 0)
         << "lambda gradient bits";

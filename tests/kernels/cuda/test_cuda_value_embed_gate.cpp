@@ -104,6 +104,35 @@ Gradients initial_gradients(const GateInputs& in, std::mt19937& rng) {
           uniform_values(in.shape.vocab * in.width(), -1.0f, 1.0f, rng)};
 }
 
+// d_table against the CPU's, both from `initial` and the same sigmoids.
+void expect_table_gradient_matches_cpu(const GateInputs& in, const std::vector<float>& sigmoid,
+                                       const Gradients& initial, const Gradients& cpu, const Gradients& gpu) {
+  const auto [N, H, D, C, V] = in.shape;
+  // d_table[id, c] = start + sum over the tokens with that id of 3 p d_v: both sides compute each term the
+  // same way from the same inputs, and add k terms in fp32 (token order on the CPU and in deterministic mode,
+  // any order with atomics), each order within (k + 1) * 2^-24 of the exact sum relative to the terms'
+  // magnitudes. Two fp32 roundings per term (3 p, then times d_v; a fused multiply-add on the GPU skips one)
+  // are covered by the same bound, doubled.
+  std::vector<double> magnitude(cpu.d_table.size());
+  std::vector<int64_t> uses(static_cast<size_t>(V), 0);
+  for (size_t i = 0; i < magnitude.size(); ++i)
+    magnitude[i] = std::abs(initial.d_table[i]);
+  for (int64_t n = 0; n < N; ++n) {
+    ++uses[in.ids[n]];
+    for (int64_t c = 0; c < H * D; ++c) {
+      magnitude[in.ids[n] * H * D + c] +=
+          kGateRange * sigmoid[n * H + c / D] * std::abs(in.d_v[n * H * D + c]);
+    }
+  }
+  for (int64_t id = 0; id < V; ++id) {
+    for (int64_t c = 0; c < H * D; ++c) {
+      const size_t i = static_cast<size_t>(id * H * D + c);
+      const double tolerance = 2.0 * (uses[id] + 2) * kFp32Rounding * magnitude[i];
+      ASSERT_NEAR(gpu.d_table[i], cpu.d_table[i], tolerance) << "id " << id << ", column " << c;
+    }
+  }
+}
+
 class CudaValueEmbedGate : public testing::TestWithParam<GateCase> {
  protected:
   // The backward against the CPU op, deterministic or not as `settings` say.
@@ -222,29 +251,7 @@ void CudaValueEmbedGate::expect_backward_matches_cpu(const ops::KernelSettings& 
     }
   }
 
-  // d_table[id, c] = start + sum over the tokens with that id of 3 p d_v: both sides compute each term the
-  // same way from the same inputs, and add k terms in fp32 (token order on the CPU and in deterministic mode,
-  // any order with atomics), each order within (k + 1) * 2^-24 of the exact sum relative to the terms'
-  // magnitudes. Two fp32 roundings per term (3 p, then times d_v; a fused multiply-add on the GPU skips one)
-  // are covered by the same bound, doubled.
-  std::vector<double> magnitude(cpu.d_table.size());
-  std::vector<int64_t> uses(static_cast<size_t>(V), 0);
-  for (size_t i = 0; i < magnitude.size(); ++i)
-    magnitude[i] = std::abs(initial.d_table[i]);
-  for (int64_t n = 0; n < N; ++n) {
-    ++uses[in.ids[n]];
-    for (int64_t c = 0; c < H * D; ++c) {
-      magnitude[in.ids[n] * H * D + c] +=
-          kGateRange * sigmoid[n * H + c / D] * std::abs(in.d_v[n * H * D + c]);
-    }
-  }
-  for (int64_t id = 0; id < V; ++id) {
-    for (int64_t c = 0; c < H * D; ++c) {
-      const size_t i = static_cast<size_t>(id * H * D + c);
-      const double tolerance = 2.0 * (uses[id] + 2) * kFp32Rounding * magnitude[i];
-      ASSERT_NEAR(gpu.d_table[i], cpu.d_table[i], tolerance) << "id " << id << ", column " << c;
-    }
-  }
+  expect_table_gradient_matches_cpu(in, sigmoid, initial, cpu, gpu);
 }
 
 TEST_P(CudaValueEmbedGate, BackwardMatchesCpuWithAtomicTableScatter) {
