@@ -128,6 +128,12 @@ const Command* find_command(const std::vector<Command>& commands, const std::vec
 
 int run_cli(int argc, char** argv, const std::vector<Command>& commands) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  // After `--`: a command line of its own (launch's ranks run it), neither scanned nor parsed here.
+  std::vector<std::string> passed_through;
+  if (auto dashes = std::find(args.begin(), args.end(), "--"); dashes != args.end()) {
+    passed_through.assign(dashes + 1, args.end());
+    args.erase(dashes, args.end());
+  }
   std::vector<std::string> words;
   bool wants_help = false;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -158,7 +164,14 @@ int run_cli(int argc, char** argv, const std::vector<Command>& commands) {
     print_command_help(*command);
     return 0;
   }
-  const std::vector<std::string> arguments(words.begin() + static_cast<std::ptrdiff_t>(used), words.end());
+  std::vector<std::string> arguments(words.begin() + static_cast<std::ptrdiff_t>(used), words.end());
+  if (!passed_through.empty() && !command->takes_command) {
+    fmt::print(
+        stderr,
+        "nanoforge {}: unexpected '--' (only launch takes a command after it); see `nanoforge {} --help`\n",
+        command->name, command->name);
+    return 2;
+  }
   if (!arguments.empty() && !command->takes_arguments) {
     fmt::print(stderr, "nanoforge {}: unexpected argument '{}'; see `nanoforge {} --help`\n", command->name,
                arguments.front(), command->name);
@@ -186,6 +199,7 @@ int run_cli(int argc, char** argv, const std::vector<Command>& commands) {
   if (status.ok() && json_out != nullptr && !json_out->CurrentValue().empty()) {
     status = check_output_file_path(json_out->CurrentValue());
   }
+  if (command->takes_command) arguments = passed_through;
   if (status.ok()) status = command->run(arguments);
   if (!status.ok()) {
     fmt::print(stderr, "nanoforge {}: error: {}\n", command->name, std::string(status.message()));

@@ -23,6 +23,7 @@ struct Command {
   // What shared flags mean to this command (name -> help, its default included), where their common help
   // would mislead: prep's --resume is not train's, and prep's --out has a default.
   std::map<std::string, std::string> flag_help = {};
+  bool takes_command = false;  // everything after `--` is passed through unparsed (launch's ranks' command)
 };
 
 // The commands, each defined in its own file of cli/commands/ or cli/bench/.
@@ -41,5 +42,6 @@ Command sample_command();
 Command eval_command();
 Command doctor_command();
 Command report_command();
+Command launch_command();
 
 }  // namespace nanoforge

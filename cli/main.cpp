@@ -9,11 +9,21 @@
 int main(int argc, char** argv) {
   using namespace nanoforge;
   restart_with_best_blas_kernels(argv);
-  const std::vector<Command> commands = {
-      tokenizer_train_command(), prep_command(),          train_command(),
-      sample_command(),          eval_command(),          report_command(),
-      doctor_command(),          parity_command(),        bench_step_command(),
-      bench_tokenizer_command(), bench_loader_command(),  bench_checkpoint_command(),
-      bench_allreduce_command(), bench_scaling_command(), bench_attention_command()};
+  const std::vector<Command> commands = {tokenizer_train_command(),
+                                         prep_command(),
+                                         train_command(),
+                                         launch_command(),
+                                         sample_command(),
+                                         eval_command(),
+                                         report_command(),
+                                         doctor_command(),
+                                         parity_command(),
+                                         bench_step_command(),
+                                         bench_tokenizer_command(),
+                                         bench_loader_command(),
+                                         bench_checkpoint_command(),
+                                         bench_allreduce_command(),
+                                         bench_scaling_command(),
+                                         bench_attention_command()};
   return run_cli(argc, argv, commands);
 }

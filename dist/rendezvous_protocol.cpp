@@ -17,6 +17,7 @@ namespace nanoforge {
 namespace {
 
 constexpr std::string_view kKeyLabel = "nanoforge tcp rendezvous key v2";
+constexpr std::string_view kAgentsKeyLabel = "nanoforge launch agents key";
 constexpr std::string_view kHelloLabel = "nanoforge rendezvous hello";
 constexpr std::string_view kReplyLabel = "nanoforge rendezvous reply";
 constexpr std::string_view kHeartbeatHelloLabel = "nanoforge heartbeat hello";
@@ -197,6 +198,15 @@ absl::StatusOr<RendezvousKey> rendezvous_key_from_env(const EnvLookup& lookup) {
       "the TCP rendezvous admits only ranks that hold this job's secret, and none was found: export "
       "NANOFORGE_RENDEZVOUS_SECRET=$(openssl rand -hex 32) once in the launch script, so that every rank "
       "inherits the same value (under Slurm, SLURM_JOB_ID serves when no secret is set)");
+}
+
+RendezvousKey agents_rendezvous_key(const RendezvousKey& job_key) {
+  const std::span<const uint8_t> label(reinterpret_cast<const uint8_t*>(kAgentsKeyLabel.data()),
+                                       kAgentsKeyLabel.size());
+  RendezvousKey key;
+  key.bytes = hmac_sha256(job_key.bytes, label);
+  key.source = job_key.source;
+  return key;
 }
 
 const char* rendezvous_message_name(RendezvousMessage type) {

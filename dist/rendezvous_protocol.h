@@ -47,6 +47,10 @@ absl::StatusOr<RendezvousKey> rendezvous_key_from_env(const EnvLookup& lookup);
 // The key for a given secret (what rendezvous_key_from_env derives from the variable it picked).
 RendezvousKey rendezvous_key_from_secret(std::string_view secret, std::string source);
 
+// The launch agents' key (dist/agent_rendezvous.h): derived from the job's key under a label of its own, so
+// that the agents' rendezvous and the ranks' (which share the job's secret) never admit each other's hellos.
+RendezvousKey agents_rendezvous_key(const RendezvousKey& job_key);
+
 enum class RendezvousMessage : uint32_t { kChallenge = 1, kHello = 2, kReply = 3 };
 const char* rendezvous_message_name(RendezvousMessage type);  // "challenge", "hello", "reply"
 

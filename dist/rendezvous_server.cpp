@@ -28,6 +28,7 @@ namespace {
 
 using Clock = TcpClock;
 using rendezvous_io::errno_text;
+using rendezvous_io::listen_on;
 using rendezvous_io::send_all;
 using rendezvous_io::Socket;
 
@@ -35,46 +36,6 @@ constexpr auto kVerdictSending = std::chrono::seconds(1);  // best effort: a ref
 // Connections waiting to authenticate at once; more are closed at once, so that a flood of connections
 // cannot exhaust rank 0's file descriptors (the rank they keep out retries).
 constexpr size_t kMaxPendingConnections = 64;
-
-absl::StatusOr<Socket> listen_on(int port) {
-  // IPv6 with IPV6_V6ONLY off takes IPv4 connections too; fall back to IPv4 where IPv6 is disabled.
-  for (const int family : {AF_INET6, AF_INET}) {
-    Socket socket(::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-    if (!socket.valid()) continue;
-    const int one = 1;
-    const int zero = 0;
-    ::setsockopt(socket.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    int bound = -1;
-    if (family == AF_INET6) {
-      ::setsockopt(socket.fd(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-      sockaddr_in6 address{};
-      address.sin6_family = AF_INET6;
-      address.sin6_addr = in6addr_any;
-      address.sin6_port = htons(static_cast<uint16_t>(port));
-      bound = ::bind(socket.fd(), reinterpret_cast<sockaddr*>(&address), sizeof(address));
-    } else {
-      sockaddr_in address{};
-      address.sin_family = AF_INET;
-      address.sin_addr.s_addr = htonl(INADDR_ANY);
-      address.sin_port = htons(static_cast<uint16_t>(port));
-      bound = ::bind(socket.fd(), reinterpret_cast<sockaddr*>(&address), sizeof(address));
-    }
-    if (bound != 0) {
-      if (errno == EADDRINUSE) {
-        return absl::UnavailableError(fmt::format(
-            "rank 0 cannot listen on port {}: it is in use (another job? pick another MASTER_PORT)", port));
-      }
-      if (family == AF_INET6) continue;
-      return absl::UnavailableError(
-          fmt::format("rank 0 cannot listen on port {}: {}", port, errno_text(errno)));
-    }
-    if (::listen(socket.fd(), SOMAXCONN) != 0)
-      return absl::UnavailableError(
-          fmt::format("rank 0 cannot listen on port {}: {}", port, errno_text(errno)));
-    return socket;
-  }
-  return absl::UnavailableError("rank 0 cannot create a TCP socket");
-}
 
 // A connection rank 0 accepted: challenged, then reading its hello, then (authenticated) holding a rank.
 struct Connection {
@@ -342,7 +303,7 @@ class RendezvousServer {
 absl::StatusOr<std::vector<uint8_t>> serve_rendezvous(const RendezvousOptions& options,
                                                       TcpClock::time_point deadline,
                                                       std::span<const uint8_t> payload) {
-  NANOFORGE_ASSIGN_OR_RETURN(Socket listener, listen_on(options.master_port));
+  NANOFORGE_ASSIGN_OR_RETURN(Socket listener, listen_on(options.master_port, "rank 0"));
   RendezvousServer server(options, deadline, std::move(listener));
   return server.run(payload);
 }

@@ -25,58 +25,13 @@ namespace nanoforge {
 namespace {
 
 using Clock = TcpClock;
+using rendezvous_io::connect_and_get_challenge;
 using rendezvous_io::errno_text;
 using rendezvous_io::receive_message;
 using rendezvous_io::send_all;
 using rendezvous_io::Socket;
-using rendezvous_io::wait_ready;
 
 constexpr auto kConnectRetry = std::chrono::milliseconds(100);  // while rank 0 is not listening yet
-constexpr auto kConnectAttempt = std::chrono::seconds(5);       // one connect() to one address
-
-// One connection to rank 0 that delivered its challenge, or an error; ABORTED when rank 0 (or whatever
-// listens there) closed the connection first, which is worth another try.
-absl::StatusOr<std::pair<Socket, RendezvousNonce>> connect_and_get_challenge(const addrinfo* addresses,
-                                                                             const RendezvousOptions& options,
-                                                                             Clock::time_point deadline,
-                                                                             std::string* last_error) {
-  for (const addrinfo* a = addresses; a != nullptr; a = a->ai_next) {
-    Socket socket(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
-    if (!socket.valid()) continue;
-    if (::connect(socket.fd(), a->ai_addr, a->ai_addrlen) != 0) {
-      if (errno != EINPROGRESS) {
-        *last_error = errno_text(errno);
-        continue;
-      }
-      NANOFORGE_ASSIGN_OR_RETURN(
-          const bool ready,
-          wait_ready(socket.fd(), POLLOUT, std::min(deadline, Clock::now() + kConnectAttempt)));
-      int error = ETIMEDOUT;
-      socklen_t length = sizeof(error);
-      if (ready) ::getsockopt(socket.fd(), SOL_SOCKET, SO_ERROR, &error, &length);
-      if (error != 0) {
-        *last_error = errno_text(error);
-        continue;
-      }
-    }
-    tcp_set_no_delay(socket.fd());
-    const auto challenge_deadline = std::min(deadline, tcp_deadline_after(options.hello_timeout_seconds));
-    absl::StatusOr<std::vector<uint8_t>> body =
-        receive_message(socket.fd(), RendezvousMessage::kChallenge, challenge_deadline, "rank 0's challenge");
-    if (!body.ok()) {
-      if (absl::IsAborted(body.status())) {
-        *last_error = std::string(body.status().message());
-        continue;
-      }
-      return absl::Status(body.status().code(),
-                          fmt::format("{} (is another program listening on MASTER_PORT?)",
-                                      std::string(body.status().message())));
-    }
-    NANOFORGE_ASSIGN_OR_RETURN(const RendezvousChallenge challenge, parse_challenge_body(*body));
-    return std::pair<Socket, RendezvousNonce>(std::move(socket), challenge.nonce);
-  }
-  return absl::AbortedError(*last_error);
-}
 
 absl::StatusOr<std::vector<uint8_t>> join(const RendezvousOptions& options, Clock::time_point deadline) {
   addrinfo hints{};
@@ -105,8 +60,8 @@ absl::StatusOr<std::vector<uint8_t>> join(const RendezvousOptions& options, Cloc
   std::string last_error = "none";
   std::optional<std::pair<Socket, RendezvousNonce>> connected;
   while (!connected) {
-    absl::StatusOr<std::pair<Socket, RendezvousNonce>> attempt =
-        connect_and_get_challenge(addresses, options, deadline, &last_error);
+    absl::StatusOr<std::pair<Socket, RendezvousNonce>> attempt = connect_and_get_challenge(
+        addresses, options.hello_timeout_seconds, deadline, &last_error, "rank 0's challenge", "MASTER_PORT");
     if (attempt.ok()) {
       connected = std::move(*attempt);
       break;

@@ -135,6 +135,35 @@ TEST(Cli, OutOfRangeFlagsAreRefusedByName) {
   }
 }
 
+// launch's flags are checked before an agent starts (docs/launch.md): each error names the flag, what it got
+// and the form expected; only launch takes a command after `--`, and only `train` is restarted.
+TEST(Cli, LaunchFlagsAreCheckedBeforeAnythingStarts) {
+  const std::string endpoint = "--rdzv-endpoint 127.0.0.1:29400";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"launch --nnodes 3:2 " + endpoint + " -- train", "--nnodes \"3:2\": expected MIN:MAX (or N)"},
+      {"launch --nnodes 0 " + endpoint + " -- train", "--nnodes \"0\": expected MIN:MAX"},
+      {"launch --nnodes 2:x " + endpoint + " -- train", "--nnodes \"2:x\": expected MIN:MAX"},
+      {"launch --nnodes 2 --rdzv-endpoint node1 -- train", "--rdzv-endpoint \"node1\": expected HOST:PORT"},
+      {"launch --nnodes 2 --rdzv-endpoint node1:65535 -- train", "PORT in [1, 65534]"},
+      {"launch --nnodes 2 -- train", "--nnodes and --rdzv-endpoint are both required"},
+      {"launch --nnodes 2 " + endpoint, "no command for the ranks: end the flags with `--`"},
+      {"launch --nnodes 2 " + endpoint + " -- sample --checkpoint x",
+       "the command after `--` must begin with train"},
+      {"launch --nnodes 2 " + endpoint + " --max-restarts -1 -- train", "--max-restarts -1: must be in [0, "},
+      {"launch --nnodes 2 " + endpoint + " --nproc-per-node 0 -- train",
+       "--nproc-per-node 0: must be in [1, 1024]"},
+  };
+  for (const auto& [arguments, expected] : cases) {
+    const ProgramRun result = run(arguments);
+    EXPECT_EQ(result.exit_code, 1) << arguments << "\n" << result.output;
+    EXPECT_NE(result.output.find(expected), std::string::npos) << arguments << "\n" << result.output;
+  }
+  const ProgramRun dashes = run("train --recipe r.toml --run-dir d -- x");
+  EXPECT_EQ(dashes.exit_code, 2);
+  EXPECT_NE(dashes.output.find("unexpected '--' (only launch takes a command after it)"), std::string::npos)
+      << dashes.output;
+}
+
 // The probe's `--recipe DIR` read as an empty recipe.
 TEST(Cli, ARecipeThatIsADirectoryIsNamed) {
   const ProgramRun result = run("train --recipe /tmp --run-dir /tmp/nanoforge_never");

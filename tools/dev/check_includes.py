@@ -24,6 +24,7 @@ ALLOWED = {
     "data/loader": ["data/shards", "support"],
     "data/prep": ["data/documents", "data/tokenizer", "data/shards", "support"],
     "dist": ["kernels", "support"],
+    "launch": ["dist", "support"],
     "optim": ["model", "dist", "kernels", "support"],
     "doctor": ["dist", "kernels", "support"],
     "step": ["optim", "model", "dist", "kernels", "support"],

@@ -1,0 +1,78 @@
+// `nanoforge launch --nnodes MIN:MAX --nproc-per-node N --rdzv-endpoint HOST:PORT [--max-restarts K]
+// [--join-timeout S] -- train ...`: one per machine; checks its flags, then runs the elastic agent
+// (launch/agent.h), which starts the ranks with this program and the command after `--`.
+#include <absl/flags/flag.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <climits>
+#include <string>
+
+#include "cli/command.h"
+#include "cli/flag_limits.h"
+#include "launch/agent.h"
+#include "support/status.h"
+
+ABSL_FLAG(std::string, nnodes, "", "MIN:MAX machines (or N): the job runs on as many as join, at least MIN");
+ABSL_FLAG(int64_t, nproc_per_node, 1, "ranks on this machine, one per GPU (1 on a DGX Spark)");
+NANOFORGE_FLAG_LIMIT(nproc_per_node, 1, 1024, "(ranks on this machine)");
+ABSL_FLAG(std::string, rdzv_endpoint, "",
+          "HOST:PORT of the agents' rendezvous, the same on every machine; the agent on HOST serves it, and "
+          "rank 0 of each round listens on PORT + 1 of its machine");
+ABSL_FLAG(int64_t, max_restarts, 3, "re-formations after a failure before the agents give up");
+NANOFORGE_FLAG_LIMIT(max_restarts, 0, 1e6, "(restarts)");
+ABSL_FLAG(double, join_timeout, 600,
+          "seconds a round waits for MIN machines (at the start and after each failure) before giving up");
+NANOFORGE_FLAG_LIMIT(join_timeout, 1, 1e6, "(seconds)");
+
+namespace nanoforge {
+namespace {
+
+absl::Status run_launch_command(const std::vector<std::string>& command) {
+  LaunchOptions options;
+  if (absl::GetFlag(FLAGS_nnodes).empty() || absl::GetFlag(FLAGS_rdzv_endpoint).empty()) {
+    return absl::InvalidArgumentError(
+        "--nnodes and --rdzv-endpoint are both required (see nanoforge launch --help)");
+  }
+  NANOFORGE_RETURN_IF_ERROR(parse_nnodes(absl::GetFlag(FLAGS_nnodes), options));
+  NANOFORGE_RETURN_IF_ERROR(parse_rdzv_endpoint(absl::GetFlag(FLAGS_rdzv_endpoint), options));
+  if (command.empty()) {
+    return absl::InvalidArgumentError(
+        "no command for the ranks: end the flags with `--` and the command, e.g. "
+        "`nanoforge launch --nnodes 2:3 --rdzv-endpoint node1:29400 -- train --recipe r.toml --run-dir "
+        "runs/x`");
+  }
+  if (command.front() != "train") {
+    return absl::InvalidArgumentError(fmt::format(
+        "the ranks' command is `{}`: launch restarts `train` runs (resuming from their checkpoints), so the "
+        "command after `--` must begin with train",
+        command.front()));
+  }
+  options.nproc_per_node = static_cast<int>(absl::GetFlag(FLAGS_nproc_per_node));
+  options.max_restarts = static_cast<int>(absl::GetFlag(FLAGS_max_restarts));
+  options.join_timeout_seconds = absl::GetFlag(FLAGS_join_timeout);
+  char program[PATH_MAX] = {};
+  const ssize_t length = ::readlink("/proc/self/exe", program, sizeof(program) - 1);
+  if (length <= 0) return absl::InternalError("cannot find this program's path (/proc/self/exe)");
+  options.program.assign(program, static_cast<size_t>(length));
+  options.command = command;
+  return run_launch_agent(options);
+}
+
+}  // namespace
+
+Command launch_command() {
+  Command command{
+      "launch",
+      "start this machine's ranks, and re-form the job from the machines still alive when one dies",
+      "--nnodes MIN:MAX --rdzv-endpoint HOST:PORT [--nproc-per-node N] [--max-restarts K] "
+      "[--join-timeout S] -- train --recipe FILE --run-dir DIR ...\n\n"
+      "One agent per machine, each with the same flags and NANOFORGE_RENDEZVOUS_SECRET "
+      "(docs/launch.md).",
+      {"nnodes", "nproc_per_node", "rdzv_endpoint", "max_restarts", "join_timeout"},
+      run_launch_command};
+  command.takes_command = true;
+  return command;
+}
+
+}  // namespace nanoforge

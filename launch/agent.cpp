@@ -1,0 +1,292 @@
+// The launch agent's loop: host the rendezvous if it is ours to host, join a round, start the ranks, watch
+// them (waitpid) and the round (the link's verdicts), stop them (SIGTERM, then SIGKILL after the grace) and
+// join again, until the job finishes or a limit is reached. A rank is this program run with the command
+// after `--`, plus `--resume` once the run directory holds a checkpoint.
+#include "launch/agent.h"
+
+#include <absl/strings/numbers.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <thread>
+
+#include "dist/agent_rendezvous.h"
+#include "dist/launch_env.h"
+#include "dist/rendezvous_protocol.h"
+#include "support/status.h"
+
+extern char** environ;
+
+namespace nanoforge {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr double kWatchTickSeconds = 0.1;
+
+double seconds_since(Clock::time_point then) {
+  return std::chrono::duration<double>(Clock::now() - then).count();
+}
+
+// What the ranks must not inherit: another launcher's variables would take precedence over ours
+// (dist/launch_env.h reads mpirun's first).
+bool is_launcher_variable(const std::string& entry) {
+  for (const char* prefix : {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "MASTER_ADDR=", "MASTER_PORT=",
+                             "OMPI_COMM_WORLD_", "PMIX_RANK="}) {
+    if (entry.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+// The value of --run-dir in the ranks' command ("--run-dir X", "--run-dir=X", or with an underscore).
+std::string run_dir_of(const std::vector<std::string>& command) {
+  for (size_t i = 0; i < command.size(); ++i) {
+    for (const std::string flag : {"--run-dir", "--run_dir"}) {
+      if (command[i] == flag && i + 1 < command.size()) return command[i + 1];
+      if (command[i].rfind(flag + "=", 0) == 0) return command[i].substr(flag.size() + 1);
+    }
+  }
+  return "";
+}
+
+// The run's latest checkpoint's name ("step_000004"), or "" when it has none yet.
+std::string latest_checkpoint(const std::string& run_dir) {
+  if (run_dir.empty()) return "";
+  std::ifstream file(std::filesystem::path(run_dir) / "checkpoints" / "latest");
+  std::string name;
+  file >> name;
+  return name;
+}
+
+struct Rank {
+  pid_t pid = -1;
+  int rank = 0;
+  bool running = true;
+  int status = 0;
+};
+
+class Ranks {
+ public:
+  Ranks(const LaunchOptions& options, const AgentMembership& membership, bool resume) {
+    const int world_size = membership.nnodes * membership.nproc_per_node;
+    std::vector<std::string> arguments = {options.program};
+    arguments.insert(arguments.end(), options.command.begin(), options.command.end());
+    if (resume) arguments.push_back("--resume");
+    for (int local = 0; local < membership.nproc_per_node; ++local) {
+      const int rank = membership.node_rank * membership.nproc_per_node + local;
+      std::vector<std::string> environment;
+      for (char** entry = environ; *entry != nullptr; ++entry) {
+        if (!is_launcher_variable(*entry)) environment.push_back(*entry);
+      }
+      environment.push_back(fmt::format("RANK={}", rank));
+      environment.push_back(fmt::format("WORLD_SIZE={}", world_size));
+      environment.push_back(fmt::format("LOCAL_RANK={}", local));
+      environment.push_back("MASTER_ADDR=" + membership.master_addr);
+      environment.push_back(fmt::format("MASTER_PORT={}", membership.master_port));
+      const pid_t parent = ::getpid();
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        // A rank outlives no agent: if this agent dies alone, its ranks die with it.
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::getppid() != parent) ::_exit(127);
+        std::vector<char*> argv, envp;
+        for (std::string& argument : arguments)
+          argv.push_back(argument.data());
+        argv.push_back(nullptr);
+        for (std::string& entry : environment)
+          envp.push_back(entry.data());
+        envp.push_back(nullptr);
+        ::execve(argv[0], argv.data(), envp.data());
+        std::fprintf(stderr, "nanoforge launch: cannot run %s\n", argv[0]);
+        ::_exit(127);
+      }
+      ranks_.push_back({.pid = pid, .rank = rank});
+    }
+  }
+  ~Ranks() { stop(0); }
+
+  // Reaps the ranks that ended; the first failure, described, or "".
+  std::string reap() {
+    for (Rank& rank : ranks_) {
+      if (!rank.running || ::waitpid(rank.pid, &rank.status, WNOHANG) != rank.pid) continue;
+      rank.running = false;
+      if (failure_.empty() && !(WIFEXITED(rank.status) && WEXITSTATUS(rank.status) == 0)) {
+        failure_ = WIFEXITED(rank.status)
+                       ? fmt::format("rank {} exited with status {}", rank.rank, WEXITSTATUS(rank.status))
+                       : fmt::format("rank {} was killed by signal {}", rank.rank, WTERMSIG(rank.status));
+      }
+    }
+    return failure_;
+  }
+  bool all_finished() const {
+    for (const Rank& rank : ranks_) {
+      if (rank.running || !WIFEXITED(rank.status) || WEXITSTATUS(rank.status) != 0) return false;
+    }
+    return true;
+  }
+  // SIGTERM to the ranks still running, SIGKILL to those left after `grace_seconds`.
+  void stop(double grace_seconds) {
+    for (const Rank& rank : ranks_) {
+      if (rank.running) ::kill(rank.pid, SIGTERM);
+    }
+    const auto start = Clock::now();
+    while (seconds_since(start) < grace_seconds && running()) {
+      reap();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    for (Rank& rank : ranks_) {
+      if (!rank.running) continue;
+      ::kill(rank.pid, SIGKILL);
+      ::waitpid(rank.pid, &rank.status, 0);
+      rank.running = false;
+    }
+  }
+
+ private:
+  bool running() const {
+    for (const Rank& rank : ranks_) {
+      if (rank.running) return true;
+    }
+    return false;
+  }
+  std::vector<Rank> ranks_;
+  std::string failure_;
+};
+
+// Who left and who stayed, from this round's previous node ranks: "left: node 2; stayed: 0->0 1->1".
+std::string describe_reformation(const AgentMembership& membership, int previous_nnodes) {
+  std::string stayed, joined;
+  std::vector<bool> present(static_cast<size_t>(std::max(previous_nnodes, 0)), false);
+  for (int node = 0; node < membership.nnodes; ++node) {
+    const int previous = membership.previous_node_ranks[static_cast<size_t>(node)];
+    if (previous < 0) {
+      joined += fmt::format(" {}", node);
+    } else {
+      stayed += fmt::format(" {}->{}", previous, node);
+      if (previous < previous_nnodes) present[static_cast<size_t>(previous)] = true;
+    }
+  }
+  std::string left;
+  for (size_t node = 0; node < present.size(); ++node) {
+    if (!present[node]) left += fmt::format(" {}", node);
+  }
+  return fmt::format("left:{}; stayed:{}; joined:{}", left.empty() ? " none" : left,
+                     stayed.empty() ? " none" : stayed, joined.empty() ? " none" : joined);
+}
+
+}  // namespace
+
+absl::Status parse_nnodes(const std::string& text, LaunchOptions& options) {
+  const size_t colon = text.find(':');
+  const std::string low = text.substr(0, colon);
+  const std::string high = colon == std::string::npos ? low : text.substr(colon + 1);
+  if (!absl::SimpleAtoi(low, &options.min_nodes) || !absl::SimpleAtoi(high, &options.max_nodes) ||
+      options.min_nodes < 1 || options.max_nodes < options.min_nodes) {
+    return absl::InvalidArgumentError(fmt::format(
+        "--nnodes \"{}\": expected MIN:MAX (or N), whole numbers with 1 <= MIN <= MAX, e.g. 2:3", text));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status parse_rdzv_endpoint(const std::string& text, LaunchOptions& options) {
+  const size_t colon = text.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || colon == 0 || !absl::SimpleAtoi(text.substr(colon + 1), &port) ||
+      port < 1 || port > 65534) {
+    return absl::InvalidArgumentError(fmt::format(
+        "--rdzv-endpoint \"{}\": expected HOST:PORT with PORT in [1, 65534] (the ranks' rank 0 listens on "
+        "PORT + 1), e.g. node1:29400",
+        text));
+  }
+  options.rdzv_host = text.substr(0, colon);
+  if (options.rdzv_host.size() >= 2 && options.rdzv_host.front() == '[')
+    options.rdzv_host = options.rdzv_host.substr(1, options.rdzv_host.size() - 2);
+  options.rdzv_port = port;
+  return absl::OkStatus();
+}
+
+absl::Status run_launch_agent(const LaunchOptions& options) {
+  NANOFORGE_ASSIGN_OR_RETURN(const RendezvousKey job_key, rendezvous_key_from_env(process_env));
+  AgentRendezvousOptions rendezvous{.host = options.rdzv_host,
+                                    .port = options.rdzv_port,
+                                    .min_nodes = options.min_nodes,
+                                    .max_nodes = options.max_nodes,
+                                    .join_timeout_seconds = options.join_timeout_seconds,
+                                    .silence_seconds = options.agent_silence_seconds,
+                                    .key = agents_rendezvous_key(job_key)};
+  const std::string run_dir = run_dir_of(options.command);
+  std::unique_ptr<AgentRendezvousHost> host;
+  int previous_node_rank = -1, previous_nnodes = 0, restarts = 0;
+  std::string why_last_round_ended;
+  Clock::time_point round_ended{};
+  for (bool first = true;; first = false) {
+    // The host of the last round may be gone: an agent of the endpoint's machine takes over.
+    if (!host) {
+      NANOFORGE_ASSIGN_OR_RETURN(host, AgentRendezvousHost::start_if_here(rendezvous));
+    }
+    absl::StatusOr<AgentLink> link = AgentLink::join(rendezvous, options.nproc_per_node, previous_node_rank);
+    if (!link.ok()) {
+      return absl::Status(link.status().code(),
+                          fmt::format("{}{}", first ? "" : fmt::format("after {} restart(s): ", restarts),
+                                      std::string(link.status().message())));
+    }
+    const AgentMembership& membership = link->membership();
+    const std::string checkpoint = latest_checkpoint(run_dir);
+    const int world_size = membership.nnodes * membership.nproc_per_node;
+    if (first) {
+      std::printf("nanoforge launch: round %d: %d node(s), this machine node %d, ranks %d..%d of %d%s\n",
+                  membership.round, membership.nnodes, membership.node_rank,
+                  membership.node_rank * membership.nproc_per_node,
+                  (membership.node_rank + 1) * membership.nproc_per_node - 1, world_size,
+                  checkpoint.empty() ? "" : fmt::format(", resuming from {}", checkpoint).c_str());
+    } else {
+      std::printf(
+          "nanoforge launch: re-formed (round %d, restart %d of at most %d) after %s: %d node(s) "
+          "(%s), this machine node %d, world size %d, resuming from %s, %.1f s after the failure\n",
+          membership.round, restarts, options.max_restarts, why_last_round_ended.c_str(), membership.nnodes,
+          describe_reformation(membership, previous_nnodes).c_str(), membership.node_rank, world_size,
+          checkpoint.empty() ? "the start" : checkpoint.c_str(), seconds_since(round_ended));
+    }
+    std::fflush(stdout);
+    previous_node_rank = membership.node_rank;
+    previous_nnodes = membership.nnodes;
+    Ranks ranks(options, membership, !checkpoint.empty());
+    bool reported_failure = false, reported_done = false;
+    while (true) {
+      const AgentVerdict verdict = link->poll(kWatchTickSeconds);
+      const std::string failure = ranks.reap();
+      if (!failure.empty() && !reported_failure) {
+        std::fprintf(stderr, "nanoforge launch: node %d: %s\n", membership.node_rank, failure.c_str());
+        link->report_failed();
+        reported_failure = true;
+      }
+      if (ranks.all_finished() && !reported_done) {
+        link->report_done();
+        reported_done = true;
+      }
+      if (verdict == AgentVerdict::kFinished && ranks.all_finished()) return absl::OkStatus();
+      if (verdict == AgentVerdict::kNone) continue;
+      round_ended = Clock::now();
+      why_last_round_ended = verdict == AgentVerdict::kHostLost ? "losing the rendezvous host"
+                             : reported_failure                 ? failure
+                                                                : "another node's failure";
+      ranks.stop(options.stop_grace_seconds);
+      break;
+    }
+    if (++restarts > options.max_restarts) {
+      return absl::AbortedError(
+          fmt::format("stopped: the job failed ({}) and --max-restarts {} allows no more restarts",
+                      why_last_round_ended, options.max_restarts));
+    }
+  }
+}
+
+}  // namespace nanoforge
