@@ -2,7 +2,8 @@
 // with its rank on an emulated GPU (torchrun-style NCCL: the CPU engine needs mpirun). One machine's whole
 // process group is SIGKILLed in the middle of a step; the other two agents re-form and finish the run on 2
 // ranks without any command, and the result is the run a person would have made by hand: 3 ranks to the same
-// checkpoint, then `--resume` on 2. Emulation builds only; ~40 s on 2 loaded cores.
+// checkpoint, then `--resume` on 2 — also when the machine freezes instead, or holds rank 0 and the
+// rendezvous host; and the agents' two ways to give up. Emulation builds only; ~3 min on 2 loaded cores.
 #include <absl/strings/str_split.h>
 #include <fmt/format.h>
 #include <signal.h>
@@ -107,20 +108,17 @@ std::string latest_checkpoint_name(const std::string& run) {
   return name;
 }
 
-// Starts 3 agents (the first hosts the rendezvous), SIGKILLs machine `victim`'s process group once step 3
-// is logged and step 2's checkpoint written (step 4 is then under way), and waits for the others.
+// Starts 3 agents with `launch_flags` (the first hosts the rendezvous), sends `signal` to machine `victim`'s
+// process group once step 3 is logged and step 2's checkpoint written (step 4 is then under way), waits for
+// the other two, then SIGKILLs whatever is left of the victim (a stopped machine).
 std::vector<Machine> run_three_machines_losing_one(const std::string& recipe, const std::string& run,
-                                                   int victim) {
-  const int port = free_port();
-  const std::string endpoint = "127.0.0.1:" + std::to_string(port);
-  std::vector<std::string> arguments = {gpu_nanoforge_binary(),
-                                        "launch",
-                                        "--nnodes=2:3",
-                                        "--nproc-per-node=1",
-                                        "--max-restarts=2",
-                                        "--join-timeout=60",
-                                        "--rdzv-endpoint=" + endpoint,
-                                        "--"};
+                                                   const std::vector<std::string>& launch_flags, int victim,
+                                                   int signal) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  std::vector<std::string> arguments = {gpu_nanoforge_binary(), "launch", "--nproc-per-node=1",
+                                        "--rdzv-endpoint=" + endpoint};
+  arguments.insert(arguments.end(), launch_flags.begin(), launch_flags.end());
+  arguments.push_back("--");
   for (const std::string& argument : train_command(recipe, run))
     arguments.push_back(argument);
   std::vector<Machine> machines(3);
@@ -130,27 +128,39 @@ std::vector<Machine> run_three_machines_losing_one(const std::string& recipe, co
   }
   const auto start = Clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
-  bool killed = false;
+  bool signalled = false;
   while (seconds() < kHardLimitSeconds) {
-    if (!killed && std::filesystem::exists(run + "/metrics.jsonl") && losses_by_step(run).count(3) == 1 &&
+    if (!signalled && std::filesystem::exists(run + "/metrics.jsonl") && losses_by_step(run).count(3) == 1 &&
         !latest_checkpoint_name(run).empty()) {
-      machines[static_cast<size_t>(victim)].kill_group(SIGKILL);
-      killed = true;
-      std::printf("killed machine %d's process group at %.2f s\n", victim, seconds());
+      machines[static_cast<size_t>(victim)].kill_group(signal);
+      signalled = true;
+      std::printf("sent signal %d to machine %d's process group at %.2f s\n", signal, victim, seconds());
     }
-    bool all = true;
-    for (Machine& machine : machines)
-      all = machine.poll() && all;
-    if (all) break;
+    bool survivors_done = true;
+    for (size_t i = 0; i < machines.size(); ++i) {
+      if (static_cast<int>(i) != victim) survivors_done = machines[i].poll() && survivors_done;
+    }
+    if (survivors_done) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   for (Machine& machine : machines) {
     if (!machine.poll()) {
       machine.kill_group(SIGKILL);
-      ::waitpid(machine.pid, nullptr, 0);
+      int status = 0;
+      ::waitpid(machine.pid, &status, 0);
+      machine.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     }
   }
   return machines;
+}
+
+// The agents' own lines, for the test's log.
+void print_agent_lines(const std::vector<Machine>& machines) {
+  for (size_t i = 0; i < machines.size(); ++i) {
+    for (const std::string& line : std::vector<std::string>(absl::StrSplit(machines[i].output(), '\n'))) {
+      if (line.rfind("nanoforge launch", 0) == 0) std::printf("machine %zu: %s\n", i, line.c_str());
+    }
+  }
 }
 
 // What a person does by hand: 3 ranks up to the checkpoint of `step`, then `--resume` on 2 ranks.
@@ -176,45 +186,111 @@ void run_by_hand(const std::string& recipe, const std::string& run, int64_t step
   }
 }
 
-// The run finishes on 2 machines without any command, all kSteps steps, and equals, bit for bit, the run a
-// person makes by hand from the checkpoint it resumed from: both are 2 ranks resuming the same 3-rank
-// checkpoint, and the emulated NCCL reduces in a fixed order, so a tolerance would only hide a wrong world
-// size, accumulation count or data position.
-TEST(LaunchAgents, MachineKilledMidStepTheSurvivorsFinishTheRunAsAResumeByHandWould) {
-  const std::string dir = temp_dir("launch_machine_killed");
-  const std::string recipe = write_recipe(dir);
-  const std::string run = dir + "/run";
-  const std::vector<Machine> machines = run_three_machines_losing_one(recipe, run, 2);
-  ASSERT_EQ(machines[2].signal, SIGKILL) << describe(machines);
-  for (int i : {0, 1}) {
-    ASSERT_TRUE(machines[static_cast<size_t>(i)].exited) << "machine " << i << " hung\n"
-                                                         << describe(machines);
-    ASSERT_EQ(machines[static_cast<size_t>(i)].exit_code, 0) << describe(machines);
+// The survivors (every machine but `victim`) finished all kSteps steps with exit 0 after one re-formation on
+// 2 machines, and the run equals, bit for bit, the run a person makes by hand from the checkpoint it resumed
+// from: both are 2 ranks resuming the same 3-rank checkpoint, and the emulated NCCL reduces in a fixed order,
+// so a tolerance would only hide a wrong world size, accumulation count or data position.
+void expect_finished_as_by_hand(const std::string& dir, const std::string& recipe, const std::string& run,
+                                const std::vector<Machine>& machines, int victim) {
+  std::string survivors_output;
+  for (size_t i = 0; i < machines.size(); ++i) {
+    if (static_cast<int>(i) == victim) continue;
+    ASSERT_TRUE(machines[i].exited) << "machine " << i << " hung\n" << describe(machines);
+    ASSERT_EQ(machines[i].exit_code, 0) << describe(machines);
+    survivors_output += machines[i].output();
   }
-  const std::string host_output = machines[0].output();
+  print_agent_lines(machines);
   std::smatch resumed;
-  ASSERT_TRUE(std::regex_search(host_output, resumed,
-                                std::regex("re-formed \\(round 2, restart 1 of at most 2\\) after [^\\n]*: 2 "
-                                           "node\\(s\\) [^\\n]* resuming from step_0*(\\d+)")))
+  ASSERT_TRUE(
+      std::regex_search(survivors_output, resumed,
+                        std::regex("re-formed \\(round \\d+, restart 1 of at most 2\\) after [^\\n]*: 2 "
+                                   "node\\(s\\) [^\\n]* resuming from step_0*(\\d+)")))
       << describe(machines);
   const int64_t resumed_step = std::stoll(resumed[1]);
-  for (const Machine& machine : machines) {  // the agents' own lines, for the log
-    for (const std::string& line : std::vector<std::string>(absl::StrSplit(machine.output(), '\n'))) {
-      if (line.rfind("nanoforge launch", 0) == 0) std::printf("%s\n", line.c_str());
-    }
-  }
   std::printf("re-formed on 2 machines, resumed from step %lld\n", static_cast<long long>(resumed_step));
-  EXPECT_NE(host_output.find(fmt::format("done: step {} of {}", kSteps, kSteps)), std::string::npos)
+  EXPECT_NE(survivors_output.find(fmt::format("done: step {} of {}", kSteps, kSteps)), std::string::npos)
       << describe(machines);
   const std::map<int64_t, std::string> losses = losses_by_step(run);
   ASSERT_EQ(losses.size(), static_cast<size_t>(kSteps)) << describe(machines);
 
   const std::string by_hand = dir + "/by_hand";
   run_by_hand(recipe, by_hand, resumed_step);
-  if (HasFatalFailure()) return;
+  if (::testing::Test::HasFatalFailure()) return;
   EXPECT_EQ(losses_by_step(by_hand), losses);
   EXPECT_TRUE(final_weights(by_hand) == final_weights(run))
       << "the final weights differ from the run by hand";
+}
+
+const std::vector<std::string> kElasticFlags = {"--nnodes=2:3", "--max-restarts=2", "--join-timeout=60"};
+
+TEST(LaunchAgents, MachineKilledMidStepTheSurvivorsFinishTheRunAsAResumeByHandWould) {
+  const std::string dir = temp_dir("launch_machine_killed");
+  const std::string recipe = write_recipe(dir);
+  const std::vector<Machine> machines =
+      run_three_machines_losing_one(recipe, dir + "/run", kElasticFlags, 2, SIGKILL);
+  ASSERT_EQ(machines[2].signal, SIGKILL) << describe(machines);
+  expect_finished_as_by_hand(dir, recipe, dir + "/run", machines, 2);
+}
+
+// A frozen machine (SIGSTOP: a hang, a kernel stuck): its connection stays open, the survivors' ranks fail
+// their collectives at the timeout (exit 75), and their agents re-form without it.
+TEST(LaunchAgents, MachineFrozenMidStepTheSurvivorsFinishTheRunAsAResumeByHandWould) {
+  const std::string dir = temp_dir("launch_machine_frozen");
+  const std::string recipe = write_recipe(dir);
+  const std::vector<Machine> machines =
+      run_three_machines_losing_one(recipe, dir + "/run", kElasticFlags, 2, SIGSTOP);
+  expect_finished_as_by_hand(dir, recipe, dir + "/run", machines, 2);
+}
+
+// The machine of rank 0, whose agent also hosts the rendezvous: the others see the host's connection close,
+// one of them hosts from then on (it binds the endpoint's port), and rank 0 moves to another machine.
+TEST(LaunchAgents, RendezvousHostAndRankZeroKilledTheOthersTakeOverAndFinish) {
+  const std::string dir = temp_dir("launch_host_killed");
+  const std::string recipe = write_recipe(dir);
+  const std::vector<Machine> machines =
+      run_three_machines_losing_one(recipe, dir + "/run", kElasticFlags, 0, SIGKILL);
+  ASSERT_EQ(machines[0].signal, SIGKILL) << describe(machines);
+  expect_finished_as_by_hand(dir, recipe, dir + "/run", machines, 0);
+  EXPECT_NE((machines[1].output() + machines[2].output()).find("after losing the rendezvous host"),
+            std::string::npos)
+      << describe(machines);
+}
+
+// MIN = 3: after the loss the survivors wait --join-timeout for a third machine, then both exit 1 with the
+// host's reason, in one line.
+TEST(LaunchAgents, FewerThanMinLeftTheAgentsExitNamingWhy) {
+  const std::string dir = temp_dir("launch_below_min");
+  const std::vector<Machine> machines = run_three_machines_losing_one(
+      write_recipe(dir), dir + "/run", {"--nnodes=3:3", "--max-restarts=2", "--join-timeout=5"}, 2, SIGKILL);
+  print_agent_lines(machines);
+  for (int i : {0, 1}) {
+    const Machine& machine = machines[static_cast<size_t>(i)];
+    ASSERT_TRUE(machine.exited) << describe(machines);
+    EXPECT_EQ(machine.exit_code, 1) << describe(machines);
+    EXPECT_NE(machine.output().find("nanoforge launch: error: after 1 restart(s): the rendezvous host at "
+                                    "127.0.0.1:"),
+              std::string::npos)
+        << describe(machines);
+    EXPECT_NE(machine.output().find("refused: only 2 of at least 3 agents joined within --join-timeout 5 s"),
+              std::string::npos)
+        << describe(machines);
+  }
+}
+
+// --max-restarts 0: the first failure ends both survivors with status 1 and the reason (this is also what
+// the agents did before they restarted anything: the test above fails this way without the restart).
+TEST(LaunchAgents, MaxRestartsReachedTheAgentsExitNamingWhy) {
+  const std::string dir = temp_dir("launch_max_restarts");
+  const std::vector<Machine> machines = run_three_machines_losing_one(
+      write_recipe(dir), dir + "/run", {"--nnodes=2:3", "--max-restarts=0", "--join-timeout=60"}, 2, SIGKILL);
+  print_agent_lines(machines);
+  for (int i : {0, 1}) {
+    const Machine& machine = machines[static_cast<size_t>(i)];
+    ASSERT_TRUE(machine.exited) << describe(machines);
+    EXPECT_EQ(machine.exit_code, 1) << describe(machines);
+    EXPECT_NE(machine.output().find("and --max-restarts 0 allows no more restarts"), std::string::npos)
+        << describe(machines);
+  }
 }
 
 }  // namespace
