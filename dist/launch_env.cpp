@@ -3,6 +3,7 @@
 #include "dist/launch_env.h"
 
 #include <absl/strings/numbers.h>
+#include <absl/strings/str_split.h>
 #include <fmt/format.h>
 
 #include <cstdlib>
@@ -129,6 +130,36 @@ std::optional<std::string> process_env(std::string_view name) {
 
 absl::StatusOr<LaunchEnv> launch_env_from_process() {
   return parse_launch_env(process_env);
+}
+
+std::string encode_launch_reformation(const LaunchReformation& r) {
+  return fmt::format("restart={};previous_world_size={};left={};stayed={};joined={};failure_unix_ms={}",
+                     r.restart, r.previous_world_size, r.left, r.stayed, r.joined, r.failure_unix_ms);
+}
+
+absl::StatusOr<std::optional<LaunchReformation>> launch_reformation_from_env(const EnvLookup& lookup) {
+  const std::optional<std::string> text = lookup(kLaunchReformationVariable);
+  if (!text) return std::nullopt;
+  LaunchReformation r;
+  int found = 0;
+  for (const absl::string_view field : absl::StrSplit(*text, ';')) {
+    const size_t equals = field.find('=');
+    if (equals == absl::string_view::npos) break;
+    const absl::string_view key = field.substr(0, equals), value = field.substr(equals + 1);
+    if (key == "restart" && absl::SimpleAtoi(value, &r.restart)) ++found;
+    if (key == "previous_world_size" && absl::SimpleAtoi(value, &r.previous_world_size)) ++found;
+    if (key == "failure_unix_ms" && absl::SimpleAtoi(value, &r.failure_unix_ms)) ++found;
+    if (key == "left") r.left = std::string(value), ++found;
+    if (key == "stayed") r.stayed = std::string(value), ++found;
+    if (key == "joined") r.joined = std::string(value), ++found;
+  }
+  if (found != 6) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}={} is not what nanoforge launch writes (restart=N;previous_world_size=N;left=...;stayed=...;"
+        "joined=...;failure_unix_ms=N): a rank started by another nanoforge build?",
+        kLaunchReformationVariable, json_string(*text)));
+  }
+  return r;
 }
 
 }  // namespace nanoforge

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "dist/agent_rendezvous.h"
@@ -40,7 +41,7 @@ double seconds_since(Clock::time_point then) {
 // (dist/launch_env.h reads mpirun's first).
 bool is_launcher_variable(const std::string& entry) {
   for (const char* prefix : {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "MASTER_ADDR=", "MASTER_PORT=",
-                             "OMPI_COMM_WORLD_", "PMIX_RANK="}) {
+                             "OMPI_COMM_WORLD_", "PMIX_RANK=", "NANOFORGE_LAUNCH_REFORMATION="}) {
     if (entry.rfind(prefix, 0) == 0) return true;
   }
   return false;
@@ -75,7 +76,8 @@ struct Rank {
 
 class Ranks {
  public:
-  Ranks(const LaunchOptions& options, const AgentMembership& membership, bool resume) {
+  Ranks(const LaunchOptions& options, const AgentMembership& membership, bool resume,
+        const std::optional<LaunchReformation>& reformation) {
     const int world_size = membership.nnodes * membership.nproc_per_node;
     std::vector<std::string> arguments = {options.program};
     arguments.insert(arguments.end(), options.command.begin(), options.command.end());
@@ -91,6 +93,10 @@ class Ranks {
       environment.push_back(fmt::format("LOCAL_RANK={}", local));
       environment.push_back("MASTER_ADDR=" + membership.master_addr);
       environment.push_back(fmt::format("MASTER_PORT={}", membership.master_port));
+      if (reformation) {
+        environment.push_back(
+            fmt::format("{}={}", kLaunchReformationVariable, encode_launch_reformation(*reformation)));
+      }
       const pid_t parent = ::getpid();
       const pid_t pid = ::fork();
       if (pid == 0) {
@@ -161,25 +167,36 @@ class Ranks {
   std::string failure_;
 };
 
-// Who left and who stayed, from this round's previous node ranks: "left: node 2; stayed: 0->0 1->1".
-std::string describe_reformation(const AgentMembership& membership, int previous_nnodes) {
-  std::string stayed, joined;
+// Who left, who stayed and who joined, from this round's previous node ranks.
+LaunchReformation reformation_of(const AgentMembership& membership, int restart, int previous_world_size,
+                                 int previous_nnodes, std::chrono::system_clock::time_point failure) {
+  LaunchReformation r{
+      .restart = restart,
+      .previous_world_size = previous_world_size,
+      .left = "",
+      .stayed = "",
+      .joined = "",
+      .failure_unix_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(failure.time_since_epoch()).count()};
+  auto append = [](std::string& list, const std::string& item) { list += (list.empty() ? "" : " ") + item; };
   std::vector<bool> present(static_cast<size_t>(std::max(previous_nnodes, 0)), false);
   for (int node = 0; node < membership.nnodes; ++node) {
     const int previous = membership.previous_node_ranks[static_cast<size_t>(node)];
     if (previous < 0) {
-      joined += fmt::format(" {}", node);
+      append(r.joined, std::to_string(node));
     } else {
-      stayed += fmt::format(" {}->{}", previous, node);
+      append(r.stayed, fmt::format("{}->{}", previous, node));
       if (previous < previous_nnodes) present[static_cast<size_t>(previous)] = true;
     }
   }
-  std::string left;
   for (size_t node = 0; node < present.size(); ++node) {
-    if (!present[node]) left += fmt::format(" {}", node);
+    if (!present[node]) append(r.left, std::to_string(node));
   }
-  return fmt::format("left:{}; stayed:{}; joined:{}", left.empty() ? " none" : left,
-                     stayed.empty() ? " none" : stayed, joined.empty() ? " none" : joined);
+  return r;
+}
+
+std::string or_none(const std::string& list) {
+  return list.empty() ? "none" : list;
 }
 
 }  // namespace
@@ -224,9 +241,11 @@ absl::Status run_launch_agent(const LaunchOptions& options) {
                                     .key = agents_rendezvous_key(job_key)};
   const std::string run_dir = run_dir_of(options.command);
   std::unique_ptr<AgentRendezvousHost> host;
-  int previous_node_rank = -1, previous_nnodes = 0, restarts = 0;
+  int previous_node_rank = -1, previous_nnodes = 0, previous_world_size = 0, restarts = 0;
   std::string why_last_round_ended;
   Clock::time_point round_ended{};
+  std::chrono::system_clock::time_point failure_time{};  // the same moment, for the ranks' record
+  std::optional<LaunchReformation> reformation;
   for (bool first = true;; first = false) {
     // The host of the last round may be gone: an agent of the endpoint's machine takes over.
     if (!host) {
@@ -248,17 +267,21 @@ absl::Status run_launch_agent(const LaunchOptions& options) {
                   (membership.node_rank + 1) * membership.nproc_per_node - 1, world_size,
                   checkpoint.empty() ? "" : fmt::format(", resuming from {}", checkpoint).c_str());
     } else {
+      reformation = reformation_of(membership, restarts, previous_world_size, previous_nnodes, failure_time);
       std::printf(
           "nanoforge launch: re-formed (round %d, restart %d of at most %d) after %s: %d node(s) "
-          "(%s), this machine node %d, world size %d, resuming from %s, %.1f s after the failure\n",
+          "(left: %s; stayed: %s; joined: %s), this machine node %d, world size %d, resuming from %s, "
+          "%.1f s after the failure\n",
           membership.round, restarts, options.max_restarts, why_last_round_ended.c_str(), membership.nnodes,
-          describe_reformation(membership, previous_nnodes).c_str(), membership.node_rank, world_size,
+          or_none(reformation->left).c_str(), or_none(reformation->stayed).c_str(),
+          or_none(reformation->joined).c_str(), membership.node_rank, world_size,
           checkpoint.empty() ? "the start" : checkpoint.c_str(), seconds_since(round_ended));
     }
     std::fflush(stdout);
     previous_node_rank = membership.node_rank;
     previous_nnodes = membership.nnodes;
-    Ranks ranks(options, membership, !checkpoint.empty());
+    previous_world_size = world_size;
+    Ranks ranks(options, membership, !checkpoint.empty(), reformation);
     bool reported_failure = false, reported_done = false;
     while (true) {
       const AgentVerdict verdict = link->poll(kWatchTickSeconds);
@@ -275,6 +298,7 @@ absl::Status run_launch_agent(const LaunchOptions& options) {
       if (verdict == AgentVerdict::kFinished && ranks.all_finished()) return absl::OkStatus();
       if (verdict == AgentVerdict::kNone) continue;
       round_ended = Clock::now();
+      failure_time = std::chrono::system_clock::now();
       why_last_round_ended = verdict == AgentVerdict::kHostLost ? "losing the rendezvous host"
                              : reported_failure                 ? failure
                                                                 : "another node's failure";

@@ -7,10 +7,13 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 
+#include "dist/launch_env.h"
 #include "kernels/device_buffer.h"
 #include "model/flops.h"
 #include "optim/param_groups.h"
@@ -48,6 +51,31 @@ absl::Status load_initial_weights(const std::string& location, GPT& model) {
                     stored->describe(), model.config().describe()));
   }
   return load_model_weights(*checkpoint, model);
+}
+
+// A round that `nanoforge launch` re-formed after a failure (dist/launch_env.h): one metrics.jsonl record at
+// the step resumed from, and one console line (docs/launch.md).
+absl::Status record_reformation(const LaunchReformation& reformation, int64_t resumed_step,
+                                int64_t world_size, MetricsLog& metrics) {
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  const double seconds = 1e-3 * static_cast<double>(now_ms - reformation.failure_unix_ms);
+  auto or_none = [](const std::string& nodes) { return nodes.empty() ? std::string("none") : nodes; };
+  fmt::print(
+      "re-formed by nanoforge launch (restart {}): world size {} -> {}, nodes left: {}, stayed: {}, joined: "
+      "{}; resumed from step {}, {:.1f} s after the failure\n",
+      reformation.restart, reformation.previous_world_size, world_size, or_none(reformation.left),
+      or_none(reformation.stayed), or_none(reformation.joined), resumed_step, seconds);
+  return metrics.write({{"step", resumed_step},
+                        {"event", std::string("reformation")},
+                        {"restart", int64_t{reformation.restart}},
+                        {"previous_world_size", int64_t{reformation.previous_world_size}},
+                        {"world_size", world_size},
+                        {"nodes_left", reformation.left},
+                        {"nodes_stayed", reformation.stayed},
+                        {"nodes_joined", reformation.joined},
+                        {"seconds_from_failure_to_resume", seconds}});
 }
 
 }  // namespace
@@ -136,6 +164,11 @@ absl::Status Trainer::start() {
     NANOFORGE_ASSIGN_OR_RETURN(MetricsLog metrics, MetricsLog::open(options_.run_dir + "/metrics.jsonl"));
     metrics_.emplace(std::move(metrics));
     sidecar_ = MetricsSidecar::start_if_asked(recipe_.log, options_.run_dir);
+    NANOFORGE_ASSIGN_OR_RETURN(const std::optional<LaunchReformation> reformation,
+                               launch_reformation_from_env(process_env));
+    if (reformation && !checkpoint.empty()) {
+      NANOFORGE_RETURN_IF_ERROR(record_reformation(*reformation, first_step_, setup_.world_size, *metrics_));
+    }
   }
   MetricsLog* metrics = metrics_ ? &*metrics_ : nullptr;
   evaluation_.emplace(model_, setup_, std::move(core_bundle_), std::move(val_loader), first_step_,

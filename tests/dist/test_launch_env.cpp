@@ -143,5 +143,42 @@ TEST(LaunchEnv, ErrorsNameTheVariable) {
   expect_error({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "-1"}}, "SLURM_LOCALID");
 }
 
+// What nanoforge launch tells a re-formed round's ranks reads back as written; absent is not an error, a
+// value another build wrote is, naming the variable.
+TEST(LaunchEnv, ReformationNoteReadsBackAsWritten) {
+  const LaunchReformation written{.restart = 2,
+                                  .previous_world_size = 3,
+                                  .left = "1",
+                                  .stayed = "0->0 2->1",
+                                  .joined = "",
+                                  .failure_unix_ms = 1765070000123};
+  Environment environment = {{kLaunchReformationVariable, encode_launch_reformation(written)}};
+  auto lookup = [&](std::string_view name) -> std::optional<std::string> {
+    auto it = environment.find(std::string(name));
+    if (it == environment.end()) return std::nullopt;
+    return it->second;
+  };
+  absl::StatusOr<std::optional<LaunchReformation>> read = launch_reformation_from_env(lookup);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_TRUE(read->has_value());
+  EXPECT_EQ((*read)->restart, 2);
+  EXPECT_EQ((*read)->previous_world_size, 3);
+  EXPECT_EQ((*read)->left, "1");
+  EXPECT_EQ((*read)->stayed, "0->0 2->1");
+  EXPECT_EQ((*read)->joined, "");
+  EXPECT_EQ((*read)->failure_unix_ms, 1765070000123);
+  environment.clear();
+  read = launch_reformation_from_env(lookup);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_FALSE(read->has_value());
+  environment = {{kLaunchReformationVariable, "restart=x"}};
+  read = launch_reformation_from_env(lookup);
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find("NANOFORGE_LAUNCH_REFORMATION=\"restart=x\" is not what nanoforge "
+                                         "launch writes"),
+            std::string::npos)
+      << read.status();
+}
+
 }  // namespace
 }  // namespace nanoforge

@@ -186,6 +186,15 @@ void run_by_hand(const std::string& recipe, const std::string& run, int64_t step
   }
 }
 
+// The node rank the victim's agent held in the first round ("this machine node K").
+int victim_node_rank(const std::vector<Machine>& machines, int victim) {
+  std::smatch node;
+  const std::string output = machines[static_cast<size_t>(victim)].output();
+  if (!std::regex_search(output, node, std::regex("round 1: 3 node\\(s\\), this machine node (\\d)")))
+    return -1;
+  return std::stoi(node[1]);
+}
+
 // The survivors (every machine but `victim`) finished all kSteps steps with exit 0 after one re-formation on
 // 2 machines, and the run equals, bit for bit, the run a person makes by hand from the checkpoint it resumed
 // from: both are 2 ranks resuming the same 3-rank checkpoint, and the emulated NCCL reduces in a fixed order,
@@ -212,6 +221,22 @@ void expect_finished_as_by_hand(const std::string& dir, const std::string& recip
       << describe(machines);
   const std::map<int64_t, std::string> losses = losses_by_step(run);
   ASSERT_EQ(losses.size(), static_cast<size_t>(kSteps)) << describe(machines);
+  // The re-formation, in metrics.jsonl at the step resumed from and on rank 0's console.
+  std::vector<std::string> records;
+  for (const std::string& line : read_lines(run + "/metrics.jsonl")) {
+    if (line.find("\"event\": \"reformation\"") != std::string::npos) records.push_back(line);
+  }
+  ASSERT_EQ(records.size(), 1u) << read_bytes(run + "/metrics.jsonl");
+  std::printf("%s\n", records[0].c_str());
+  for (const std::string& field :
+       {fmt::format("\"step\": {}", resumed_step), std::string("\"restart\": 1"),
+        std::string("\"previous_world_size\": 3"), std::string("\"world_size\": 2")})
+    EXPECT_NE(records[0].find(field), std::string::npos) << records[0];
+  EXPECT_NE(survivors_output.find(fmt::format("re-formed by nanoforge launch (restart 1): world size 3 -> 2, "
+                                              "nodes left: {}",
+                                              victim_node_rank(machines, victim))),
+            std::string::npos)
+      << describe(machines);
 
   const std::string by_hand = dir + "/by_hand";
   run_by_hand(recipe, by_hand, resumed_step);
