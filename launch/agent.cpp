@@ -23,6 +23,7 @@
 #include "dist/launch_env.h"
 #include "dist/rendezvous_protocol.h"
 #include "support/status.h"
+#include "support/stop_signal.h"
 
 extern char** environ;
 
@@ -138,11 +139,15 @@ class Ranks {
     }
     return true;
   }
-  // SIGTERM to the ranks still running, SIGKILL to those left after `grace_seconds`.
-  void stop(double grace_seconds) {
+  // SIGTERM to the ranks still running (the trainer's stop at its next step, with a checkpoint).
+  void terminate() {
     for (const Rank& rank : ranks_) {
       if (rank.running) ::kill(rank.pid, SIGTERM);
     }
+  }
+  // SIGTERM to the ranks still running, SIGKILL to those left after `grace_seconds`.
+  void stop(double grace_seconds) {
+    terminate();
     const auto start = Clock::now();
     while (seconds_since(start) < grace_seconds && running()) {
       reap();
@@ -195,6 +200,12 @@ LaunchReformation reformation_of(const AgentMembership& membership, int restart,
   return r;
 }
 
+// A signal to the agent (Ctrl-C, Slurm's preemption) stops the job instead of ending the agent at once: a
+// second one does (docs/launch.md, "Stopping").
+constexpr StopSignalMessages kAgentStopMessages = {
+    nullptr, "\nnanoforge launch: stopping: the ranks stop at their next step with a checkpoint\n",
+    "\nnanoforge launch: second signal: exiting now, and the ranks with it\n"};
+
 std::string or_none(const std::string& list) {
   return list.empty() ? "none" : list;
 }
@@ -232,6 +243,7 @@ absl::Status parse_rdzv_endpoint(const std::string& text, LaunchOptions& options
 
 absl::Status run_launch_agent(const LaunchOptions& options) {
   NANOFORGE_ASSIGN_OR_RETURN(const RendezvousKey job_key, rendezvous_key_from_env(process_env));
+  install_stop_handlers(OnStopSignal::kAskToStop, kAgentStopMessages);
   AgentRendezvousOptions rendezvous{.host = options.rdzv_host,
                                     .port = options.rdzv_port,
                                     .min_nodes = options.min_nodes,
@@ -282,9 +294,18 @@ absl::Status run_launch_agent(const LaunchOptions& options) {
     previous_nnodes = membership.nnodes;
     previous_world_size = world_size;
     Ranks ranks(options, membership, !checkpoint.empty(), reformation);
-    bool reported_failure = false, reported_done = false;
+    bool reported_failure = false, reported_done = false, forwarded_signal = false;
+    Clock::time_point signalled{};
     while (true) {
       const AgentVerdict verdict = link->poll(kWatchTickSeconds);
+      // A signal: the ranks have it too when it came from a terminal or Slurm, and stop at their next step;
+      // when it was this agent's alone, they get SIGTERM after the grace (never twice: a second ends them).
+      if (stop_signal() != 0 && signalled == Clock::time_point{}) signalled = Clock::now();
+      if (signalled != Clock::time_point{} && !forwarded_signal &&
+          seconds_since(signalled) > options.stop_grace_seconds) {
+        ranks.terminate();
+        forwarded_signal = true;
+      }
       const std::string failure = ranks.reap();
       if (!failure.empty() && !reported_failure) {
         std::fprintf(stderr, "nanoforge launch: node %d: %s\n", membership.node_rank, failure.c_str());
@@ -297,6 +318,13 @@ absl::Status run_launch_agent(const LaunchOptions& options) {
       }
       if (verdict == AgentVerdict::kFinished && ranks.all_finished()) return absl::OkStatus();
       if (verdict == AgentVerdict::kNone) continue;
+      if (signalled != Clock::time_point{}) {
+        ranks.stop(options.stop_grace_seconds);
+        return absl::CancelledError(
+            fmt::format("stopped by signal {} before the job finished; a launch with the "
+                        "same command resumes it",
+                        stop_signal()));
+      }
       round_ended = Clock::now();
       failure_time = std::chrono::system_clock::now();
       why_last_round_ended = verdict == AgentVerdict::kHostLost ? "losing the rendezvous host"

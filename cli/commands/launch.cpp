@@ -1,6 +1,6 @@
 // `nanoforge launch --nnodes MIN:MAX --nproc-per-node N --rdzv-endpoint HOST:PORT [--max-restarts K]
-// [--join-timeout S] -- train ...`: one per machine; checks its flags, then runs the elastic agent
-// (launch/agent.h), which starts the ranks with this program and the command after `--`.
+// [--join-timeout S] [--stop-grace S] -- train ...`: one per machine; checks its flags, then runs the elastic
+// agent (launch/agent.h), which starts the ranks with this program and the command after `--`.
 #include <absl/flags/flag.h>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -24,6 +24,11 @@ NANOFORGE_FLAG_LIMIT(max_restarts, 0, 1e6, "(restarts)");
 ABSL_FLAG(double, join_timeout, 600,
           "seconds a round waits for MIN machines (at the start and after each failure) before giving up");
 NANOFORGE_FLAG_LIMIT(join_timeout, 1, 1e6, "(seconds)");
+ABSL_FLAG(
+    double, stop_grace, 10,
+    "seconds between SIGTERM and SIGKILL when the agent stops its ranks (and before it passes a signal of "
+    "its own on to them)");
+NANOFORGE_FLAG_LIMIT(stop_grace, 0, 3600, "(seconds)");
 
 namespace nanoforge {
 namespace {
@@ -51,6 +56,7 @@ absl::Status run_launch_command(const std::vector<std::string>& command) {
   options.nproc_per_node = static_cast<int>(absl::GetFlag(FLAGS_nproc_per_node));
   options.max_restarts = static_cast<int>(absl::GetFlag(FLAGS_max_restarts));
   options.join_timeout_seconds = absl::GetFlag(FLAGS_join_timeout);
+  options.stop_grace_seconds = absl::GetFlag(FLAGS_stop_grace);
   char program[PATH_MAX] = {};
   const ssize_t length = ::readlink("/proc/self/exe", program, sizeof(program) - 1);
   if (length <= 0) return absl::InternalError("cannot find this program's path (/proc/self/exe)");
@@ -66,10 +72,10 @@ Command launch_command() {
       "launch",
       "start this machine's ranks, and re-form the job from the machines still alive when one dies",
       "--nnodes MIN:MAX --rdzv-endpoint HOST:PORT [--nproc-per-node N] [--max-restarts K] "
-      "[--join-timeout S] -- train --recipe FILE --run-dir DIR ...\n\n"
+      "[--join-timeout S] [--stop-grace S] -- train --recipe FILE --run-dir DIR ...\n\n"
       "One agent per machine, each with the same flags and NANOFORGE_RENDEZVOUS_SECRET "
       "(docs/launch.md).",
-      {"nnodes", "nproc_per_node", "rdzv_endpoint", "max_restarts", "join_timeout"},
+      {"nnodes", "nproc_per_node", "rdzv_endpoint", "max_restarts", "join_timeout", "stop_grace"},
       run_launch_command};
   command.takes_command = true;
   return command;

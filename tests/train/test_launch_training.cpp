@@ -109,11 +109,11 @@ std::string latest_checkpoint_name(const std::string& run) {
 }
 
 // Starts 3 agents with `launch_flags` (the first hosts the rendezvous), sends `signal` to machine `victim`'s
-// process group once step 3 is logged and step 2's checkpoint written (step 4 is then under way), waits for
-// the other two, then SIGKILLs whatever is left of the victim (a stopped machine).
+// process group (or to its agent alone) once step 3 is logged and step 2's checkpoint written (step 4 is then
+// under way), waits for the others (victim -1: no signal, all three), then SIGKILLs whatever is left.
 std::vector<Machine> run_three_machines_losing_one(const std::string& recipe, const std::string& run,
                                                    const std::vector<std::string>& launch_flags, int victim,
-                                                   int signal) {
+                                                   int signal, bool whole_group = true) {
   const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
   std::vector<std::string> arguments = {gpu_nanoforge_binary(), "launch", "--nproc-per-node=1",
                                         "--rdzv-endpoint=" + endpoint};
@@ -130,15 +130,22 @@ std::vector<Machine> run_three_machines_losing_one(const std::string& recipe, co
   auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   bool signalled = false;
   while (seconds() < kHardLimitSeconds) {
-    if (!signalled && std::filesystem::exists(run + "/metrics.jsonl") && losses_by_step(run).count(3) == 1 &&
-        !latest_checkpoint_name(run).empty()) {
-      machines[static_cast<size_t>(victim)].kill_group(signal);
+    if (!signalled && victim >= 0 && std::filesystem::exists(run + "/metrics.jsonl") &&
+        losses_by_step(run).count(3) == 1 && !latest_checkpoint_name(run).empty()) {
+      Machine& target = machines[static_cast<size_t>(victim)];
+      if (whole_group) {
+        target.kill_group(signal);
+      } else {
+        ::kill(target.pid, signal);
+      }
       signalled = true;
-      std::printf("sent signal %d to machine %d's process group at %.2f s\n", signal, victim, seconds());
+      std::printf("sent signal %d to machine %d's %s at %.2f s\n", signal, victim,
+                  whole_group ? "process group" : "agent alone", seconds());
     }
     bool survivors_done = true;
     for (size_t i = 0; i < machines.size(); ++i) {
-      if (static_cast<int>(i) != victim) survivors_done = machines[i].poll() && survivors_done;
+      if (static_cast<int>(i) != victim || !whole_group)
+        survivors_done = machines[i].poll() && survivors_done;
     }
     if (survivors_done) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -316,6 +323,40 @@ TEST(LaunchAgents, MaxRestartsReachedTheAgentsExitNamingWhy) {
     EXPECT_NE(machine.output().find("and --max-restarts 0 allows no more restarts"), std::string::npos)
         << describe(machines);
   }
+}
+
+// SIGTERM to one agent alone (not its ranks): it does not end at once, and it restarts nothing; after the
+// grace it passes SIGTERM to its rank, every rank stops at the same next step with a checkpoint (the
+// trainer's stop vote), and every agent exits 0. The same command then resumes the run to its end.
+TEST(LaunchAgents, SignalToOneAgentStopsTheJobWithACheckpointAndTheSameCommandResumesIt) {
+  const std::string dir = temp_dir("launch_agent_signalled");
+  const std::string recipe = write_recipe(dir);
+  const std::string run = dir + "/run";
+  std::vector<std::string> flags = kElasticFlags;
+  flags.push_back("--stop-grace=1");
+  const std::vector<Machine> machines =
+      run_three_machines_losing_one(recipe, run, flags, 1, SIGTERM, /*whole_group=*/false);
+  print_agent_lines(machines);
+  for (const Machine& machine : machines) {
+    ASSERT_TRUE(machine.exited) << describe(machines);
+    EXPECT_EQ(machine.exit_code, 0) << describe(machines);
+  }
+  const std::map<int64_t, std::string> stopped = losses_by_step(run);
+  ASSERT_LT(stopped.size(), static_cast<size_t>(kSteps)) << describe(machines);
+  EXPECT_EQ(latest_checkpoint_name(run), fmt::format("step_{:06d}", stopped.rbegin()->first))
+      << describe(machines);
+  std::string outputs;
+  for (const Machine& machine : machines)
+    outputs += machine.output();
+  EXPECT_EQ(outputs.find("re-formed"), std::string::npos) << describe(machines);
+
+  const std::vector<Machine> relaunched =
+      run_three_machines_losing_one(recipe, run, kElasticFlags, -1, 0);  // no victim
+  for (const Machine& machine : relaunched) {
+    ASSERT_TRUE(machine.exited) << describe(relaunched);
+    EXPECT_EQ(machine.exit_code, 0) << describe(relaunched);
+  }
+  EXPECT_EQ(losses_by_step(run).size(), static_cast<size_t>(kSteps)) << describe(relaunched);
 }
 
 }  // namespace
