@@ -2,8 +2,9 @@
 // with its rank on an emulated GPU (torchrun-style NCCL: the CPU engine needs mpirun). One machine's whole
 // process group is SIGKILLed in the middle of a step; the other two agents re-form and finish the run on 2
 // ranks without any command, and the result is the run a person would have made by hand: 3 ranks to the same
-// checkpoint, then `--resume` on 2 — also when the machine freezes instead, or holds rank 0 and the
-// rendezvous host; and the agents' two ways to give up. Emulation builds only; ~3 min on 2 loaded cores.
+// checkpoint, then `--resume` on 2 — also when the machine freezes instead, holds rank 0 and the rendezvous
+// host, or when two fail in a row; the agents' two ways to give up, and a signal that stops the job.
+// Emulation builds only; ~4 min on 2 loaded cores.
 #include <absl/strings/str_split.h>
 #include <fmt/format.h>
 #include <signal.h>
@@ -170,24 +171,27 @@ void print_agent_lines(const std::vector<Machine>& machines) {
   }
 }
 
-// What a person does by hand: 3 ranks up to the checkpoint of `step`, then `--resume` on 2 ranks.
-void run_by_hand(const std::string& recipe, const std::string& run, int64_t step) {
-  std::vector<std::string> command = {gpu_nanoforge_binary()};
-  for (const std::string& argument : train_command(recipe, run))
-    command.push_back(argument);
-  std::vector<std::string> first = command;
-  first.push_back("--stop-at-step");
-  first.push_back(std::to_string(step));
-  for (const auto& [world, arguments] : {std::pair{3, first}, std::pair{2, command}}) {
-    std::vector<std::string> resumed = arguments;
-    if (world == 2) resumed.push_back("--resume");
+// What a person does by hand: each segment on its world size up to its step (-1: the end), every segment
+// after the first with `--resume`.
+void run_by_hand(const std::string& recipe, const std::string& run,
+                 const std::vector<std::pair<int, int64_t>>& segments) {
+  for (size_t segment = 0; segment < segments.size(); ++segment) {
+    const auto [world, stop_at] = segments[segment];
+    std::vector<std::string> command = {gpu_nanoforge_binary()};
+    for (const std::string& argument : train_command(recipe, run))
+      command.push_back(argument);
+    if (stop_at > 0) {
+      command.push_back("--stop-at-step");
+      command.push_back(std::to_string(stop_at));
+    }
+    if (segment > 0) command.push_back("--resume");
     const int port = free_port();
     std::vector<std::vector<std::string>> environments;
     for (int rank = 0; rank < world; ++rank) {
       environments.push_back(torchrun_environment(rank, world, port));
       environments.back().push_back("NANOFORGE_EMULATOR=devices=" + std::to_string(world));
     }
-    const std::vector<RankRun> ranks = run_processes(environments, resumed, -1, kHardLimitSeconds);
+    const std::vector<RankRun> ranks = run_processes(environments, command, -1, kHardLimitSeconds);
     for (const RankRun& rank : ranks)
       ASSERT_EQ(rank.exit_code, 0) << test::describe(ranks);
   }
@@ -246,7 +250,7 @@ void expect_finished_as_by_hand(const std::string& dir, const std::string& recip
       << describe(machines);
 
   const std::string by_hand = dir + "/by_hand";
-  run_by_hand(recipe, by_hand, resumed_step);
+  run_by_hand(recipe, by_hand, {{3, resumed_step}, {2, -1}});
   if (::testing::Test::HasFatalFailure()) return;
   EXPECT_EQ(losses_by_step(by_hand), losses);
   EXPECT_TRUE(final_weights(by_hand) == final_weights(run))
@@ -357,6 +361,85 @@ TEST(LaunchAgents, SignalToOneAgentStopsTheJobWithACheckpointAndTheSameCommandRe
     EXPECT_EQ(machine.exit_code, 0) << describe(relaunched);
   }
   EXPECT_EQ(losses_by_step(run).size(), static_cast<size_t>(kSteps)) << describe(relaunched);
+}
+
+// Two failures in a row, --nnodes 1:3: machine 2 killed at step 4 of the first round, machine 1 in the
+// second round once it has trained 3 steps; machine 0 finishes alone (the batch divides on 1 rank too), and
+// the run equals the one made by hand: 3 ranks, then 2, then 1, each from the checkpoint the agents resumed.
+TEST(LaunchAgents, TwoFailuresInARowTheLastMachineFinishesAsByHand) {
+  const std::string dir = temp_dir("launch_two_failures");
+  const std::string recipe = write_recipe(dir);
+  const std::string run = dir + "/run";
+  const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  std::vector<std::string> arguments = {gpu_nanoforge_binary(),
+                                        "launch",
+                                        "--nproc-per-node=1",
+                                        "--nnodes=1:3",
+                                        "--max-restarts=2",
+                                        "--join-timeout=60",
+                                        "--rdzv-endpoint=" + endpoint,
+                                        "--"};
+  for (const std::string& argument : train_command(recipe, run))
+    arguments.push_back(argument);
+  std::vector<Machine> machines(3);
+  for (size_t i = 0; i < machines.size(); ++i) {
+    machines[i].start(arguments);
+    if (i == 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));  // machine 0 hosts
+  }
+  auto reformations = [&] {
+    std::vector<std::string> lines;
+    if (!std::filesystem::exists(run + "/metrics.jsonl")) return lines;
+    for (const std::string& line : read_lines(run + "/metrics.jsonl")) {
+      if (line.find("\"event\": \"reformation\"") != std::string::npos) lines.push_back(line);
+    }
+    return lines;
+  };
+  const auto start = Clock::now();
+  int killed = 0;
+  while (std::chrono::duration<double>(Clock::now() - start).count() < kHardLimitSeconds &&
+         !machines[0].poll()) {
+    const bool has_run = std::filesystem::exists(run + "/metrics.jsonl");
+    if (killed == 0 && has_run && losses_by_step(run).count(3) == 1 && !latest_checkpoint_name(run).empty()) {
+      machines[2].kill_group(SIGKILL);
+      killed = 1;
+    }
+    if (killed == 1 && has_run && reformations().size() == 1) {
+      const int64_t resumed = static_cast<int64_t>(number_after(reformations()[0], "step"));
+      if (losses_by_step(run).count(resumed + 3) == 1) {
+        machines[1].kill_group(SIGKILL);
+        killed = 2;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (Machine& machine : machines) {
+    if (!machine.poll()) {
+      machine.kill_group(SIGKILL);
+      ::waitpid(machine.pid, nullptr, 0);
+    }
+  }
+  print_agent_lines(machines);
+  ASSERT_EQ(killed, 2) << describe(machines);
+  ASSERT_TRUE(machines[0].exited) << describe(machines);
+  ASSERT_EQ(machines[0].exit_code, 0) << describe(machines);
+  EXPECT_NE(machines[0].output().find("re-formed (round 3, restart 2 of at most 2)"), std::string::npos)
+      << describe(machines);
+  const std::vector<std::string> records = reformations();
+  ASSERT_EQ(records.size(), 2u) << read_bytes(run + "/metrics.jsonl");
+  EXPECT_NE(records[1].find("\"previous_world_size\": 2, \"world_size\": 1"), std::string::npos)
+      << records[1];
+  const std::map<int64_t, std::string> losses = losses_by_step(run);
+  ASSERT_EQ(losses.size(), static_cast<size_t>(kSteps)) << describe(machines);
+
+  const std::string by_hand = dir + "/by_hand";
+  run_by_hand(recipe, by_hand,
+              {{3, static_cast<int64_t>(number_after(records[0], "step"))},
+               {2, static_cast<int64_t>(number_after(records[1], "step"))},
+               {1, -1}});
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(losses_by_step(by_hand), losses);
+  EXPECT_TRUE(final_weights(by_hand) == final_weights(run))
+      << "the final weights differ from the run by hand";
 }
 
 }  // namespace
