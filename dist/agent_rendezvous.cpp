@@ -290,7 +290,8 @@ class Host final : public AgentRendezvousHost {
 absl::StatusOr<std::unique_ptr<AgentRendezvousHost>> AgentRendezvousHost::start_if_here(
     const AgentRendezvousOptions& options) {
   if (!is_local_address(options.host)) return nullptr;
-  absl::StatusOr<Socket> listener = rendezvous_io::listen_on(options.port, "the launch agents' rendezvous");
+  absl::StatusOr<Socket> listener =
+      rendezvous_io::listen_on(options.port, "the launch agents' rendezvous", "--rdzv-endpoint port");
   if (!listener.ok()) return nullptr;  // another agent of this machine hosts it
   return std::unique_ptr<AgentRendezvousHost>(new Host(options, std::move(*listener)));
 }

@@ -85,7 +85,7 @@ absl::StatusOr<std::vector<uint8_t>> receive_message(int fd, RendezvousMessage e
 
 constexpr auto kConnectAttempt = std::chrono::seconds(5);  // one connect() to one address
 
-absl::StatusOr<Socket> listen_on(int port, std::string_view who) {
+absl::StatusOr<Socket> listen_on(int port, std::string_view who, std::string_view port_name) {
   // IPv6 with IPV6_V6ONLY off takes IPv4 connections too; fall back to IPv4 where IPv6 is disabled.
   for (const int family : {AF_INET6, AF_INET}) {
     Socket socket(::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
@@ -110,8 +110,9 @@ absl::StatusOr<Socket> listen_on(int port, std::string_view who) {
     }
     if (bound != 0) {
       if (errno == EADDRINUSE) {
-        return absl::UnavailableError(fmt::format(
-            "{} cannot listen on port {}: it is in use (another job? pick another port)", who, port));
+        return absl::UnavailableError(
+            fmt::format("{} cannot listen on port {}: it is in use (another job? pick another {})", who, port,
+                        port_name));
       }
       if (family == AF_INET6) continue;
       return absl::UnavailableError(

@@ -62,8 +62,8 @@ absl::StatusOr<std::vector<uint8_t>> receive_message(int fd, RendezvousMessage e
                                                      TcpClock::time_point deadline, const std::string& what);
 
 // A listening socket on `port`, every interface (IPv6 taking IPv4 too, or IPv4 alone); UNAVAILABLE naming
-// `who` ("rank 0") when the port is in use or cannot be bound.
-absl::StatusOr<Socket> listen_on(int port, std::string_view who);
+// `who` ("rank 0") when the port is in use or cannot be bound, and the setting to change (`port_name`).
+absl::StatusOr<Socket> listen_on(int port, std::string_view who, std::string_view port_name);
 
 // A connection to one of `addresses` that delivered the listener's challenge (named `challenge_name` in
 // errors), within `hello_timeout_seconds` of connecting; ABORTED (with `*last_error` set) when nothing

@@ -303,7 +303,7 @@ class RendezvousServer {
 absl::StatusOr<std::vector<uint8_t>> serve_rendezvous(const RendezvousOptions& options,
                                                       TcpClock::time_point deadline,
                                                       std::span<const uint8_t> payload) {
-  NANOFORGE_ASSIGN_OR_RETURN(Socket listener, listen_on(options.master_port, "rank 0"));
+  NANOFORGE_ASSIGN_OR_RETURN(Socket listener, listen_on(options.master_port, "rank 0", "MASTER_PORT"));
   RendezvousServer server(options, deadline, std::move(listener));
   return server.run(payload);
 }
