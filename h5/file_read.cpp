@@ -348,13 +348,7 @@ absl::StatusOr<std::vector<std::string>> H5File::read_string_array_attribute(con
 #define NANOFORGE_H5_INSTANTIATE(T)                                                \
   template absl::StatusOr<HostArray<T>> H5File::read<T>(const std::string&) const; \
   template absl::StatusOr<std::vector<T>> H5File::read_vector<T>(const std::string&, int64_t) const;
-NANOFORGE_H5_INSTANTIATE(float)
-NANOFORGE_H5_INSTANTIATE(double)
-NANOFORGE_H5_INSTANTIATE(int32_t)
-NANOFORGE_H5_INSTANTIATE(int64_t)
-NANOFORGE_H5_INSTANTIATE(uint8_t)
-NANOFORGE_H5_INSTANTIATE(uint16_t)
-NANOFORGE_H5_INSTANTIATE(uint32_t)
+NANOFORGE_H5_ELEMENT_TYPES(NANOFORGE_H5_INSTANTIATE)
 #undef NANOFORGE_H5_INSTANTIATE
 
 }  // namespace nanoforge

@@ -139,13 +139,7 @@ absl::Status write_h5_atomically(const std::string& path, const std::function<ab
 #define NANOFORGE_H5_INSTANTIATE(T)                                                                 \
   template absl::Status H5File::write<T>(const std::string&, const std::vector<int64_t>&, const T*, \
                                          const WriteOptions&);
-NANOFORGE_H5_INSTANTIATE(float)
-NANOFORGE_H5_INSTANTIATE(double)
-NANOFORGE_H5_INSTANTIATE(int32_t)
-NANOFORGE_H5_INSTANTIATE(int64_t)
-NANOFORGE_H5_INSTANTIATE(uint8_t)
-NANOFORGE_H5_INSTANTIATE(uint16_t)
-NANOFORGE_H5_INSTANTIATE(uint32_t)
+NANOFORGE_H5_ELEMENT_TYPES(NANOFORGE_H5_INSTANTIATE)
 #undef NANOFORGE_H5_INSTANTIATE
 
 }  // namespace nanoforge

@@ -10,6 +10,11 @@
 #include <type_traits>
 #include <utility>
 
+// The element types H5File reads and writes: X(T) once for each (file_read.cpp and file_write.cpp instantiate
+// their templates over this one list).
+#define NANOFORGE_H5_ELEMENT_TYPES(X) \
+  X(float) X(double) X(int32_t) X(int64_t) X(uint8_t) X(uint16_t) X(uint32_t)
+
 namespace nanoforge::h5_api {
 
 // Also keeps libhdf5 from closing what is still open when the process exits: nanoforge closes every file it

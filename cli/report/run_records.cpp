@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -95,6 +96,18 @@ absl::StatusOr<std::string> read_small_file(const std::string& path) {
   return read_up_to(file, path, static_cast<size_t>(file.size_bytes));
 }
 
+// A run file the page can do without (config.toml, core.json): its text, counted among the run's files; none
+// when it is absent, or unreadable (then a note says why).
+std::optional<std::string> read_optional_run_file(const std::string& path, RunRecords& run) {
+  absl::StatusOr<std::string> text = read_small_file(path);
+  if (!text.ok()) {
+    if (!absl::IsNotFound(text.status())) run.notes.push_back(std::string(text.status().message()));
+    return std::nullopt;
+  }
+  run.files.push_back(path);
+  return std::move(*text);
+}
+
 // Calls `on_line` with each line of the file's first `size_bytes` (what it held when opened: a run may be
 // appending); lines longer than kMaxRecordBytes are skipped without being held.
 absl::Status for_each_line(const OpenFile& file, const std::string& path,
@@ -166,12 +179,8 @@ void read_metrics_record(simdjson::dom::parser& parser, const std::string& line,
 
 // core.json from `nanoforge eval --core --out RUN/core.json` (make demo), when training logged no CORE.
 void read_core_file(const std::string& path, RunRecords& run) {
-  const absl::StatusOr<std::string> text = read_small_file(path);
-  if (!text.ok()) {
-    if (!absl::IsNotFound(text.status())) run.notes.push_back(std::string(text.status().message()));
-    return;
-  }
-  run.files.push_back(path);
+  const std::optional<std::string> text = read_optional_run_file(path, run);
+  if (!text) return;
   simdjson::dom::parser parser;
   simdjson::dom::object core;
   if (const auto error = parser.parse(*text).get_object().get(core); error != simdjson::SUCCESS) {
@@ -218,12 +227,8 @@ std::string config_value_text(const toml::node& value) {
 }
 
 void read_config(const std::string& path, RunRecords& run) {
-  const absl::StatusOr<std::string> text = read_small_file(path);
-  if (!text.ok()) {
-    if (!absl::IsNotFound(text.status())) run.notes.push_back(std::string(text.status().message()));
-    return;
-  }
-  run.files.push_back(path);
+  const std::optional<std::string> text = read_optional_run_file(path, run);
+  if (!text) return;
   toml::table table;
   try {
     table = toml::parse(*text, path);
