@@ -133,8 +133,9 @@ absl::StatusOr<LaunchEnv> launch_env_from_process() {
 }
 
 std::string encode_launch_reformation(const LaunchReformation& r) {
-  return fmt::format("restart={};previous_world_size={};left={};stayed={};joined={};failure_unix_ms={}",
-                     r.restart, r.previous_world_size, r.left, r.stayed, r.joined, r.failure_unix_ms);
+  return fmt::format(
+      "cause={};restart={};previous_world_size={};left={};stayed={};joined={};failure_unix_ms={}", r.cause,
+      r.restart, r.previous_world_size, r.left, r.stayed, r.joined, r.failure_unix_ms);
 }
 
 absl::StatusOr<std::optional<LaunchReformation>> launch_reformation_from_env(const EnvLookup& lookup) {
@@ -146,6 +147,7 @@ absl::StatusOr<std::optional<LaunchReformation>> launch_reformation_from_env(con
     const size_t equals = field.find('=');
     if (equals == absl::string_view::npos) break;
     const absl::string_view key = field.substr(0, equals), value = field.substr(equals + 1);
+    if (key == "cause" && (value == "failure" || value == "join")) r.cause = std::string(value), ++found;
     if (key == "restart" && absl::SimpleAtoi(value, &r.restart)) ++found;
     if (key == "previous_world_size" && absl::SimpleAtoi(value, &r.previous_world_size)) ++found;
     if (key == "failure_unix_ms" && absl::SimpleAtoi(value, &r.failure_unix_ms)) ++found;
@@ -153,11 +155,12 @@ absl::StatusOr<std::optional<LaunchReformation>> launch_reformation_from_env(con
     if (key == "stayed") r.stayed = std::string(value), ++found;
     if (key == "joined") r.joined = std::string(value), ++found;
   }
-  if (found != 6) {
-    return absl::InvalidArgumentError(fmt::format(
-        "{}={} is not what nanoforge launch writes (restart=N;previous_world_size=N;left=...;stayed=...;"
-        "joined=...;failure_unix_ms=N): a rank started by another nanoforge build?",
-        kLaunchReformationVariable, json_string(*text)));
+  if (found != 7) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}={} is not what nanoforge launch writes "
+                    "(cause=failure|join;restart=N;previous_world_size=N;left=...;stayed=...;"
+                    "joined=...;failure_unix_ms=N): a rank started by another nanoforge build?",
+                    kLaunchReformationVariable, json_string(*text)));
   }
   return r;
 }

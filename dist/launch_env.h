@@ -47,16 +47,20 @@ std::optional<std::string> process_env(std::string_view name);
 // parse_launch_env over this process's environment.
 absl::StatusOr<LaunchEnv> launch_env_from_process();
 
-// What `nanoforge launch` (launch/agent.h) tells the ranks of a round that follows a failure, in
-// NANOFORGE_LAUNCH_REFORMATION, so that rank 0 records it in metrics.jsonl and on the console.
+// What `nanoforge launch` (launch/agent.h) tells the ranks of a re-formed round (after a failure, or to take
+// in a machine that joined), in NANOFORGE_LAUNCH_REFORMATION, so that rank 0 records it in metrics.jsonl and
+// on the console.
 struct LaunchReformation {
-  int restart = 0;  // 1 for the first re-formation
+  std::string cause =
+      "failure";    // "failure": a node failed or vanished; "join": the job stopped to take one in
+  int restart = 0;  // failures re-formed so far: 1 after the first (a join adds none)
   int previous_world_size = 0;
   std::string left, stayed, joined;  // node ranks: "2", "0->0 1->1", "" (the machines that came back)
   int64_t failure_unix_ms = 0;       // when this machine's agent learnt that the previous round ended
 };
 constexpr const char* kLaunchReformationVariable = "NANOFORGE_LAUNCH_REFORMATION";
-// "restart=1;previous_world_size=3;left=2;stayed=0->0 1->1;joined=;failure_unix_ms=1765070000000".
+// "cause=failure;restart=1;previous_world_size=3;left=2;stayed=0->0
+// 1->1;joined=;failure_unix_ms=1765070000000".
 std::string encode_launch_reformation(const LaunchReformation& reformation);
 // nullopt when the variable is unset (not a re-formed round); an error naming the variable when it is bad.
 absl::StatusOr<std::optional<LaunchReformation>> launch_reformation_from_env(const EnvLookup& lookup);

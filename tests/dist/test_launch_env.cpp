@@ -146,7 +146,8 @@ TEST(LaunchEnv, ErrorsNameTheVariable) {
 // What nanoforge launch tells a re-formed round's ranks reads back as written; absent is not an error, a
 // value another build wrote is, naming the variable.
 TEST(LaunchEnv, ReformationNoteReadsBackAsWritten) {
-  const LaunchReformation written{.restart = 2,
+  const LaunchReformation written{.cause = "join",
+                                  .restart = 2,
                                   .previous_world_size = 3,
                                   .left = "1",
                                   .stayed = "0->0 2->1",
@@ -161,6 +162,7 @@ TEST(LaunchEnv, ReformationNoteReadsBackAsWritten) {
   absl::StatusOr<std::optional<LaunchReformation>> read = launch_reformation_from_env(lookup);
   ASSERT_TRUE(read.ok()) << read.status();
   ASSERT_TRUE(read->has_value());
+  EXPECT_EQ((*read)->cause, "join");
   EXPECT_EQ((*read)->restart, 2);
   EXPECT_EQ((*read)->previous_world_size, 3);
   EXPECT_EQ((*read)->left, "1");
