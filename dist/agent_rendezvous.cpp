@@ -1,7 +1,9 @@
 // agent_rendezvous: the host's thread (accept, authenticate, form rounds, watch them) and the agent's link.
 // A connection is handled to its hello before the next is accepted (at most hello_timeout_seconds each): a
 // few agents join, and a stranger costs a delay, never a place. After the reply, one byte at a time: the
-// agent sends kHeartbeat, kFailed or kDone; the host kHeartbeat, kReform or kFinished.
+// agent sends kHeartbeat, kFailed or kDone; the host kHeartbeat, kReform, kJoin or kFinished. A round's
+// survivors keep their connection until they are back in the next round, so the host waits for each of them
+// (and closes the round as soon as they are all in) but not for one that vanished.
 #include "dist/agent_rendezvous.h"
 
 #include <absl/strings/numbers.h>
@@ -18,6 +20,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "dist/tcp_io.h"
@@ -34,6 +39,7 @@ constexpr uint8_t kFailed = 'F';
 constexpr uint8_t kDone = 'D';
 constexpr uint8_t kReform = 'S';
 constexpr uint8_t kFinished = 'E';
+constexpr uint8_t kJoin = 'J';  // a machine waits to join: stop the ranks with a checkpoint, then re-form
 constexpr uint32_t kNoPreviousRank = 0xFFFFFFFF;
 constexpr auto kTick = std::chrono::milliseconds(100);
 constexpr auto kConnectRetry = std::chrono::milliseconds(200);  // while no host listens (yet, or again)
@@ -129,71 +135,132 @@ class Host final : public AgentRendezvousHost {
     stop_ = true;
     thread_.join();
   }
+  std::optional<absl::Status> job_outcome() const override {
+    std::lock_guard<std::mutex> lock(outcome_mutex_);
+    return outcome_;
+  }
 
  private:
   void serve() {
-    Clock::time_point collecting_since = Clock::now(), last_join = Clock::now(), last_heartbeat{};
-    bool collecting = true;
+    collecting_since_ = last_join_ = Clock::now();
+    Clock::time_point last_heartbeat{};
     while (!stop_) {
       std::vector<pollfd> fds = {{listener_.fd(), POLLIN, 0}};
       ::poll(fds.data(), fds.size(), static_cast<int>(kTick.count()));
       if (fds[0].revents & POLLIN) {
-        if (admit()) last_join = Clock::now();
+        if (admit()) last_join_ = Clock::now();
       }
       // An agent that left before its round is forgotten (it joins again if it comes back).
       std::erase_if(pending_, [](Agent& agent) {
         std::vector<uint8_t> ignored;
         return !read_bytes(agent.socket.fd(), &ignored);
       });
-      if (collecting) {
-        const int joined = static_cast<int>(pending_.size());
-        if (joined >= options_.max_nodes ||
-            (joined >= options_.min_nodes && seconds_since(last_join) >= options_.last_call_seconds)) {
-          form_round();
-          collecting = false;
-        } else if (seconds_since(collecting_since) > options_.join_timeout_seconds) {
-          refuse_pending(fmt::format("only {} of at least {} agents joined within --join-timeout {} s",
-                                     joined, options_.min_nodes, options_.join_timeout_seconds));
-          collecting_since = Clock::now();
-        }
-        continue;
-      }
       if (seconds_since(last_heartbeat) >= options_.silence_seconds / 10) {
         for (Agent& member : members_)
           send_byte_now(member.socket.fd(), kHeartbeat);
+        for (auto& [node, survivor] : awaited_)
+          send_byte_now(survivor.socket.fd(), kHeartbeat);
         last_heartbeat = Clock::now();
       }
-      std::string lost;
-      for (size_t node = 0; node < members_.size(); ++node) {
-        Agent& member = members_[node];
-        std::vector<uint8_t> bytes;
-        const bool open = read_bytes(member.socket.fd(), &bytes);
-        if (!bytes.empty()) member.heard = Clock::now();
-        for (const uint8_t byte : bytes) {
-          if (byte == kFailed && lost.empty()) lost = fmt::format("node {} reported its ranks failed", node);
-          if (byte == kDone) member.done = true;
-        }
-        if (!open && lost.empty())
-          lost = fmt::format("node {} ({}) closed its connection", node, member.address);
-        if (seconds_since(member.heard) > options_.silence_seconds && lost.empty())
-          lost = fmt::format("node {} ({}) silent for {:.1f} s", node, member.address,
-                             seconds_since(member.heard));
+      watch_awaited();
+      if (collecting_) {
+        collect();
+      } else {
+        watch_round();
       }
-      if (std::all_of(members_.begin(), members_.end(), [](const Agent& a) { return a.done; })) {
-        for (Agent& member : members_)
-          send_byte_now(member.socket.fd(), kFinished);
-        members_.clear();
-        continue;  // serves on (late joiners wait) until its own agent ends
+    }
+  }
+
+  // While a round forms: close it when it can, or give up on MIN at the join timeout.
+  void collect() {
+    const int joined = static_cast<int>(pending_.size());
+    if (joined >= options_.max_nodes) {
+      form_round();
+    } else if (joined >= options_.min_nodes && awaited_.empty() &&
+               (reforming_ || seconds_since(last_join_) >= options_.last_call_seconds)) {
+      form_round();  // after a round: every survivor is back, nobody else is expected
+    } else if (seconds_since(collecting_since_) > options_.join_timeout_seconds) {
+      if (joined >= options_.min_nodes) {
+        form_round();  // survivors still stopping their ranks join the next round
+        return;
       }
-      if (!lost.empty()) {
-        std::fprintf(stderr, "nanoforge launch: rendezvous host: round %d ends: %s; re-forming\n", round_,
-                     lost.c_str());
-        for (Agent& member : members_)
-          send_byte_now(member.socket.fd(), kReform);
-        members_.clear();
-        collecting = true;
-        collecting_since = last_join = Clock::now();
+      const std::string why = fmt::format("only {} of at least {} agents joined within --join-timeout {} s",
+                                          joined, options_.min_nodes, options_.join_timeout_seconds);
+      refuse_pending(why);
+      set_outcome(absl::FailedPreconditionError(why));
+      collecting_since_ = Clock::now();
+    }
+  }
+
+  // While a round runs: its end, by a failure, a vanished agent, the job's end or a machine waiting to join.
+  void watch_round() {
+    std::string lost;
+    int lost_node = -1;
+    for (size_t node = 0; node < members_.size(); ++node) {
+      Agent& member = members_[node];
+      std::vector<uint8_t> bytes;
+      const bool open = read_bytes(member.socket.fd(), &bytes);
+      if (!bytes.empty()) member.heard = Clock::now();
+      for (const uint8_t byte : bytes) {
+        if (byte == kFailed && lost.empty()) lost = fmt::format("node {} reported its ranks failed", node);
+        if (byte == kDone) member.done = true;
       }
+      if (!lost.empty()) continue;
+      if (!open) {
+        lost = fmt::format("node {} ({}) closed its connection", node, member.address);
+      } else if (seconds_since(member.heard) > options_.silence_seconds) {
+        lost = fmt::format("node {} ({}) silent for {:.1f} s", node, member.address,
+                           seconds_since(member.heard));
+      }
+      if (!lost.empty()) lost_node = static_cast<int>(node);
+    }
+    if (std::all_of(members_.begin(), members_.end(), [](const Agent& a) { return a.done; })) {
+      for (Agent& member : members_)
+        send_byte_now(member.socket.fd(), kFinished);
+      members_.clear();
+      set_outcome(absl::OkStatus());
+      return;  // serves on (late joiners wait) until its own agent ends
+    }
+    if (!lost.empty()) {
+      end_round(kReform, lost + "; re-forming", lost_node);
+    } else if (!pending_.empty() && static_cast<int>(members_.size()) < options_.max_nodes) {
+      end_round(kJoin,
+                fmt::format("{} asks to join; the ranks stop at their next step with a checkpoint",
+                            pending_.front().address),
+                -1);
+    }
+  }
+
+  // Tells every member how the round ends; those still connected are awaited in the next one.
+  void end_round(uint8_t verdict, const std::string& why, int lost_node) {
+    std::fprintf(stderr, "nanoforge launch: rendezvous host: round %d ends: %s\n", round_, why.c_str());
+    for (size_t node = 0; node < members_.size(); ++node) {
+      Agent& member = members_[node];
+      if (static_cast<int>(node) == lost_node) continue;
+      send_byte_now(member.socket.fd(), verdict);
+      member.heard = Clock::now();
+      awaited_.emplace(static_cast<int>(node), std::move(member));
+    }
+    members_.clear();
+    collecting_ = reforming_ = true;
+    collecting_since_ = last_join_ = Clock::now();
+  }
+
+  // The last round's survivors, on their old connections until they join again: one that closes it or
+  // falls silent is not waited for.
+  void watch_awaited() {
+    for (auto it = awaited_.begin(); it != awaited_.end();) {
+      Agent& survivor = it->second;
+      std::vector<uint8_t> bytes;
+      const bool open = read_bytes(survivor.socket.fd(), &bytes);
+      if (!bytes.empty()) survivor.heard = Clock::now();
+      if (open && seconds_since(survivor.heard) <= options_.silence_seconds) {
+        ++it;
+        continue;
+      }
+      std::fprintf(stderr, "nanoforge launch: rendezvous host: node %d (%s) %s before joining again\n",
+                   it->first, survivor.address.c_str(), open ? "fell silent" : "left");
+      it = awaited_.erase(it);
     }
   }
 
@@ -226,6 +293,7 @@ class Host final : public AgentRendezvousHost {
     agent.nproc_per_node = static_cast<int>(hello->world_size);
     agent.previous_node_rank = hello->rank == kNoPreviousRank ? -1 : static_cast<int>(hello->rank);
     agent.address = address_without_port(peer);
+    awaited_.erase(agent.previous_node_rank);  // a survivor is back: its old connection is done
     pending_.push_back(std::move(agent));
     return true;
   }
@@ -243,44 +311,61 @@ class Host final : public AgentRendezvousHost {
     pending_.clear();
   }
 
-  // The survivors first, in their previous order, then the agents new to the job, in the order they came.
+  void set_outcome(absl::Status status) {
+    std::lock_guard<std::mutex> lock(outcome_mutex_);
+    outcome_ = std::move(status);
+  }
+
+  // The survivors first, in their previous order, then the agents new to the job, in the order they came,
+  // MAX at most: the others wait for the next round.
   void form_round() {
     std::stable_sort(pending_.begin(), pending_.end(), [](const Agent& a, const Agent& b) {
       const int x = a.previous_node_rank < 0 ? INT32_MAX : a.previous_node_rank;
       const int y = b.previous_node_rank < 0 ? INT32_MAX : b.previous_node_rank;
       return x < y;
     });
-    for (const Agent& agent : pending_) {
+    const size_t nnodes = std::min(pending_.size(), static_cast<size_t>(options_.max_nodes));
+    for (size_t node = 0; node < nnodes; ++node) {
+      const Agent& agent = pending_[node];
       if (agent.nproc_per_node != pending_.front().nproc_per_node) {
-        refuse_pending(fmt::format(
-            "the agents disagree on --nproc-per-node ({} at {}, {} at {}): give every "
-            "machine the same",
-            pending_.front().nproc_per_node, pending_.front().address, agent.nproc_per_node, agent.address));
+        const std::string why = fmt::format(
+            "the agents disagree on --nproc-per-node ({} at {}, {} at {}): give every machine the same",
+            pending_.front().nproc_per_node, pending_.front().address, agent.nproc_per_node, agent.address);
+        refuse_pending(why);
+        set_outcome(absl::InvalidArgumentError(why));
         return;
       }
     }
     ++round_;
     AgentMembership membership{.round = round_,
-                               .nnodes = static_cast<int>(pending_.size()),
+                               .nnodes = static_cast<int>(nnodes),
                                .nproc_per_node = pending_.front().nproc_per_node,
                                .master_addr = pending_.front().address,
                                .master_port = options_.port + 1,
                                .previous_node_ranks = {}};
-    for (const Agent& agent : pending_)
-      membership.previous_node_ranks.push_back(agent.previous_node_rank);
-    for (size_t node = 0; node < pending_.size(); ++node) {
+    for (size_t node = 0; node < nnodes; ++node)
+      membership.previous_node_ranks.push_back(pending_[node].previous_node_rank);
+    for (size_t node = 0; node < nnodes; ++node) {
       membership.node_rank = static_cast<int>(node);
       reply(pending_[node], true, encode_membership(membership));
       pending_[node].heard = Clock::now();
+      members_.push_back(std::move(pending_[node]));
     }
-    members_ = std::move(pending_);
-    pending_.clear();
+    pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(nnodes));
+    awaited_.clear();  // not back within the join timeout: they come as newcomers
+    collecting_ = reforming_ = false;
   }
 
   const AgentRendezvousOptions options_;
   Socket listener_;
   std::vector<Agent> pending_, members_;
+  std::map<int, Agent> awaited_;  // by their node rank in the round that ended
   int round_ = 0;
+  bool collecting_ = true;
+  bool reforming_ = false;  // collecting after a round, whose survivors are awaited_
+  Clock::time_point collecting_since_{}, last_join_{};
+  mutable std::mutex outcome_mutex_;
+  std::optional<absl::Status> outcome_;
   std::atomic<bool> stop_{false};
   std::thread thread_;  // last: starts once everything it reads is built
 };
@@ -385,6 +470,7 @@ AgentVerdict AgentLink::poll(double wait_seconds) {
   for (const uint8_t byte : bytes) {
     if (byte == kReform) return AgentVerdict::kReform;
     if (byte == kFinished) return AgentVerdict::kFinished;
+    if (byte == kJoin) return AgentVerdict::kJoin;
   }
   if (!open || seconds_since(heard_) > silence_seconds_) return AgentVerdict::kHostLost;
   return AgentVerdict::kNone;

@@ -8,6 +8,7 @@
 #include <absl/status/statusor.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,8 +42,9 @@ struct AgentMembership {
 
 // What the host decided about the running round, as an agent learns it.
 enum class AgentVerdict {
-  kNone,      // nothing yet: the round goes on
-  kReform,    // an agent failed or vanished: stop the ranks and join the next round
+  kNone,    // nothing yet: the round goes on
+  kReform,  // an agent failed or vanished: stop the ranks and join the next round
+  kJoin,    // a machine waits to join: stop the ranks at their next step (a checkpoint), join the next round
   kFinished,  // every agent's ranks finished: the job is done
   kHostLost,  // the host closed the connection or went silent: stop the ranks and join again (a new host)
 };
@@ -55,6 +57,9 @@ class AgentRendezvousHost {
   static absl::StatusOr<std::unique_ptr<AgentRendezvousHost>> start_if_here(
       const AgentRendezvousOptions& options);
   virtual ~AgentRendezvousHost() = default;
+  // Once the job is over as the host sees it: OK when every agent's ranks finished, else why no round formed
+  // (fewer than MIN within the join timeout). nullopt while it goes on.
+  virtual std::optional<absl::Status> job_outcome() const = 0;
 };
 
 // One agent's membership of one round, and the connection that watches it.

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -119,6 +120,8 @@ class Ranks {
     }
   }
   ~Ranks() { stop(0); }
+  Ranks(const Ranks&) = delete;
+  Ranks& operator=(const Ranks&) = delete;
 
   // Reaps the ranks that ended; the first failure, described, or "".
   std::string reap() {
@@ -145,12 +148,15 @@ class Ranks {
       if (rank.running) ::kill(rank.pid, SIGTERM);
     }
   }
-  // SIGTERM to the ranks still running, SIGKILL to those left after `grace_seconds`.
-  void stop(double grace_seconds) {
+  // SIGTERM to the ranks still running, SIGKILL to those left after `grace_seconds`; `while_waiting` runs
+  // every tick meanwhile (the agent's heartbeat).
+  void stop(
+      double grace_seconds, const std::function<void()>& while_waiting = [] {}) {
     terminate();
     const auto start = Clock::now();
     while (seconds_since(start) < grace_seconds && running()) {
       reap();
+      while_waiting();
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     for (Rank& rank : ranks_) {
@@ -173,9 +179,11 @@ class Ranks {
 };
 
 // Who left, who stayed and who joined, from this round's previous node ranks.
-LaunchReformation reformation_of(const AgentMembership& membership, int restart, int previous_world_size,
-                                 int previous_nnodes, std::chrono::system_clock::time_point failure) {
+LaunchReformation reformation_of(const AgentMembership& membership, const std::string& cause, int restart,
+                                 int previous_world_size, int previous_nnodes,
+                                 std::chrono::system_clock::time_point failure) {
   LaunchReformation r{
+      .cause = cause,
       .restart = restart,
       .previous_world_size = previous_world_size,
       .left = "",
@@ -241,6 +249,36 @@ absl::Status parse_rdzv_endpoint(const std::string& text, LaunchOptions& options
   return absl::OkStatus();
 }
 
+namespace {
+
+// --nproc-per-node 0: this agent serves the rendezvous and runs no rank, until the job is over.
+absl::Status run_rendezvous_only(const LaunchOptions& options, const AgentRendezvousOptions& rendezvous) {
+  NANOFORGE_ASSIGN_OR_RETURN(std::unique_ptr<AgentRendezvousHost> host,
+                             AgentRendezvousHost::start_if_here(rendezvous));
+  if (!host) {
+    return absl::FailedPreconditionError(fmt::format(
+        "--nproc-per-node 0 serves the agents' rendezvous and runs no rank, but --rdzv-endpoint {}:{} is not "
+        "this machine's, or another process holds its port: run it on the endpoint's machine, once",
+        options.rdzv_host, options.rdzv_port));
+  }
+  std::printf("nanoforge launch: serving the agents' rendezvous on port %d (no rank on this machine)\n",
+              options.rdzv_port);
+  std::fflush(stdout);
+  while (stop_signal() == 0) {
+    if (std::optional<absl::Status> outcome = host->job_outcome()) return *outcome;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return absl::CancelledError(fmt::format("stopped by signal {}", stop_signal()));
+}
+
+// How a round ended for this agent, and what it means for the next.
+struct RoundEnd {
+  std::string why;      // "rank 1 exited with status 75", "another node's failure", ...
+  bool failure = true;  // false: the ranks stopped with a checkpoint to take a machine in
+};
+
+}  // namespace
+
 absl::Status run_launch_agent(const LaunchOptions& options) {
   NANOFORGE_ASSIGN_OR_RETURN(const RendezvousKey job_key, rendezvous_key_from_env(process_env));
   install_stop_handlers(OnStopSignal::kAskToStop, kAgentStopMessages);
@@ -251,10 +289,12 @@ absl::Status run_launch_agent(const LaunchOptions& options) {
                                     .join_timeout_seconds = options.join_timeout_seconds,
                                     .silence_seconds = options.agent_silence_seconds,
                                     .key = agents_rendezvous_key(job_key)};
+  if (options.nproc_per_node == 0) return run_rendezvous_only(options, rendezvous);
   const std::string run_dir = run_dir_of(options.command);
   std::unique_ptr<AgentRendezvousHost> host;
+  std::optional<AgentLink> link;  // the last round's, open until the next round takes this agent in
   int previous_node_rank = -1, previous_nnodes = 0, previous_world_size = 0, restarts = 0;
-  std::string why_last_round_ended;
+  RoundEnd last_end;
   Clock::time_point round_ended{};
   std::chrono::system_clock::time_point failure_time{};  // the same moment, for the ranks' record
   std::optional<LaunchReformation> reformation;
@@ -263,37 +303,46 @@ absl::Status run_launch_agent(const LaunchOptions& options) {
     if (!host) {
       NANOFORGE_ASSIGN_OR_RETURN(host, AgentRendezvousHost::start_if_here(rendezvous));
     }
-    absl::StatusOr<AgentLink> link = AgentLink::join(rendezvous, options.nproc_per_node, previous_node_rank);
-    if (!link.ok()) {
-      return absl::Status(link.status().code(),
+    absl::StatusOr<AgentLink> joined =
+        AgentLink::join(rendezvous, options.nproc_per_node, previous_node_rank);
+    if (!joined.ok()) {
+      return absl::Status(joined.status().code(),
                           fmt::format("{}{}", first ? "" : fmt::format("after {} restart(s): ", restarts),
-                                      std::string(link.status().message())));
+                                      std::string(joined.status().message())));
     }
+    link = std::move(*joined);
     const AgentMembership& membership = link->membership();
     const std::string checkpoint = latest_checkpoint(run_dir);
     const int world_size = membership.nnodes * membership.nproc_per_node;
+    const std::string ranks_text =
+        fmt::format("this machine node {}, ranks {}..{} of {}", membership.node_rank,
+                    membership.node_rank * membership.nproc_per_node,
+                    (membership.node_rank + 1) * membership.nproc_per_node - 1, world_size);
     if (first) {
-      std::printf("nanoforge launch: round %d: %d node(s), this machine node %d, ranks %d..%d of %d%s\n",
-                  membership.round, membership.nnodes, membership.node_rank,
-                  membership.node_rank * membership.nproc_per_node,
-                  (membership.node_rank + 1) * membership.nproc_per_node - 1, world_size,
+      std::printf("nanoforge launch: round %d: %d node(s), %s%s\n", membership.round, membership.nnodes,
+                  ranks_text.c_str(),
                   checkpoint.empty() ? "" : fmt::format(", resuming from {}", checkpoint).c_str());
     } else {
-      reformation = reformation_of(membership, restarts, previous_world_size, previous_nnodes, failure_time);
+      reformation = reformation_of(membership, last_end.failure ? "failure" : "join", restarts,
+                                   previous_world_size, previous_nnodes, failure_time);
+      const std::string after =
+          last_end.failure ? fmt::format("(round {}, restart {} of at most {}) after {}", membership.round,
+                                         restarts, options.max_restarts, last_end.why)
+                           : fmt::format("(round {}) to take in a machine", membership.round);
       std::printf(
-          "nanoforge launch: re-formed (round %d, restart %d of at most %d) after %s: %d node(s) "
-          "(left: %s; stayed: %s; joined: %s), this machine node %d, world size %d, resuming from %s, "
-          "%.1f s after the failure\n",
-          membership.round, restarts, options.max_restarts, why_last_round_ended.c_str(), membership.nnodes,
-          or_none(reformation->left).c_str(), or_none(reformation->stayed).c_str(),
-          or_none(reformation->joined).c_str(), membership.node_rank, world_size,
-          checkpoint.empty() ? "the start" : checkpoint.c_str(), seconds_since(round_ended));
+          "nanoforge launch: re-formed %s: %d node(s) (left: %s; stayed: %s; joined: %s), this machine node "
+          "%d, world size %d, resuming from %s, %.1f s after the %s\n",
+          after.c_str(), membership.nnodes, or_none(reformation->left).c_str(),
+          or_none(reformation->stayed).c_str(), or_none(reformation->joined).c_str(), membership.node_rank,
+          world_size, checkpoint.empty() ? "the start" : checkpoint.c_str(), seconds_since(round_ended),
+          last_end.failure ? "failure" : "stop");
     }
     std::fflush(stdout);
     previous_node_rank = membership.node_rank;
     previous_nnodes = membership.nnodes;
     previous_world_size = world_size;
     Ranks ranks(options, membership, !checkpoint.empty(), reformation);
+    const auto heartbeat = [&link] { link->poll(0); };
     bool reported_failure = false, reported_done = false, forwarded_signal = false;
     Clock::time_point signalled{};
     while (true) {
@@ -327,16 +376,26 @@ absl::Status run_launch_agent(const LaunchOptions& options) {
       }
       round_ended = Clock::now();
       failure_time = std::chrono::system_clock::now();
-      why_last_round_ended = verdict == AgentVerdict::kHostLost ? "losing the rendezvous host"
-                             : reported_failure                 ? failure
-                                                                : "another node's failure";
-      ranks.stop(options.stop_grace_seconds);
+      if (verdict == AgentVerdict::kJoin && !reported_failure) {
+        // The ranks stop at their next step with a checkpoint (the trainer's stop vote): nothing is lost.
+        // However long that step takes, the join timeout bounds it.
+        ranks.stop(options.join_timeout_seconds, heartbeat);
+        const std::string stopped = ranks.reap();
+        last_end = stopped.empty() ? RoundEnd{.why = "a machine asking to join", .failure = false}
+                                   : RoundEnd{.why = stopped, .failure = true};
+        break;
+      }
+      last_end.failure = true;
+      last_end.why = verdict == AgentVerdict::kHostLost ? "losing the rendezvous host"
+                     : reported_failure                 ? failure
+                                                        : "another node's failure";
+      ranks.stop(options.stop_grace_seconds, heartbeat);
       break;
     }
-    if (++restarts > options.max_restarts) {
+    if (last_end.failure && ++restarts > options.max_restarts) {
       return absl::AbortedError(
           fmt::format("stopped: the job failed ({}) and --max-restarts {} allows no more restarts",
-                      why_last_round_ended, options.max_restarts));
+                      last_end.why, options.max_restarts));
     }
   }
 }

@@ -14,8 +14,11 @@
 #include "support/status.h"
 
 ABSL_FLAG(std::string, nnodes, "", "MIN:MAX machines (or N): the job runs on as many as join, at least MIN");
-ABSL_FLAG(int64_t, nproc_per_node, 1, "ranks on this machine, one per GPU (1 on a DGX Spark)");
-NANOFORGE_FLAG_LIMIT(nproc_per_node, 1, 1024, "(ranks on this machine)");
+ABSL_FLAG(
+    int64_t, nproc_per_node, 1,
+    "ranks on this machine, one per GPU (1 on a DGX Spark); 0: only serve the agents' rendezvous, on the "
+    "endpoint's machine, so that every machine with ranks may be lost");
+NANOFORGE_FLAG_LIMIT(nproc_per_node, 0, 1024, "(ranks on this machine; 0 serves the rendezvous only)");
 ABSL_FLAG(std::string, rdzv_endpoint, "",
           "HOST:PORT of the agents' rendezvous, the same on every machine; the agent on HOST serves it, and "
           "rank 0 of each round listens on PORT + 1 of its machine");
@@ -41,19 +44,19 @@ absl::Status run_launch_command(const std::vector<std::string>& command) {
   }
   NANOFORGE_RETURN_IF_ERROR(parse_nnodes(absl::GetFlag(FLAGS_nnodes), options));
   NANOFORGE_RETURN_IF_ERROR(parse_rdzv_endpoint(absl::GetFlag(FLAGS_rdzv_endpoint), options));
-  if (command.empty()) {
+  options.nproc_per_node = static_cast<int>(absl::GetFlag(FLAGS_nproc_per_node));
+  if (command.empty() && options.nproc_per_node > 0) {
     return absl::InvalidArgumentError(
         "no command for the ranks: end the flags with `--` and the command, e.g. "
         "`nanoforge launch --nnodes 2:3 --rdzv-endpoint node1:29400 -- train --recipe r.toml --run-dir "
         "runs/x`");
   }
-  if (command.front() != "train") {
+  if (!command.empty() && command.front() != "train") {
     return absl::InvalidArgumentError(fmt::format(
         "the ranks' command is `{}`: launch restarts `train` runs (resuming from their checkpoints), so the "
         "command after `--` must begin with train",
         command.front()));
   }
-  options.nproc_per_node = static_cast<int>(absl::GetFlag(FLAGS_nproc_per_node));
   options.max_restarts = static_cast<int>(absl::GetFlag(FLAGS_max_restarts));
   options.join_timeout_seconds = absl::GetFlag(FLAGS_join_timeout);
   options.stop_grace_seconds = absl::GetFlag(FLAGS_stop_grace);

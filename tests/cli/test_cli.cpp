@@ -150,8 +150,8 @@ TEST(Cli, LaunchFlagsAreCheckedBeforeAnythingStarts) {
       {"launch --nnodes 2 " + endpoint + " -- sample --checkpoint x",
        "the command after `--` must begin with train"},
       {"launch --nnodes 2 " + endpoint + " --max-restarts -1 -- train", "--max-restarts -1: must be in [0, "},
-      {"launch --nnodes 2 " + endpoint + " --nproc-per-node 0 -- train",
-       "--nproc-per-node 0: must be in [1, 1024]"},
+      {"launch --nnodes 2 " + endpoint + " --nproc-per-node -1 -- train",
+       "--nproc-per-node -1: must be in [0, 1024]"},
       {"launch --nnodes 2 " + endpoint + " --stop-grace -1 -- train",
        "--stop-grace -1: must be in [0, 3600]"},
   };
