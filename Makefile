@@ -38,10 +38,11 @@ TSAN_TESTS := dist_mpi_collectives|LostRank|DataParallel|parity_optim_.*_np|opti
 TSAN_EXCLUDED := KilledDuringACollective
 # What the AddressSanitizer stage leaves out of the GPU tests, for CI's time on a slow 2-core machine
 # (docs/build.md, "CI"): the end-to-end runs (the training curves on one and two GPUs, CORE in bf16: 10 to 20
-# CPU-minutes each there; the NCCL training runs' launches, whose 60 s hard limits assume a Release build),
+# CPU-minutes each there; the NCCL training runs' launches, whose 60 s hard limits assume a Release build,
+# and the launch agents' runs, a dozen 3-machine trainings whose agents' own code the dist tests check),
 # whose kernels and host code run under it in the model's, optimizer's, NCCL and CPU training tests; and
 # flash attention's second sweep, the same kernels and shapes on the GB10's profile.
-ASAN_GPU_EXCLUDED := ^TrainingGpu\.|^CoreGpu\.|^NcclLaunch\.TorchrunStyleTrainsLikeMpirun$$|^NcclTraining\.RankKilledMidStep|\.gb10_truncating_mma$$
+ASAN_GPU_EXCLUDED := ^TrainingGpu\.|^CoreGpu\.|^NcclLaunch\.TorchrunStyleTrainsLikeMpirun$$|^NcclTraining\.RankKilledMidStep|^LaunchAgents\.|\.gb10_truncating_mma$$
 DEMO_BUILD_DIR ?= build-demo
 DEMO_CMAKE_FLAGS ?= -DNANOFORGE_CUDA_EMULATION=OFF \
                     $(shell nvidia-smi >/dev/null 2>&1 && echo -DCMAKE_CUDA_ARCHITECTURES=native)
@@ -178,8 +179,8 @@ ARM64_BUILD_DIR ?= build-arm64
 ARM64_CMAKE_FLAGS ?=
 # What cannot pass under qemu, where a test takes about 27 times as long as here (docs/build.md): the tests whose subject
 # is a time limit sized for a native Release build (the NCCL training runs' 2 s collective watchdog and 60 s
-# hard limits).
-ARM64_EXCLUDED := ^NcclLaunch\.TorchrunStyleTrainsLikeMpirun$$|^NcclTraining\.RankKilledMidStep
+# hard limits, the launch agents' 10 s silence limit and 180 s runs).
+ARM64_EXCLUDED := ^NcclLaunch\.TorchrunStyleTrainsLikeMpirun$$|^NcclTraining\.RankKilledMidStep|^LaunchAgents\.
 # CI's subset: nanochat parity of the model and optimizer, the tokenizer, the loader, resume bit for bit, the
 # emulator's own tests, the GPT model on the emulated GPU, and `nanoforge train` through nanoforge-emulated
 # on the CPU and the emulated GPU; only their programs are built (152 tests, about 2.5 minutes on 2 cores).

@@ -176,9 +176,9 @@ class Host final : public AgentRendezvousHost {
     const int joined = static_cast<int>(pending_.size());
     if (joined >= options_.max_nodes) {
       form_round();
-    } else if (joined >= options_.min_nodes && awaited_.empty() &&
+    } else if (joined >= options_.min_nodes && !awaiting_a_live_survivor() &&
                (reforming_ || seconds_since(last_join_) >= options_.last_call_seconds)) {
-      form_round();  // after a round: every survivor is back, nobody else is expected
+      form_round();  // after a round: every survivor that still beats is back
     } else if (seconds_since(collecting_since_) > options_.join_timeout_seconds) {
       if (joined >= options_.min_nodes) {
         form_round();  // survivors still stopping their ranks join the next round
@@ -238,7 +238,6 @@ class Host final : public AgentRendezvousHost {
       Agent& member = members_[node];
       if (static_cast<int>(node) == lost_node) continue;
       send_byte_now(member.socket.fd(), verdict);
-      member.heard = Clock::now();
       awaited_.emplace(static_cast<int>(node), std::move(member));
     }
     members_.clear();
@@ -262,6 +261,14 @@ class Host final : public AgentRendezvousHost {
                    it->first, survivor.address.c_str(), open ? "fell silent" : "left");
       it = awaited_.erase(it);
     }
+  }
+
+  // Whether a survivor of the last round is still on its way: it beats (a stopping machine's agent keeps
+  // its heartbeat). One silent for three beats is frozen, or stopped: the round does not wait for it.
+  bool awaiting_a_live_survivor() const {
+    return std::any_of(awaited_.begin(), awaited_.end(), [this](const auto& entry) {
+      return seconds_since(entry.second.heard) <= 3 * options_.silence_seconds / 10;
+    });
   }
 
   // Accepts one connection and takes it through its hello; true when an agent was admitted.

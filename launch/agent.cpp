@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "dist/agent_rendezvous.h"
+#include "dist/comm_watchdog.h"
 #include "dist/launch_env.h"
 #include "dist/rendezvous_protocol.h"
 #include "support/status.h"
@@ -139,6 +140,18 @@ class Ranks {
   bool all_finished() const {
     for (const Rank& rank : ranks_) {
       if (rank.running || !WIFEXITED(rank.status) || WEXITSTATUS(rank.status) != 0) return false;
+    }
+    return true;
+  }
+  // After a stop to take a machine in: whether every rank ended as a stop does — 0 at a step with a
+  // checkpoint, 128 + SIGTERM in its start-up, 75 when a peer's start-up ended so — rather than by a fault.
+  // Any of these leaves the round's checkpoint or a later one, so nothing is lost.
+  bool all_stopped_for_join() const {
+    for (const Rank& rank : ranks_) {
+      const bool stop_status = WIFEXITED(rank.status) && (WEXITSTATUS(rank.status) == 0 ||
+                                                          WEXITSTATUS(rank.status) == kCommFailureExitCode ||
+                                                          WEXITSTATUS(rank.status) == 128 + SIGTERM);
+      if (rank.running || !stop_status) return false;
     }
     return true;
   }
@@ -380,9 +393,9 @@ absl::Status run_launch_agent(const LaunchOptions& options) {
         // The ranks stop at their next step with a checkpoint (the trainer's stop vote): nothing is lost.
         // However long that step takes, the join timeout bounds it.
         ranks.stop(options.join_timeout_seconds, heartbeat);
-        const std::string stopped = ranks.reap();
-        last_end = stopped.empty() ? RoundEnd{.why = "a machine asking to join", .failure = false}
-                                   : RoundEnd{.why = stopped, .failure = true};
+        last_end = ranks.all_stopped_for_join()
+                       ? RoundEnd{.why = "a machine asking to join", .failure = false}
+                       : RoundEnd{.why = ranks.reap(), .failure = true};
         break;
       }
       last_end.failure = true;
