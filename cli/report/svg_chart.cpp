@@ -349,7 +349,8 @@ std::string chart_svg(const Chart& chart) {
           marker ? 3.5 : 3, series.color);
     }
   }
-  // Events over the series; labels in kEventLabelRows rows down from the top, so close ones do not overlap.
+  // Events over the series; labels in kEventLabelRows rows down from the top, so close ones do not overlap,
+  // in the event's colour (a style: the page's stylesheet sets every text's fill).
   for (size_t e = 0; e < chart.events.size(); ++e) {
     const ChartEvent& event = chart.events[e];
     if (!drawable(event.step, 0)) continue;
@@ -357,7 +358,7 @@ std::string chart_svg(const Chart& chart) {
     svg += fmt::format(
         "<line class=\"event\" data-label=\"{0}\" x1=\"{1:.1f}\" y1=\"{2}\" x2=\"{1:.1f}\" y2=\"{3}\" "
         "stroke=\"{4}\" stroke-width=\"1.5\" stroke-dasharray=\"5 3\"/><text class=\"event-label\" "
-        "x=\"{5:.1f}\" y=\"{6}\" fill=\"{4}\">{0}</text>\n",
+        "x=\"{5:.1f}\" y=\"{6}\" style=\"fill:{4}\">{0}</text>\n",
         html_escape(event.label), x, top, top + kHeight, event.color, x + 3,
         top + kLegendRowHeight * static_cast<double>(1 + e % kEventLabelRows));
   }
