@@ -5,7 +5,8 @@
 
 The training loss is drawn raw (faint) and smoothed with nanochat's debiased EMA; val bpb points come from the
 evaluation lines; tokens/s is per step; the CORE metric (train.core_every) gets a fourth panel when a run has
-it. Several runs can be given to compare them on the same axes.
+it; each re-formation by `nanoforge launch` is a dashed line on the loss at the step it resumed from. Several
+runs can be given to compare them on the same axes.
 """
 
 import argparse
@@ -25,7 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 def read_metrics(run_dir):
     path = os.path.join(run_dir, "metrics.jsonl")
-    steps, losses, rates, val_steps, val_bpb, core_steps, core = [], [], [], [], [], [], []
+    steps, losses, rates, val_steps, val_bpb, core_steps, core, reformations = [], [], [], [], [], [], [], []
     with open(path) as f:
         for number, line in enumerate(f, 1):
             line = line.strip()
@@ -35,7 +36,9 @@ def read_metrics(run_dir):
                 record = json.loads(line)
             except json.JSONDecodeError as error:
                 sys.exit(f"{path}:{number}: not JSON ({error})")
-            if "core_metric" in record:
+            if record.get("event") == "reformation":
+                reformations.append((record["step"], reformation_label(record)))
+            elif "core_metric" in record:
                 core_steps.append(record["step"])
                 core.append(record["core_metric"])
             elif "val_bpb" in record and record["val_bpb"] is not None:
@@ -47,7 +50,13 @@ def read_metrics(run_dir):
                 rates.append(record.get("tokens_per_s", math.nan))
     if not steps and not val_steps and not core_steps:
         sys.exit(f"{path}: no training or evaluation records")
-    return steps, losses, rates, (val_steps, val_bpb), (core_steps, core)
+    return steps, losses, rates, (val_steps, val_bpb), (core_steps, core), reformations
+
+
+def reformation_label(record):
+    """As `nanoforge report` labels it: "restart 1: 3 -> 2", or "join: 2 -> 3"."""
+    cause = "join" if record.get("cause") == "join" else f"restart {record.get('restart', '?')}"
+    return f"{cause}: {record.get('previous_world_size', '?')} -> {record.get('world_size', '?')}"
 
 
 def debiased_ema(values, beta):
@@ -66,15 +75,19 @@ def main():
     args = parser.parse_args()
 
     metrics = [read_metrics(run) for run in args.runs]
-    with_core = any(core_steps for *_, (core_steps, _) in metrics)
+    with_core = any(core_steps for *_, (core_steps, _), _ in metrics)
     figure, axes = plt.subplots(1, 4 if with_core else 3, figsize=(21 if with_core else 16, 4.5))
     loss_axis, bpb_axis, rate_axis = axes[:3]
-    for run, (steps, losses, rates, (val_steps, val_bpb), (core_steps, core)) in zip(args.runs, metrics):
+    for run, (steps, losses, rates, (val_steps, val_bpb), (core_steps, core), reformations) in zip(args.runs, metrics):
         label = os.path.basename(os.path.normpath(run))
         if steps:
             line, = loss_axis.plot(steps, losses, alpha=0.25)
             loss_axis.plot(steps, debiased_ema(losses, args.smooth), color=line.get_color(), label=label)
             rate_axis.plot(steps, rates, color=line.get_color(), label=label)
+            for step, text in reformations:
+                loss_axis.axvline(step, color=line.get_color(), linestyle="--", linewidth=1)
+                loss_axis.annotate(text, (step, 1), xycoords=("data", "axes fraction"), xytext=(3, -12),
+                                   textcoords="offset points", fontsize=8, color=line.get_color())
         if val_steps:
             bpb_axis.plot(val_steps, val_bpb, marker="o", label=label)
         if core_steps:

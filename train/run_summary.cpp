@@ -9,6 +9,7 @@
 #include <cmath>
 #include <fstream>
 #include <optional>
+#include <string_view>
 
 #include "kernels/device_buffer.h"
 #include "support/number_format.h"
@@ -29,6 +30,9 @@ struct RecordedRun {
   double step_seconds = 0;                  // the training steps' own time
   double mfu_seconds = 0, mfu_by_time = 0;  // over the steps that have an MFU: time, and MFU x time
   std::optional<StepFigure> min_val_bpb, last_core;
+  // `nanoforge launch`'s re-formations (train/reformation_record.h): after a failure, or to take in a machine
+  int64_t restarts = 0, joins = 0, steps_redone = 0;
+  double reforming_seconds = 0, redone_seconds = 0;
 };
 
 std::optional<double> number_field(simdjson::dom::object& record, const char* key) {
@@ -65,6 +69,15 @@ std::optional<RecordedRun> read_recorded_run(const std::string& path) {
       if (!run.min_val_bpb || *bpb < run.min_val_bpb->value) run.min_val_bpb = StepFigure{step, *bpb};
     } else if (const std::optional<double> core = number_field(record, "core_metric")) {
       run.last_core = StepFigure{step, *core};
+    } else if (std::string_view event;
+               record["event"].get_string().get(event) == simdjson::SUCCESS && event == "reformation") {
+      std::string_view cause;  // records written before the cause was: failures only
+      if (record["cause"].get_string().get(cause) != simdjson::SUCCESS) cause = "failure";
+      ++(cause == "join" ? run.joins : run.restarts);
+      run.reforming_seconds += number_field(record, "seconds_from_failure_to_resume").value_or(0);
+      run.redone_seconds += number_field(record, "seconds_redone").value_or(0);
+      int64_t redone = 0;
+      if (record["steps_redone"].get_int64().get(redone) == simdjson::SUCCESS) run.steps_redone += redone;
     }
   }
   return run;
@@ -136,6 +149,20 @@ RunSummary summarize_run(const RunEnd& end) {
       duration(run.step_seconds), run.steps, with_thousands(run.tokens),
       with_thousands(static_cast<int64_t>(tokens_per_second)));
   record.push_back({"avg_tokens_per_s", tokens_per_second});
+  if (run.restarts + run.joins > 0) {
+    const double lost_seconds = run.reforming_seconds + run.redone_seconds;
+    text += fmt::format(
+        "  re-formations    {} ({} restart{} after a failure, {} to take machines in); time lost {} ({} "
+        "re-forming, {} redoing {} step{})\n",
+        run.restarts + run.joins, run.restarts, run.restarts == 1 ? "" : "s", run.joins,
+        duration(lost_seconds), duration(run.reforming_seconds), duration(run.redone_seconds),
+        run.steps_redone, run.steps_redone == 1 ? "" : "s");
+    record.push_back({"reformations", run.restarts + run.joins});
+    record.push_back({"restarts", run.restarts});
+    record.push_back({"reforming_s", run.reforming_seconds});
+    record.push_back({"redone_s", run.redone_seconds});
+    record.push_back({"steps_redone", run.steps_redone});
+  }
   if (run.mfu_seconds > 0) {
     const double mfu = run.mfu_by_time / run.mfu_seconds;  // time-weighted: the MFU of the average rate
     text += fmt::format("  MFU              {:.2f}% on average\n", mfu);

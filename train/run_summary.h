@@ -1,8 +1,9 @@
 // The end-of-run summary, as nanochat's base_train prints one: the best validation bits per byte and its
-// step, the last CORE, the steps' time, tokens, throughput and MFU, peak memory, the last checkpoint and the
-// command that writes the report. Everything about the run is read from RUN/metrics.jsonl, which a resume
-// trims to its checkpoint and then continues, so a resumed run's summary covers the whole run; what only a
-// process can measure (memory, wall time) is said to be this process's.
+// step, the last CORE, the steps' time, tokens, throughput and MFU, `nanoforge launch`'s re-formations and
+// the time they lost, peak memory, the last checkpoint and the command that writes the report. Everything
+// about the run is read from RUN/metrics.jsonl, which a resume trims to its checkpoint and then continues, so
+// a resumed run's summary covers the whole run; what only a process can measure (memory, wall time) is said
+// to be this process's.
 #pragma once
 
 #include <cstdint>

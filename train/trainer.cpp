@@ -24,6 +24,7 @@
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/model_file.h"
 #include "train/checkpoint/resume.h"
+#include "train/reformation_record.h"
 #include "train/run_summary.h"
 
 namespace nanoforge {
@@ -51,31 +52,6 @@ absl::Status load_initial_weights(const std::string& location, GPT& model) {
                     stored->describe(), model.config().describe()));
   }
   return load_model_weights(*checkpoint, model);
-}
-
-// A round that `nanoforge launch` re-formed after a failure (dist/launch_env.h): one metrics.jsonl record at
-// the step resumed from, and one console line (docs/launch.md).
-absl::Status record_reformation(const LaunchReformation& reformation, int64_t resumed_step,
-                                int64_t world_size, MetricsLog& metrics) {
-  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count();
-  const double seconds = 1e-3 * static_cast<double>(now_ms - reformation.failure_unix_ms);
-  auto or_none = [](const std::string& nodes) { return nodes.empty() ? std::string("none") : nodes; };
-  fmt::print(
-      "re-formed by nanoforge launch (restart {}): world size {} -> {}, nodes left: {}, stayed: {}, joined: "
-      "{}; resumed from step {}, {:.1f} s after the failure\n",
-      reformation.restart, reformation.previous_world_size, world_size, or_none(reformation.left),
-      or_none(reformation.stayed), or_none(reformation.joined), resumed_step, seconds);
-  return metrics.write({{"step", resumed_step},
-                        {"event", std::string("reformation")},
-                        {"restart", int64_t{reformation.restart}},
-                        {"previous_world_size", int64_t{reformation.previous_world_size}},
-                        {"world_size", world_size},
-                        {"nodes_left", reformation.left},
-                        {"nodes_stayed", reformation.stayed},
-                        {"nodes_joined", reformation.joined},
-                        {"seconds_from_failure_to_resume", seconds}});
 }
 
 }  // namespace
@@ -147,6 +123,7 @@ absl::Status Trainer::start() {
       agreed_resume_checkpoint(options_, communicator_->rank(), communicator_->world_size(),
                                [this](std::array<double, 3> values) { return rank_sums_.sum(values); }));
   double resumed_training_seconds = 0;
+  DroppedSteps redone;  // rank 0's: the steps after the checkpoint that are trained again
   if (checkpoint.empty()) {
     LoaderOptions train_options = val_options;
     train_options.shuffle = true;
@@ -158,6 +135,7 @@ absl::Status Trainer::start() {
     train_loader_ = std::move(resumed.train_loader);
     first_step_ = resumed.step;
     resumed_training_seconds = resumed.training_seconds;
+    redone = resumed.redone;
     writer_.protect_step(first_step_);  // never pruned: the run may need to resume from it again
   }
   if (chief_) {
@@ -167,7 +145,8 @@ absl::Status Trainer::start() {
     NANOFORGE_ASSIGN_OR_RETURN(const std::optional<LaunchReformation> reformation,
                                launch_reformation_from_env(process_env));
     if (reformation && !checkpoint.empty()) {
-      NANOFORGE_RETURN_IF_ERROR(record_reformation(*reformation, first_step_, setup_.world_size, *metrics_));
+      NANOFORGE_RETURN_IF_ERROR(
+          record_reformation(*reformation, first_step_, setup_.world_size, redone, *metrics_));
     }
   }
   MetricsLog* metrics = metrics_ ? &*metrics_ : nullptr;

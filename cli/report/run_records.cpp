@@ -145,7 +145,46 @@ std::optional<double> number_field(simdjson::dom::object& record, const char* ke
   return value;
 }
 
-void read_metrics_record(simdjson::dom::parser& parser, const std::string& line, RunRecords& run) {
+std::string string_field(simdjson::dom::object& record, const char* key) {
+  std::string_view text;
+  if (record[key].get_string().get(text) != simdjson::SUCCESS) return "";
+  return std::string(text);
+}
+
+std::optional<int64_t> integer_field(simdjson::dom::object& record, const char* key) {
+  int64_t value = 0;
+  if (record[key].get_int64().get(value) != simdjson::SUCCESS) return std::nullopt;
+  return value;
+}
+
+// A re-formation record; one without its restart and world sizes is left out with a note.
+void read_reformation(simdjson::dom::object& record, int64_t step, const std::string& path, RunRecords& run) {
+  const std::optional<int64_t> restart = integer_field(record, "restart"),
+                               before = integer_field(record, "previous_world_size"),
+                               after = integer_field(record, "world_size");
+  if (!restart || !before || !after) {
+    run.notes.push_back(
+        fmt::format("{}: the re-formation record at step {} has no whole restart, "
+                    "previous_world_size and world_size",
+                    path, step));
+    return;
+  }
+  Reformation reformation{step,
+                          string_field(record, "cause"),
+                          *restart,
+                          *before,
+                          *after,
+                          string_field(record, "nodes_left"),
+                          string_field(record, "nodes_joined"),
+                          number_field(record, "seconds_from_failure_to_resume"),
+                          number_field(record, "seconds_redone"),
+                          integer_field(record, "steps_redone")};
+  if (reformation.cause != "join") reformation.cause = "failure";
+  run.reformations.push_back(std::move(reformation));
+}
+
+void read_metrics_record(simdjson::dom::parser& parser, const std::string& line, const std::string& path,
+                         RunRecords& run) {
   simdjson::dom::object record;
   int64_t step = 0;
   if (parser.parse(line).get_object().get(record) != simdjson::SUCCESS ||
@@ -174,6 +213,8 @@ void read_metrics_record(simdjson::dom::parser& parser, const std::string& line,
     run.checkpoint_ms.emplace_back(x, *checkpoint);
   } else if (record["sample"].get_string().get(text) == simdjson::SUCCESS) {
     run.samples.emplace_back(step, std::string(text));
+  } else if (string_field(record, "event") == "reformation") {
+    read_reformation(record, step, path, run);
   }
 }
 
@@ -322,8 +363,9 @@ absl::StatusOr<RunRecords> read_run_records(const std::string& run_dir) {
   if (run.name.empty()) run.name = fs::path(run_dir).lexically_normal().parent_path().filename().string();
   run.files.push_back(metrics);
   simdjson::dom::parser parser;
-  NANOFORGE_RETURN_IF_ERROR(for_each_line(
-      *metrics_file, metrics, [&](const std::string& line) { read_metrics_record(parser, line, run); }));
+  NANOFORGE_RETURN_IF_ERROR(for_each_line(*metrics_file, metrics, [&](const std::string& line) {
+    read_metrics_record(parser, line, metrics, run);
+  }));
   if (run.core.empty()) read_core_file(run_dir + "/core.json", run);
   read_config(run_dir + "/config.toml", run);
   read_checkpoints(run_dir, run);

@@ -19,6 +19,16 @@ struct TrainingPoint {
   std::optional<double> mfu, step_ms, exposed_comm_ms, data_wait_ms;
 };
 
+// A round that `nanoforge launch` re-formed (train/reformation_record.h), at the step it resumed from.
+struct Reformation {
+  int64_t step = 0;
+  std::string cause;  // "failure" (also in records written before the field was) or "join"
+  int64_t restart = 0, previous_world_size = 0, world_size = 0;
+  std::string nodes_left, nodes_joined;
+  std::optional<double> seconds_to_resume, seconds_redone;  // from the failure (or the stop) to the resume
+  std::optional<int64_t> steps_redone;
+};
+
 struct RunRecords {
   std::string name;  // the directory's name
   std::string dir;
@@ -26,6 +36,7 @@ struct RunRecords {
   std::vector<std::pair<double, double>> val_bpb, core, checkpoint_ms;  // (step, value)
   std::map<std::string, double> core_tasks;                             // the last CORE evaluation's
   std::vector<std::pair<int64_t, std::string>> samples;
+  std::vector<Reformation> reformations;
   std::vector<std::pair<std::string, std::string>> config;  // "section.key" -> value as TOML
   struct Checkpoint {
     std::string name;
@@ -38,7 +49,8 @@ struct RunRecords {
 
 // Reads what a run directory holds; an error when it has no metrics.jsonl it can read (not a run directory).
 // Everything else is optional: a config.toml, core.json or checkpoint that cannot be read (not a regular
-// file, too large, unreadable, a looping link, not TOML or JSON) is left out with a note in `notes`.
+// file, too large, unreadable, a looping link, not TOML or JSON), or a re-formation record without its world
+// sizes, is left out with a note in `notes`.
 absl::StatusOr<RunRecords> read_run_records(const std::string& run_dir);
 
 }  // namespace nanoforge

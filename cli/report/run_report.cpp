@@ -1,6 +1,7 @@
 // run_report_html: the page built from the runs' records (cli/report/run_records.h) and
-// cli/report/svg_chart.h's charts — curves overlaid per run, the time split, configs side by side, and each
-// run's checkpoints, CORE tasks, samples and what was left out.
+// cli/report/svg_chart.h's charts — curves overlaid per run (the loss marked where `nanoforge launch`
+// re-formed the job), the re-formations, the time split, configs side by side, and each run's checkpoints,
+// CORE tasks, samples and what was left out.
 #include "cli/report/run_report.h"
 
 #include <fmt/format.h>
@@ -65,6 +66,14 @@ Chart evaluation_chart(const std::vector<RunRecords>& runs, std::string id, std:
   return chart;
 }
 
+// A re-formation's short label: "restart 1: 3 -> 2" after a failure, "join: 2 -> 3" to take a machine in.
+std::string reformation_label(const Reformation& reformation) {
+  const std::string what =
+      reformation.cause == "join" ? std::string("join") : fmt::format("restart {}", reformation.restart);
+  return fmt::format("{}: {} -> {}", what, reformation.previous_world_size, reformation.world_size);
+}
+
+// The loss, with each run's re-formations marked at the step it resumed from.
 Chart loss_chart(const std::vector<RunRecords>& runs) {
   Chart chart{.id = "loss", .title = "training loss (nats/token): raw, and smoothed (EMA 0.9)"};
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -73,8 +82,45 @@ Chart loss_chart(const std::vector<RunRecords>& runs) {
       raw.emplace_back(point.step, point.loss);
     chart.series.push_back({"", series_color(i), raw, SeriesStyle::kFaintLine});
     chart.series.push_back({runs[i].name, series_color(i), debiased_ema(raw)});
+    for (const Reformation& reformation : runs[i].reformations) {
+      chart.events.push_back(
+          {static_cast<double>(reformation.step), reformation_label(reformation), series_color(i)});
+    }
   }
   return chart;
+}
+
+// The runs' re-formations by `nanoforge launch`, one row each; empty when no run has any.
+std::string reformations_table(const std::vector<RunRecords>& runs) {
+  std::string rows;
+  auto seconds = [](std::optional<double> value) {
+    return value ? fmt::format("{:.1f}", *value) : std::string("-");
+  };
+  auto nodes = [](const std::string& list) { return list.empty() ? std::string("-") : html_escape(list); };
+  for (const RunRecords& run : runs) {
+    for (const Reformation& reformation : run.reformations) {
+      rows += fmt::format(
+          "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} -&gt; {}</td><td>{}</td><td>{}</td><td>{}</td>"
+          "<td>{}</td></tr>\n",
+          html_escape(run.name), reformation.step,
+          reformation.cause == "join" ? std::string("join")
+                                      : fmt::format("failure (restart {})", reformation.restart),
+          reformation.previous_world_size, reformation.world_size, nodes(reformation.nodes_left),
+          nodes(reformation.nodes_joined), seconds(reformation.seconds_to_resume),
+          reformation.steps_redone
+              ? fmt::format("{} ({} s)", *reformation.steps_redone, seconds(reformation.seconds_redone))
+              : std::string("-"));
+    }
+  }
+  if (rows.empty()) return "";
+  return "<h2>Re-formations</h2>\n<p class=\"note\">Each time <code>nanoforge launch</code> re-formed the "
+         "job "
+         "(after a failure, or to take in a machine that came back), at the step it resumed from; marked on "
+         "the loss curve.</p>\n<table class=\"reformations\"><thead><tr><th>run</th><th>step</th><th>cause"
+         "</th><th>world size</th><th>nodes left</th><th>nodes joined</th><th>seconds from failure (or stop) "
+         "to "
+         "resume</th><th>steps redone (their time)</th></tr></thead><tbody>\n" +
+         rows + "</tbody></table>\n";
 }
 
 // Where one run's steps went, stacked to the step's time: compute (the rest of the step), exposed
@@ -262,6 +308,7 @@ std::string run_report_html(const std::vector<RunRecords>& runs) {
                     runs.size() > 1 ? "these runs" : "this run",
                     html_escape(fmt::format("{}", fmt::join(not_recorded, "; "))));
   }
+  html += reformations_table(runs);
   html += "<h2>Time per step</h2>\n<div class=\"charts\">\n";
   for (const Chart& chart : time_split_charts(runs))
     html += chart_svg(chart);

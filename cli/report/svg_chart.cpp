@@ -25,6 +25,7 @@ constexpr double kLegendRowHeight = 16;                              // one row 
 constexpr double kLegendFontPx = 12;                                 // the page's style for svg text
 constexpr double kSwatchWidth = 16, kSwatchGap = 4, kEntryGap = 16;  // swatch, swatch to text, to next entry
 constexpr int kTargetTicks = 5, kMinTicks = 4;
+constexpr size_t kEventLabelRows = 3;  // event labels go down in turn: three close events stay readable
 // Values of larger magnitude are left out: the axis' span and padding must stay finite in a double.
 constexpr double kLargestDrawn = 1e300;
 
@@ -272,6 +273,9 @@ std::string chart_svg(const Chart& chart) {
     return svg + fmt::format("<text class=\"empty\" x=\"{}\" y=\"{}\">not recorded</text></svg></figure>\n",
                              kLeft + kWidth / 2, top + kHeight / 2);
   }
+  for (const ChartEvent& event : chart.events) {
+    if (drawable(event.step, 0)) x_data.add(event.step);
+  }
   // The extents widen the axes; one out of the drawable range is ignored as a value would be.
   if (chart.x_extent && drawable(chart.x_extent->low, chart.x_extent->high)) {
     x_data.add(chart.x_extent->low);
@@ -344,6 +348,19 @@ std::string chart_svg(const Chart& chart) {
           marker ? "marker" : "dot", html_escape(series.label), px(point->x), py(point->top),
           marker ? 3.5 : 3, series.color);
     }
+  }
+  // Events over the series; labels in kEventLabelRows rows down from the top, so close ones do not overlap,
+  // in the event's colour (a style: the page's stylesheet sets every text's fill).
+  for (size_t e = 0; e < chart.events.size(); ++e) {
+    const ChartEvent& event = chart.events[e];
+    if (!drawable(event.step, 0)) continue;
+    const double x = px(event.step);
+    svg += fmt::format(
+        "<line class=\"event\" data-label=\"{0}\" x1=\"{1:.1f}\" y1=\"{2}\" x2=\"{1:.1f}\" y2=\"{3}\" "
+        "stroke=\"{4}\" stroke-width=\"1.5\" stroke-dasharray=\"5 3\"/><text class=\"event-label\" "
+        "x=\"{5:.1f}\" y=\"{6}\" style=\"fill:{4}\">{0}</text>\n",
+        html_escape(event.label), x, top, top + kHeight, event.color, x + 3,
+        top + kLegendRowHeight * static_cast<double>(1 + e % kEventLabelRows));
   }
   return svg + "</svg></figure>\n";
 }

@@ -2,7 +2,7 @@
 // nothing to fetch, so the page opens offline in any browser. x is a training step; axes span the data (and
 // any extent the caller gives: the run's steps, a y-range shared by charts shown side by side) with 1-2-5
 // ticks. A series is a line, a faint line, a line with dots, separate markers, or an area stacked on the
-// areas before it.
+// areas before it; events are dashed vertical lines, labelled.
 #pragma once
 
 #include <optional>
@@ -28,6 +28,14 @@ struct ChartSeries {
   SeriesStyle style = SeriesStyle::kLine;
 };
 
+// Something that happened at a step (a re-formation of the job): a dashed vertical line across the plot with
+// a short label at its top.
+struct ChartEvent {
+  double step = 0;
+  std::string label;  // "restart 1: 3 -> 2"
+  std::string color;  // CSS colour
+};
+
 struct AxisExtent {
   double low = 0, high = 0;
 };
@@ -37,6 +45,7 @@ struct Chart {
   std::string title;
   std::string x_label = "step";
   std::vector<ChartSeries> series = {};
+  std::vector<ChartEvent> events = {};  // drawn over the series' steps; a chart without data draws none
   // What each axis covers besides the data: the runs' steps (a lone evaluation sits in its run, not in a
   // range of +-1 around it) and a y-range shared by the charts compared side by side.
   std::optional<AxisExtent> x_extent = std::nullopt, y_extent = std::nullopt;

@@ -236,6 +236,58 @@ TEST(Report, ComparedRunsShareTheTimeChartsScale) {
             elements(slow_svg, "<line class=\"grid\" x1=\"64\""));
 }
 
+// `nanoforge launch`'s re-formations: a dashed line on the loss curve at each step resumed from, labelled
+// with the cause and the world sizes, and a table of them; a bad record is left out with a note. A run
+// without re-formations has neither.
+TEST(Report, ReformationsAreMarkedOnTheLossCurveAndListed) {
+  const fs::path run = make_timed_run(
+      "reformed", 8, 10,
+      "{\"step\": 2, \"event\": \"reformation\", \"cause\": \"failure\", \"restart\": 1, "
+      "\"previous_world_size\": 3, \"world_size\": 2, \"nodes_left\": \"2\", \"nodes_stayed\": \"0->0 "
+      "1->1\", "
+      "\"nodes_joined\": \"\", \"seconds_from_failure_to_resume\": 3.823, \"steps_redone\": 1, "
+      "\"seconds_redone\": 0.5}\n"
+      "{\"step\": 6, \"event\": \"reformation\", \"cause\": \"join\", \"restart\": 1, "
+      "\"previous_world_size\": 2, \"world_size\": 3, \"nodes_left\": \"\", \"nodes_stayed\": \"0->0 1->1\", "
+      "\"nodes_joined\": \"2\", \"seconds_from_failure_to_resume\": 1.2, \"steps_redone\": 0, "
+      "\"seconds_redone\": 0}\n"
+      "{\"step\": 7, \"event\": \"reformation\", \"restart\": \"two\"}\n");
+  const std::string page = report_page(run.string(), "reformed");
+  const std::string svg = chart_of(page, "loss");
+  const std::vector<std::string> events = elements(svg, "<line class=\"event\"");
+  ASSERT_EQ(events.size(), 2u) << svg;
+  EXPECT_EQ(attribute(events[0], "data-label"), "restart 1: 3 -&gt; 2");
+  EXPECT_EQ(attribute(events[1], "data-label"), "join: 2 -&gt; 3");
+  EXPECT_EQ(texts(svg, "class=\"event-label\""),
+            (std::vector<std::string>{"restart 1: 3 -&gt; 2", "join: 2 -&gt; 3"}));
+  // Each line stands at its step: where the x-axis labels that step (ticks every 2 steps on 1..8).
+  std::map<std::string, double> tick_x;
+  for (const std::string& tick : elements(svg, "<text class=\"tick x\""))
+    tick_x[texts(svg, tick.substr(0, tick.size() - 1)).at(0)] = number_attribute(tick, "x");
+  ASSERT_TRUE(tick_x.count("2") && tick_x.count("6")) << svg;
+  EXPECT_EQ(number_attribute(events[0], "x1"), tick_x["2"]);
+  EXPECT_EQ(number_attribute(events[1], "x1"), tick_x["6"]);
+
+  const size_t table_at = page.find("<table class=\"reformations\">");
+  ASSERT_NE(table_at, std::string::npos) << page;
+  const std::string table = page.substr(table_at, page.find("</table>", table_at) - table_at);
+  EXPECT_NE(
+      table.find("<tr><td>reformed</td><td>2</td><td>failure (restart 1)</td><td>3 -&gt; 2</td><td>2</td>"
+                 "<td>-</td><td>3.8</td><td>1 (0.5 s)</td></tr>"),
+      std::string::npos)
+      << table;
+  EXPECT_NE(table.find("<tr><td>reformed</td><td>6</td><td>join</td><td>2 -&gt; 3</td><td>-</td>"
+                       "<td>2</td><td>1.2</td><td>0 (0.0 s)</td></tr>"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(page.find("the re-formation record at step 7 has no whole restart"), std::string::npos) << page;
+
+  const std::string plain = report_page(make_timed_run("not_reformed", 8, 10).string(), "not_reformed");
+  EXPECT_EQ(plain.find("class=\"event"), std::string::npos);
+  EXPECT_EQ(plain.find("Re-formations"), std::string::npos);
+  EXPECT_EQ(plain.find("reformations"), std::string::npos);
+}
+
 // --out may be a directory, as its help says: the page is report.html in it.
 TEST(Report, AnOutputDirectoryGetsReportHtml) {
   const fs::path run = make_run("out_dir");

@@ -322,6 +322,8 @@ def case_tools_use_build_python(work):
         f.writelines(json.dumps({"step": step, "loss": 5.0 - step / 10, "tokens_per_s": 1000.0}) + "\n"
                      for step in range(1, 9))
         f.write(json.dumps({"step": 8, "val_bpb": 1.5}) + "\n")
+        f.write(json.dumps({"step": 4, "event": "reformation", "cause": "failure", "restart": 1,  # a dashed line
+                            "previous_world_size": 2, "world_size": 1}) + "\n")
 
     def clone(name, build_python):
         """A copy of tools/ in a tree of its own, with build/python made by `build_python(path)`."""

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -179,17 +180,25 @@ absl::StatusOr<std::vector<std::string>> resume_changes(const Recipe& saved, con
   return changes;
 }
 
-absl::Status trim_metrics_after(const std::string& metrics_path, int64_t step) {
+absl::StatusOr<DroppedSteps> trim_metrics_after(const std::string& metrics_path, int64_t step) {
+  DroppedSteps dropped;
   std::ifstream in(metrics_path);
-  if (!in) return absl::OkStatus();  // nothing written yet
+  if (!in) return dropped;  // nothing written yet
   const std::regex step_field("\"step\": ([0-9]{1,18})");
+  const std::regex step_ms_field("\"step_ms\": ([-+.0-9eE]+)");  // as metric_json writes it (%.9g)
   std::string kept, line;
   while (std::getline(in, line)) {
     std::smatch match;
     if (!std::regex_search(line, match, step_field)) continue;
     const int64_t line_step = std::stoll(match[1]);
     const bool evaluation = line.find("\"val_bpb\"") != std::string::npos;
-    if (evaluation ? line_step < step : line_step <= step) kept += line + "\n";
+    if (evaluation ? line_step < step : line_step <= step) {
+      kept += line + "\n";
+    } else if (line.find("\"loss\"") != std::string::npos) {  // a training step's record
+      ++dropped.steps;
+      if (std::regex_search(line, match, step_ms_field))
+        dropped.seconds += std::strtod(match[1].str().c_str(), nullptr) / 1e3;
+    }
   }
   in.close();
   const std::string temporary = metrics_path + ".partial";
@@ -201,7 +210,7 @@ absl::Status trim_metrics_after(const std::string& metrics_path, int64_t step) {
   std::error_code error;
   std::filesystem::rename(temporary, metrics_path, error);
   if (error) return absl::InternalError(fmt::format("cannot replace {}: {}", metrics_path, error.message()));
-  return absl::OkStatus();
+  return dropped;
 }
 
 absl::StatusOr<std::string> agreed_resume_checkpoint(const TrainRunOptions& options, int64_t rank,
@@ -215,7 +224,7 @@ absl::StatusOr<std::string> agreed_resume_checkpoint(const TrainRunOptions& opti
   if (choice.checkpoint.empty()) {
     // Killed before its first checkpoint (a requeued job resumes blindly): the run starts over.
     if (chief) fmt::print("resume: {} has no checkpoint yet; starting from step 0\n", options.run_dir);
-    if (chief) NANOFORGE_RETURN_IF_ERROR(trim_metrics_after(options.run_dir + "/metrics.jsonl", 0));
+    if (chief) NANOFORGE_RETURN_IF_ERROR(trim_metrics_after(options.run_dir + "/metrics.jsonl", 0).status());
   }
   return choice.checkpoint;
 }
@@ -239,11 +248,12 @@ absl::StatusOr<ResumedRun> resume_from_checkpoint(const std::string& checkpoint,
       optimizer.load_state([&](const std::string& dataset,
                                int64_t numel) { return read_optimizer_tensor(checkpoint, dataset, numel); },
                            optimizer_steps));
-  ResumedRun resumed{state.step, state.training_seconds, nullptr};
+  ResumedRun resumed{state.step, state.training_seconds, nullptr, {}};
   NANOFORGE_ASSIGN_OR_RETURN(resumed.train_loader,
                              resume_train_loader(checkpoint, state, setup, options.allow_data_change, rank));
   if (rank != 0) return resumed;
-  NANOFORGE_RETURN_IF_ERROR(trim_metrics_after(options.run_dir + "/metrics.jsonl", state.step));
+  NANOFORGE_ASSIGN_OR_RETURN(resumed.redone,
+                             trim_metrics_after(options.run_dir + "/metrics.jsonl", state.step));
   fmt::print(
       "resume: {} at step {}{}\n", checkpoint, state.step,
       state.step == setup.horizon.num_iterations ? " (the run is complete: nothing left to train)" : "");

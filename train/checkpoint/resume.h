@@ -38,9 +38,16 @@ absl::Status check_resume_from_exists(const std::string& checkpoint, const std::
 // An error naming the first key that may not change; otherwise the changes as "key: old -> new".
 absl::StatusOr<std::vector<std::string>> resume_changes(const Recipe& saved, const Recipe& current);
 
+// The training steps a resume drops from metrics.jsonl: those trained after its checkpoint, which the resumed
+// run trains again (a step under way when the run ended wrote no record and is not counted).
+struct DroppedSteps {
+  int64_t steps = 0;
+  double seconds = 0;  // their step_ms, summed
+};
+
 // Drops the metrics a resumed run will write again: training records after `step`, evaluations at or after
-// it.
-absl::Status trim_metrics_after(const std::string& metrics_path, int64_t step);
+// it; returns the training steps dropped.
+absl::StatusOr<DroppedSteps> trim_metrics_after(const std::string& metrics_path, int64_t step);
 
 // The checkpoint --resume or --resume-from continues, the same on every rank (agreement.h); "" for a fresh
 // start, also when a --resume finds no checkpoint yet (a requeued job killed before its first: rank 0 then
@@ -53,11 +60,13 @@ struct ResumedRun {
   int64_t step = 0;             // the checkpoint's: the next step trained is step + 1
   double training_seconds = 0;  // the checkpoint's training time
   std::unique_ptr<Loader> train_loader;
+  DroppedSteps redone;  // rank 0's: the steps metrics.jsonl held after the checkpoint
 };
 
 // `checkpoint` has passed verify_checkpoint: whether this run may continue it (the recipe, the data, the
 // model, the steps), then its weights and this rank's share of the optimizer state into `model` and
-// `optimizer`, and the data stream. Rank 0 drops the metrics it will write again and prints what changed.
+// `optimizer`, and the data stream. Rank 0 drops the metrics it will write again (counting the steps it
+// will redo) and prints what changed.
 absl::StatusOr<ResumedRun> resume_from_checkpoint(const std::string& checkpoint, const RunSetup& setup,
                                                   const TrainRunOptions& options, int64_t rank, GPT& model,
                                                   DataParallelOptimizer& optimizer);
