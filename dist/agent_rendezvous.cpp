@@ -1,7 +1,8 @@
 // agent_rendezvous: the host's thread (accept, authenticate, form rounds, watch them) and the agent's link.
 // A connection is handled to its hello before the next is accepted (at most hello_timeout_seconds each): a
 // few agents join, and a stranger costs a delay, never a place. After the reply, one byte at a time: the
-// agent sends kHeartbeat, kFailed or kDone; the host kHeartbeat, kReform, kJoin or kFinished. A round's
+// agent sends kHeartbeat, kFailed or kDone; the host kHeartbeat, kFinished, or kReform or kJoin followed by
+// the reason (a length byte, then the text) in one send. A round's
 // survivors keep their connection until they are back in the next round, so the host waits for each of them
 // (and closes the round as soon as they are all in) but not for one that vanished.
 #include "dist/agent_rendezvous.h"
@@ -222,22 +223,23 @@ class Host final : public AgentRendezvousHost {
       return;  // serves on (late joiners wait) until its own agent ends
     }
     if (!lost.empty()) {
-      end_round(kReform, lost + "; re-forming", lost_node);
+      end_round(kReform, lost, lost_node);
     } else if (!pending_.empty() && static_cast<int>(members_.size()) < options_.max_nodes) {
-      end_round(kJoin,
-                fmt::format("{} asks to join; the ranks stop at their next step with a checkpoint",
-                            pending_.front().address),
-                -1);
+      end_round(kJoin, fmt::format("a machine ({}) asks to join", pending_.front().address), -1);
     }
   }
 
   // Tells every member how the round ends; those still connected are awaited in the next one.
   void end_round(uint8_t verdict, const std::string& why, int lost_node) {
     std::fprintf(stderr, "nanoforge launch: rendezvous host: round %d ends: %s\n", round_, why.c_str());
+    std::string message(1, static_cast<char>(verdict));
+    const std::string reason = why.substr(0, std::min<size_t>(why.size(), 255));
+    message += static_cast<char>(reason.size());
+    message += reason;
     for (size_t node = 0; node < members_.size(); ++node) {
       Agent& member = members_[node];
       if (static_cast<int>(node) == lost_node) continue;
-      send_byte_now(member.socket.fd(), verdict);
+      (void)::send(member.socket.fd(), message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       awaited_.emplace(static_cast<int>(node), std::move(member));
     }
     members_.clear();
@@ -471,14 +473,25 @@ AgentVerdict AgentLink::poll(double wait_seconds) {
   if (seconds_since(sent_) >= silence_seconds_ / 10) send_byte(kHeartbeat);
   pollfd fd{socket_.fd(), POLLIN, 0};
   ::poll(&fd, 1, static_cast<int>(wait_seconds * 1000));
-  std::vector<uint8_t> bytes;
-  const bool open = read_bytes(socket_.fd(), &bytes);
-  if (!bytes.empty()) heard_ = Clock::now();
-  for (const uint8_t byte : bytes) {
-    if (byte == kReform) return AgentVerdict::kReform;
+  const size_t before = inbox_.size();
+  const bool open = read_bytes(socket_.fd(), &inbox_);
+  if (inbox_.size() > before) heard_ = Clock::now();
+  for (size_t at = 0; at < inbox_.size(); ++at) {
+    const uint8_t byte = inbox_[at];
     if (byte == kFinished) return AgentVerdict::kFinished;
-    if (byte == kJoin) return AgentVerdict::kJoin;
+    if (byte != kReform && byte != kJoin) continue;
+    // The reason follows in the same send; wait for all of it (a connection that closed has none).
+    if (at + 1 < inbox_.size() && at + 2 + inbox_[at + 1] <= inbox_.size()) {
+      verdict_reason_.assign(inbox_.begin() + static_cast<std::ptrdiff_t>(at) + 2,
+                             inbox_.begin() + static_cast<std::ptrdiff_t>(at) + 2 + inbox_[at + 1]);
+    } else if (open) {
+      inbox_.erase(inbox_.begin(), inbox_.begin() + static_cast<std::ptrdiff_t>(at));
+      return AgentVerdict::kNone;
+    }
+    inbox_.clear();
+    return byte == kReform ? AgentVerdict::kReform : AgentVerdict::kJoin;
   }
+  inbox_.clear();
   if (!open || seconds_since(heard_) > silence_seconds_) return AgentVerdict::kHostLost;
   return AgentVerdict::kNone;
 }

@@ -77,6 +77,8 @@ class AgentLink {
   void report_done();
   // Sends a heartbeat when one is due, reads what the host sent, waiting up to `wait_seconds`.
   AgentVerdict poll(double wait_seconds);
+  // Why the host ended the round (kReform, kJoin): "node 2 (10.0.0.7) closed its connection".
+  const std::string& verdict_reason() const { return verdict_reason_; }
 
  private:
   AgentLink(rendezvous_io::Socket socket, AgentMembership membership, const AgentRendezvousOptions& options);
@@ -86,6 +88,8 @@ class AgentLink {
   AgentMembership membership_;
   double silence_seconds_ = 10;
   TcpClock::time_point heard_{}, sent_{};
+  std::vector<uint8_t> inbox_;  // bytes read, up to an incomplete reason
+  std::string verdict_reason_;
 };
 
 }  // namespace nanoforge

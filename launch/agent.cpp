@@ -286,7 +286,7 @@ absl::Status run_rendezvous_only(const LaunchOptions& options, const AgentRendez
 
 // How a round ended for this agent, and what it means for the next.
 struct RoundEnd {
-  std::string why;      // "rank 1 exited with status 75", "another node's failure", ...
+  std::string why;      // "rank 1 exited with status 75", "node 2 (10.0.0.7) closed its connection", ...
   bool failure = true;  // false: the ranks stopped with a checkpoint to take a machine in
 };
 
@@ -401,9 +401,15 @@ absl::Status run_launch_agent(const LaunchOptions& options) {
       last_end.failure = true;
       last_end.why = verdict == AgentVerdict::kHostLost ? "losing the rendezvous host"
                      : reported_failure                 ? failure
-                                                        : "another node's failure";
+                     : link->verdict_reason().empty()   ? "another node's failure"
+                                                        : link->verdict_reason();
       ranks.stop(options.stop_grace_seconds, heartbeat);
       break;
+    }
+    if (stop_signal() != 0) {  // a signal while the round ended: restart nothing
+      return absl::CancelledError(fmt::format(
+          "stopped by signal {} while re-forming ({}); a launch with the same command resumes the run",
+          stop_signal(), last_end.why));
     }
     if (last_end.failure && ++restarts > options.max_restarts) {
       return absl::AbortedError(
