@@ -120,13 +120,13 @@ std::vector<std::string> reformation_records(const std::string& run) {
   return lines;
 }
 
-// Whether a step was logged after the run's first re-formation: the survivors trained.
-bool stepped_after_reformation(const std::string& run) {
+// Whether a step was logged after the run's `count`-th re-formation: the new round trained.
+bool stepped_after_reformation(const std::string& run, int count = 1) {
   if (!std::filesystem::exists(run + "/metrics.jsonl")) return false;
-  bool reformed = false;
+  int reformations = 0;
   for (const std::string& line : read_lines(run + "/metrics.jsonl")) {
-    if (line.find("\"event\": \"reformation\"") != std::string::npos) reformed = true;
-    if (reformed && line.find("\"loss\": ") != std::string::npos) return true;
+    if (line.find("\"event\": \"reformation\"") != std::string::npos) ++reformations;
+    if (reformations >= count && line.find("\"loss\": ") != std::string::npos) return true;
   }
   return false;
 }
@@ -156,7 +156,8 @@ struct LaunchRun {
   std::vector<Machine> machines{};  // the 3, then the victim's when it came back
   std::optional<Machine> head{};
   int victim = -1;
-  double death_to_first_step = -1;  // seconds from the signal to the first step after the re-formation
+  double death_to_first_step = -1;   // seconds from the signal to the first step after the re-formation
+  double return_to_first_step = -1;  // from the victim's agent started again to the first step with it
 };
 
 // Runs `scenario`: the first machine started (or the head agent) hosts the rendezvous. The signal goes once
@@ -186,7 +187,7 @@ LaunchRun run_three_machines(const std::string& recipe, const std::string& run, 
   }
   const auto start = Clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
-  double signalled_at = -1;
+  double signalled_at = -1, returned_at = -1;
   while (seconds() < kHardLimitSeconds) {
     if (signalled_at < 0 && scenario.victim != -1 && std::filesystem::exists(run + "/metrics.jsonl") &&
         losses_by_step(run).count(3) == 1 && !latest_checkpoint_name(run).empty()) {
@@ -210,7 +211,12 @@ LaunchRun run_three_machines(const std::string& recipe, const std::string& run, 
     }
     if (scenario.returns && result.machines.size() == 3 && !reformation_records(run).empty()) {
       result.machines.emplace_back().start(launch("1"));
-      std::printf("machine %d's agent started again at %.2f s\n", result.victim, seconds());
+      returned_at = seconds();
+      std::printf("machine %d's agent started again at %.2f s\n", result.victim, returned_at);
+    }
+    if (returned_at >= 0 && result.return_to_first_step < 0 && stepped_after_reformation(run, 2)) {
+      result.return_to_first_step = seconds() - returned_at;
+      std::printf("return to the first step with it: %.2f s\n", result.return_to_first_step);
     }
     bool done = !result.head || result.head->poll();
     for (size_t i = 0; i < result.machines.size(); ++i) {
