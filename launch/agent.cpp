@@ -286,9 +286,100 @@ absl::Status run_rendezvous_only(const LaunchOptions& options, const AgentRendez
 
 // How a round ended for this agent, and what it means for the next.
 struct RoundEnd {
-  std::string why;      // "rank 1 exited with status 75", "node 2 (10.0.0.7) closed its connection", ...
-  bool failure = true;  // false: the ranks stopped with a checkpoint to take a machine in
+  std::string why;         // "rank 1 exited with status 75", "node 2 (10.0.0.7) closed its connection", ...
+  bool failure = true;     // false: the ranks stopped with a checkpoint to take a machine in
+  Clock::time_point at{};  // when this agent learnt it
+  std::chrono::system_clock::time_point wall{};  // the same moment, for the ranks' record
 };
+
+// Watches a round's ranks and the host's verdicts until the round ends (its end, the ranks stopped), the job
+// finishes (nullopt) or a signal stops it (an error).
+absl::StatusOr<std::optional<RoundEnd>> watch_round(const LaunchOptions& options, AgentLink& link,
+                                                    Ranks& ranks) {
+  const auto heartbeat = [&link] { link.poll(0); };
+  bool reported_failure = false, reported_done = false, forwarded_signal = false;
+  std::string failure;
+  Clock::time_point signalled{};
+  while (true) {
+    const AgentVerdict verdict = link.poll(kWatchTickSeconds);
+    // A signal: the ranks have it too when it came from a terminal or Slurm, and stop at their next step;
+    // when it was this agent's alone, they get SIGTERM after the grace (never twice: a second ends them).
+    if (stop_signal() != 0 && signalled == Clock::time_point{}) signalled = Clock::now();
+    if (signalled != Clock::time_point{} && !forwarded_signal &&
+        seconds_since(signalled) > options.stop_grace_seconds) {
+      ranks.terminate();
+      forwarded_signal = true;
+    }
+    failure = ranks.reap();
+    if (!failure.empty() && !reported_failure) {
+      std::fprintf(stderr, "nanoforge launch: node %d: %s\n", link.membership().node_rank, failure.c_str());
+      link.report_failed();
+      reported_failure = true;
+    }
+    if (ranks.all_finished() && !reported_done) {
+      link.report_done();
+      reported_done = true;
+    }
+    if (verdict == AgentVerdict::kFinished && ranks.all_finished()) return std::nullopt;
+    if (verdict == AgentVerdict::kNone) continue;
+    if (signalled != Clock::time_point{}) {
+      ranks.stop(options.stop_grace_seconds);
+      return absl::CancelledError(fmt::format(
+          "stopped by signal {} before the job finished; a launch with the same command resumes it",
+          stop_signal()));
+    }
+    RoundEnd end{.why = "", .failure = true, .at = Clock::now(), .wall = std::chrono::system_clock::now()};
+    if (verdict == AgentVerdict::kJoin && !reported_failure) {
+      // The ranks stop at their next step with a checkpoint (the trainer's stop vote): nothing is lost.
+      // However long that step takes, the join timeout bounds it.
+      ranks.stop(options.join_timeout_seconds, heartbeat);
+      end.failure = !ranks.all_stopped_for_join();
+      end.why = !end.failure            ? "a machine asking to join"
+                : !ranks.reap().empty() ? ranks.reap()
+                                        : "a rank that did not stop within --join-timeout";
+      return end;
+    }
+    end.why = verdict == AgentVerdict::kHostLost ? "losing the rendezvous host"
+              : reported_failure                 ? failure
+              : link.verdict_reason().empty()    ? "another node's failure"
+                                                 : link.verdict_reason();
+    ranks.stop(options.stop_grace_seconds, heartbeat);
+    return end;
+  }
+}
+
+// The round's line on this agent's console; after the first, what changed, which the ranks record too.
+std::optional<LaunchReformation> announce_round(const LaunchOptions& options,
+                                                const AgentMembership& membership,
+                                                const std::string& checkpoint,
+                                                const std::optional<RoundEnd>& last_end, int restarts,
+                                                int previous_world_size, int previous_nnodes) {
+  const int world_size = membership.nnodes * membership.nproc_per_node;
+  std::optional<LaunchReformation> reformation;
+  if (!last_end) {
+    std::printf("nanoforge launch: round %d: %d node(s), this machine node %d, ranks %d..%d of %d%s\n",
+                membership.round, membership.nnodes, membership.node_rank,
+                membership.node_rank * membership.nproc_per_node,
+                (membership.node_rank + 1) * membership.nproc_per_node - 1, world_size,
+                checkpoint.empty() ? "" : fmt::format(", resuming from {}", checkpoint).c_str());
+  } else {
+    reformation = reformation_of(membership, last_end->failure ? "failure" : "join", restarts,
+                                 previous_world_size, previous_nnodes, last_end->wall);
+    const std::string after =
+        last_end->failure ? fmt::format("(round {}, restart {} of at most {}) after {}", membership.round,
+                                        restarts, options.max_restarts, last_end->why)
+                          : fmt::format("(round {}) to take in a machine", membership.round);
+    std::printf(
+        "nanoforge launch: re-formed %s: %d node(s) (left: %s; stayed: %s; joined: %s), this machine node "
+        "%d, world size %d, resuming from %s, %.1f s after the %s\n",
+        after.c_str(), membership.nnodes, or_none(reformation->left).c_str(),
+        or_none(reformation->stayed).c_str(), or_none(reformation->joined).c_str(), membership.node_rank,
+        world_size, checkpoint.empty() ? "the start" : checkpoint.c_str(), seconds_since(last_end->at),
+        last_end->failure ? "failure" : "stop");
+  }
+  std::fflush(stdout);
+  return reformation;
+}
 
 }  // namespace
 
@@ -307,11 +398,8 @@ absl::Status run_launch_agent(const LaunchOptions& options) {
   std::unique_ptr<AgentRendezvousHost> host;
   std::optional<AgentLink> link;  // the last round's, open until the next round takes this agent in
   int previous_node_rank = -1, previous_nnodes = 0, previous_world_size = 0, restarts = 0;
-  RoundEnd last_end;
-  Clock::time_point round_ended{};
-  std::chrono::system_clock::time_point failure_time{};  // the same moment, for the ranks' record
-  std::optional<LaunchReformation> reformation;
-  for (bool first = true;; first = false) {
+  std::optional<RoundEnd> last_end;  // none before the first round
+  while (true) {
     // The host of the last round may be gone: an agent of the endpoint's machine takes over.
     if (!host) {
       NANOFORGE_ASSIGN_OR_RETURN(host, AgentRendezvousHost::start_if_here(rendezvous));
@@ -320,101 +408,29 @@ absl::Status run_launch_agent(const LaunchOptions& options) {
         AgentLink::join(rendezvous, options.nproc_per_node, previous_node_rank);
     if (!joined.ok()) {
       return absl::Status(joined.status().code(),
-                          fmt::format("{}{}", first ? "" : fmt::format("after {} restart(s): ", restarts),
+                          fmt::format("{}{}", last_end ? fmt::format("after {} restart(s): ", restarts) : "",
                                       std::string(joined.status().message())));
     }
     link = std::move(*joined);
     const AgentMembership& membership = link->membership();
     const std::string checkpoint = latest_checkpoint(run_dir);
-    const int world_size = membership.nnodes * membership.nproc_per_node;
-    const std::string ranks_text =
-        fmt::format("this machine node {}, ranks {}..{} of {}", membership.node_rank,
-                    membership.node_rank * membership.nproc_per_node,
-                    (membership.node_rank + 1) * membership.nproc_per_node - 1, world_size);
-    if (first) {
-      std::printf("nanoforge launch: round %d: %d node(s), %s%s\n", membership.round, membership.nnodes,
-                  ranks_text.c_str(),
-                  checkpoint.empty() ? "" : fmt::format(", resuming from {}", checkpoint).c_str());
-    } else {
-      reformation = reformation_of(membership, last_end.failure ? "failure" : "join", restarts,
-                                   previous_world_size, previous_nnodes, failure_time);
-      const std::string after =
-          last_end.failure ? fmt::format("(round {}, restart {} of at most {}) after {}", membership.round,
-                                         restarts, options.max_restarts, last_end.why)
-                           : fmt::format("(round {}) to take in a machine", membership.round);
-      std::printf(
-          "nanoforge launch: re-formed %s: %d node(s) (left: %s; stayed: %s; joined: %s), this machine node "
-          "%d, world size %d, resuming from %s, %.1f s after the %s\n",
-          after.c_str(), membership.nnodes, or_none(reformation->left).c_str(),
-          or_none(reformation->stayed).c_str(), or_none(reformation->joined).c_str(), membership.node_rank,
-          world_size, checkpoint.empty() ? "the start" : checkpoint.c_str(), seconds_since(round_ended),
-          last_end.failure ? "failure" : "stop");
-    }
-    std::fflush(stdout);
+    const std::optional<LaunchReformation> reformation = announce_round(
+        options, membership, checkpoint, last_end, restarts, previous_world_size, previous_nnodes);
     previous_node_rank = membership.node_rank;
     previous_nnodes = membership.nnodes;
-    previous_world_size = world_size;
+    previous_world_size = membership.nnodes * membership.nproc_per_node;
     Ranks ranks(options, membership, !checkpoint.empty(), reformation);
-    const auto heartbeat = [&link] { link->poll(0); };
-    bool reported_failure = false, reported_done = false, forwarded_signal = false;
-    Clock::time_point signalled{};
-    while (true) {
-      const AgentVerdict verdict = link->poll(kWatchTickSeconds);
-      // A signal: the ranks have it too when it came from a terminal or Slurm, and stop at their next step;
-      // when it was this agent's alone, they get SIGTERM after the grace (never twice: a second ends them).
-      if (stop_signal() != 0 && signalled == Clock::time_point{}) signalled = Clock::now();
-      if (signalled != Clock::time_point{} && !forwarded_signal &&
-          seconds_since(signalled) > options.stop_grace_seconds) {
-        ranks.terminate();
-        forwarded_signal = true;
-      }
-      const std::string failure = ranks.reap();
-      if (!failure.empty() && !reported_failure) {
-        std::fprintf(stderr, "nanoforge launch: node %d: %s\n", membership.node_rank, failure.c_str());
-        link->report_failed();
-        reported_failure = true;
-      }
-      if (ranks.all_finished() && !reported_done) {
-        link->report_done();
-        reported_done = true;
-      }
-      if (verdict == AgentVerdict::kFinished && ranks.all_finished()) return absl::OkStatus();
-      if (verdict == AgentVerdict::kNone) continue;
-      if (signalled != Clock::time_point{}) {
-        ranks.stop(options.stop_grace_seconds);
-        return absl::CancelledError(
-            fmt::format("stopped by signal {} before the job finished; a launch with the "
-                        "same command resumes it",
-                        stop_signal()));
-      }
-      round_ended = Clock::now();
-      failure_time = std::chrono::system_clock::now();
-      if (verdict == AgentVerdict::kJoin && !reported_failure) {
-        // The ranks stop at their next step with a checkpoint (the trainer's stop vote): nothing is lost.
-        // However long that step takes, the join timeout bounds it.
-        ranks.stop(options.join_timeout_seconds, heartbeat);
-        last_end = ranks.all_stopped_for_join()
-                       ? RoundEnd{.why = "a machine asking to join", .failure = false}
-                       : RoundEnd{.why = ranks.reap(), .failure = true};
-        break;
-      }
-      last_end.failure = true;
-      last_end.why = verdict == AgentVerdict::kHostLost ? "losing the rendezvous host"
-                     : reported_failure                 ? failure
-                     : link->verdict_reason().empty()   ? "another node's failure"
-                                                        : link->verdict_reason();
-      ranks.stop(options.stop_grace_seconds, heartbeat);
-      break;
-    }
-    if (stop_signal() != 0) {  // a signal while the round ended: restart nothing
+    NANOFORGE_ASSIGN_OR_RETURN(last_end, watch_round(options, *link, ranks));
+    if (!last_end) return absl::OkStatus();  // the job finished
+    if (stop_signal() != 0) {                // a signal while the round ended: restart nothing
       return absl::CancelledError(fmt::format(
           "stopped by signal {} while re-forming ({}); a launch with the same command resumes the run",
-          stop_signal(), last_end.why));
+          stop_signal(), last_end->why));
     }
-    if (last_end.failure && ++restarts > options.max_restarts) {
+    if (last_end->failure && ++restarts > options.max_restarts) {
       return absl::AbortedError(
           fmt::format("stopped: the job failed ({}) and --max-restarts {} allows no more restarts",
-                      last_end.why, options.max_restarts));
+                      last_end->why, options.max_restarts));
     }
   }
 }

@@ -201,6 +201,25 @@ std::pair<std::string, int> legend_svg(const Chart& chart) {
   return {svg, any ? row + 1 : 1};
 }
 
+// The chart's events over the series, at their steps on the x axis `xs`: dashed lines, each labelled in the
+// event's colour (a style: the page's stylesheet sets every text's fill), in kEventLabelRows rows down from
+// the plot's `top` so that close ones do not overlap.
+std::string events_svg(const Chart& chart, const Range& xs, double top) {
+  std::string svg;
+  for (size_t e = 0; e < chart.events.size(); ++e) {
+    const ChartEvent& event = chart.events[e];
+    if (!drawable(event.step, 0)) continue;
+    const double x = kLeft + (event.step - xs.low) / (xs.high - xs.low) * kWidth;
+    svg += fmt::format(
+        "<line class=\"event\" data-label=\"{0}\" x1=\"{1:.1f}\" y1=\"{2}\" x2=\"{1:.1f}\" y2=\"{3}\" "
+        "stroke=\"{4}\" stroke-width=\"1.5\" stroke-dasharray=\"5 3\"/><text class=\"event-label\" "
+        "x=\"{5:.1f}\" y=\"{6}\" style=\"fill:{4}\">{0}</text>\n",
+        html_escape(event.label), x, top, top + kHeight, event.color, x + 3,
+        top + kLegendRowHeight * static_cast<double>(1 + e % kEventLabelRows));
+  }
+  return svg;
+}
+
 }  // namespace
 
 bool chart_has_data(const Chart& chart) {
@@ -349,19 +368,7 @@ std::string chart_svg(const Chart& chart) {
           marker ? 3.5 : 3, series.color);
     }
   }
-  // Events over the series; labels in kEventLabelRows rows down from the top, so close ones do not overlap,
-  // in the event's colour (a style: the page's stylesheet sets every text's fill).
-  for (size_t e = 0; e < chart.events.size(); ++e) {
-    const ChartEvent& event = chart.events[e];
-    if (!drawable(event.step, 0)) continue;
-    const double x = px(event.step);
-    svg += fmt::format(
-        "<line class=\"event\" data-label=\"{0}\" x1=\"{1:.1f}\" y1=\"{2}\" x2=\"{1:.1f}\" y2=\"{3}\" "
-        "stroke=\"{4}\" stroke-width=\"1.5\" stroke-dasharray=\"5 3\"/><text class=\"event-label\" "
-        "x=\"{5:.1f}\" y=\"{6}\" style=\"fill:{4}\">{0}</text>\n",
-        html_escape(event.label), x, top, top + kHeight, event.color, x + 3,
-        top + kLegendRowHeight * static_cast<double>(1 + e % kEventLabelRows));
-  }
+  svg += events_svg(chart, xs, top);
   return svg + "</svg></figure>\n";
 }
 
