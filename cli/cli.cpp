@@ -13,6 +13,7 @@
 
 #include "cli/build_info.h"
 #include "cli/command.h"
+#include "cli/command_line.h"
 #include "cli/flag_limits.h"
 #include "dist/comm_watchdog.h"
 #include "support/output_path.h"
@@ -26,15 +27,6 @@ constexpr const char* kColumnGap = "  ";
 std::string dashed(std::string name) {
   std::replace(name.begin(), name.end(), '_', '-');
   return name;
-}
-
-// --window-pattern=X -> --window_pattern=X (only the name part; values keep their dashes).
-std::string underscored_flag(const std::string& arg) {
-  if (arg.rfind("--", 0) != 0 || arg == "--") return arg;
-  const size_t equals = arg.find('=');
-  std::string name = arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
-  std::replace(name.begin(), name.end(), '-', '_');
-  return "--" + name + (equals == std::string::npos ? "" : arg.substr(equals));
 }
 
 void print_program_help(const std::vector<Command>& commands) {
@@ -89,13 +81,6 @@ std::string not_a_flag_message(const Command& command, const std::string& arg) {
   return message + fmt::format("; see `nanoforge {} --help`", command.name);
 }
 
-// Whether an (underscored) "--name" argument without "=" is a non-boolean flag, whose value follows.
-bool takes_separate_value(const std::string& arg) {
-  if (arg.rfind("--", 0) != 0 || arg.find('=') != std::string::npos) return false;
-  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(arg.substr(2));
-  return flag != nullptr && !flag->IsOfType<bool>();
-}
-
 // Whether an (underscored) argument is a positional word or one of the command's flags; absl's boolean
 // negation --noNAME counts as NAME.
 bool flag_applies(const Command& command, const std::string& arg) {
@@ -134,19 +119,13 @@ int run_cli(int argc, char** argv, const std::vector<Command>& commands) {
     passed_through.assign(dashes + 1, args.end());
     args.erase(dashes, args.end());
   }
-  std::vector<std::string> words;
+  const std::vector<std::string> words = positional_words(args);
   bool wants_help = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
+  for (const std::string& arg : args) {
     if (arg == "--help" || arg == "-h") wants_help = true;
     if (arg == "--version") {
       fmt::print("{}\n", version_report());
       return 0;
-    }
-    if (arg.rfind("-", 0) != 0) {
-      words.push_back(arg);
-    } else if (takes_separate_value(underscored_flag(arg))) {
-      ++i;  // "--flag value": the next argument is the value
     }
   }
   if (words.empty()) {

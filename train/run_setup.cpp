@@ -14,15 +14,13 @@
 #include "step/memory_plan.h"
 #include "support/status.h"
 #include "support/stop_signal.h"
+#include "train/batch_split.h"
 #include "train/checkpoint/resume.h"
 #include "train/run_directory.h"
 #include "train/trainer.h"
 
 namespace nanoforge {
 namespace {
-
-// A batch that does not divide names the world sizes that would, up to this many ranks.
-constexpr int64_t kMaxListedWorldSize = 64;
 
 absl::Status invalid(std::string message) {
   return absl::InvalidArgumentError(std::move(message));
@@ -203,20 +201,14 @@ absl::StatusOr<RunSetup> set_up_run(const Recipe& recipe, int64_t world_size, De
                     setup.horizon.target_tokens, setup.horizon.total_batch_size));
   }
   const int64_t tokens_per_micro_step = setup.device_batch_size * recipe.model.max_seq_len * world_size;
-  if (setup.horizon.total_batch_size % tokens_per_micro_step != 0) {
+  const BatchSplit split{setup.horizon.total_batch_size, setup.device_batch_size * recipe.model.max_seq_len};
+  if (!split.divides_on(world_size)) {
     // The world sizes that keep this global batch (nanoforge launch re-forms jobs on fewer machines).
-    const int64_t rows_per_rank = setup.device_batch_size * recipe.model.max_seq_len;
-    std::vector<int64_t> world_sizes;
-    for (int64_t w = 1; w <= kMaxListedWorldSize; ++w) {
-      if (setup.horizon.total_batch_size % (rows_per_rank * w) == 0) world_sizes.push_back(w);
-    }
-    return invalid(fmt::format(
-        "train.total_batch_size {} is not a multiple of device_batch_size {} x max_seq_len {} x "
-        "world size {} = {}; change one of them (this batch divides on world sizes {} up to {})",
-        setup.horizon.total_batch_size, setup.device_batch_size, recipe.model.max_seq_len, world_size,
-        tokens_per_micro_step,
-        world_sizes.empty() ? std::string("none") : fmt::format("{}", fmt::join(world_sizes, ", ")),
-        kMaxListedWorldSize));
+    return invalid(
+        fmt::format("train.total_batch_size {} is not a multiple of device_batch_size {} x max_seq_len {} x "
+                    "world size {} = {}; change one of them (this batch divides on world sizes {} up to {})",
+                    setup.horizon.total_batch_size, setup.device_batch_size, recipe.model.max_seq_len,
+                    world_size, tokens_per_micro_step, split.dividing_world_sizes(), kMaxListedWorldSize));
   }
   constexpr int64_t kMaxSteps = 1'000'000'000'000;
   if (setup.horizon.num_iterations > kMaxSteps) {

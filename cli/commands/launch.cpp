@@ -1,17 +1,22 @@
 // `nanoforge launch --nnodes MIN:MAX --nproc-per-node N --rdzv-endpoint HOST:PORT [--max-restarts K]
 // [--join-timeout S] [--stop-grace S] -- train ...`: one per machine; checks its flags, then runs the elastic
-// agent (launch/agent.h), which starts the ranks with this program and the command after `--`.
+// agent (launch/agent.h), which starts the ranks with this program and the command after `--`. The ranks'
+// recipe is read first, as train reads it: a world size in MIN:MAX its batch does not divide is refused here,
+// not by the ranks of a round on it (which the agents would take for a failure, and re-form on again).
 #include <absl/flags/flag.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <climits>
+#include <numeric>
 #include <string>
 
 #include "cli/command.h"
+#include "cli/command_line.h"
 #include "cli/flag_limits.h"
 #include "launch/agent.h"
 #include "support/status.h"
+#include "train/batch_split.h"
 
 ABSL_FLAG(std::string, nnodes, "", "MIN:MAX machines (or N): the job runs on as many as join, at least MIN");
 ABSL_FLAG(
@@ -35,6 +40,61 @@ NANOFORGE_FLAG_LIMIT(stop_grace, 0, 3600, "(seconds)");
 
 namespace nanoforge {
 namespace {
+
+// The least multiple of every world size the job may form on (count x N), or 0 past this (no sensible batch).
+constexpr int64_t kMaxSuggestedMultiple = int64_t{1} << 50;
+int64_t common_multiple(const LaunchOptions& options) {
+  int64_t multiple = 1;
+  for (int64_t count = options.min_nodes; count <= options.max_nodes && multiple != 0; ++count) {
+    multiple = std::lcm(multiple, count * options.nproc_per_node);
+    if (multiple > kMaxSuggestedMultiple) multiple = 0;
+  }
+  return multiple;
+}
+
+// Every machine count from MIN to MAX must give a world size (count x N) the ranks' global batch divides on:
+// the recipe and its overrides from the command after `--`, loaded and checked as `nanoforge train` does.
+absl::Status check_world_sizes(const LaunchOptions& options) {
+  const std::string recipe_path = flag_value(options.command, "recipe");
+  if (recipe_path.empty() || flag_value(options.command, "run_dir").empty()) {
+    return absl::InvalidArgumentError(
+        "the ranks' command: --recipe and --run-dir are both required (see nanoforge train --help)");
+  }
+  const std::vector<std::string> words = positional_words(options.command);
+  NANOFORGE_ASSIGN_OR_RETURN(const Recipe recipe, load_recipe(recipe_path, {words.begin() + 1, words.end()}));
+  NANOFORGE_RETURN_IF_ERROR(validate_recipe(recipe));
+  NANOFORGE_ASSIGN_OR_RETURN(const BatchSplit split, recipe_batch_split(recipe));
+  const int64_t n = options.nproc_per_node;
+  int64_t refused = 0;  // the first machine count whose world size the batch does not divide
+  int64_t run_low = 0, run_high = -1, low = 0;  // the longest run of counts that divide, for an example
+  for (int64_t count = options.min_nodes; count <= options.max_nodes; ++count) {
+    if (split.divides_on(count * n)) {
+      if (low == 0) low = count;
+      if (count - low > run_high - run_low) run_low = low, run_high = count;
+    } else {
+      if (refused == 0) refused = count;
+      low = 0;
+    }
+  }
+  if (refused == 0) return absl::OkStatus();
+  const std::string batch =
+      recipe.train.horizon.total_batch_size > 0
+          ? fmt::format("train.total_batch_size {}", split.total_batch_size)
+          : fmt::format("train.total_batch_size -1 (nanochat's power law: {})", split.total_batch_size);
+  std::string fixes = fmt::format(
+      "choose MIN:MAX so that every count x {} is among those{}", n,
+      run_high >= run_low ? fmt::format(" (e.g. --nnodes {}:{})", run_low, run_high) : std::string());
+  if (const int64_t multiple = common_multiple(options); multiple != 0) {
+    fixes += fmt::format(
+        ", or set train.total_batch_size to a multiple of device_batch_size {} x max_seq_len {} x {} = {}",
+        recipe.train.device_batch_size, recipe.model.max_seq_len, multiple, split.rank_tokens * multiple);
+  }
+  return absl::InvalidArgumentError(fmt::format(
+      "--nnodes {}:{} with --nproc-per-node {}: {} does not divide on {} machine{} (world size {}): it "
+      "divides on world sizes {} (up to {}); {}",
+      options.min_nodes, options.max_nodes, n, batch, refused, refused == 1 ? "" : "s", refused * n,
+      split.dividing_world_sizes(), kMaxListedWorldSize, fixes));
+}
 
 absl::Status run_launch_command(const std::vector<std::string>& command) {
   LaunchOptions options;
@@ -60,11 +120,12 @@ absl::Status run_launch_command(const std::vector<std::string>& command) {
   options.max_restarts = static_cast<int>(absl::GetFlag(FLAGS_max_restarts));
   options.join_timeout_seconds = absl::GetFlag(FLAGS_join_timeout);
   options.stop_grace_seconds = absl::GetFlag(FLAGS_stop_grace);
+  options.command = command;
+  if (options.nproc_per_node > 0) NANOFORGE_RETURN_IF_ERROR(check_world_sizes(options));
   char program[PATH_MAX] = {};
   const ssize_t length = ::readlink("/proc/self/exe", program, sizeof(program) - 1);
   if (length <= 0) return absl::InternalError("cannot find this program's path (/proc/self/exe)");
   options.program.assign(program, static_cast<size_t>(length));
-  options.command = command;
   return run_launch_agent(options);
 }
 

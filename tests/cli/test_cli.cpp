@@ -166,6 +166,68 @@ TEST(Cli, LaunchFlagsAreCheckedBeforeAnythingStarts) {
       << dashes.output;
 }
 
+// The ranks' recipe is read as train reads it (the file, then the overrides after `--`): a machine count in
+// MIN:MAX whose world size its batch does not divide is refused before an agent starts, not by the ranks of
+// a round on it (which the agents took for a failure and re-formed on until --max-restarts).
+TEST(Cli, LaunchRefusesAWorldSizeTheBatchDoesNotDivide) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "launch_batch_split";
+  std::filesystem::create_directories(dir);
+  const std::string recipe = (dir / "r.toml").string();
+  // 4096 tokens: 2 micro-batches of 8 x 256, which 1 and 2 ranks divide, 3 do not.
+  std::ofstream(recipe) << "[model]\ndepth = 4\nmax_seq_len = 256\n"
+                        << "[data]\ntrain = \"x\"\nval = \"x\"\ntokenizer = \"x\"\n"
+                        << "[train]\ndevice_batch_size = 8\ntotal_batch_size = 4096\n";
+  // No secret: an agent that passes the check stops at once, before any rendezvous.
+  const auto launch = [](const std::string& arguments) {
+    return nanoforge::test::run_command("env -u NANOFORGE_RENDEZVOUS_SECRET -u SLURM_JOB_ID " +
+                                        std::string(nanoforge::test::nanoforge_binary()) +
+                                        " launch --rdzv-endpoint 127.0.0.1:29400 --join-timeout 1 " +
+                                        arguments + " 2>&1");
+  };
+  const std::string refused_message =
+      "--nnodes 2:3 with --nproc-per-node 1: train.total_batch_size 4096 does not divide on 3 machines "
+      "(world "
+      "size 3): it divides on world sizes 1, 2 (up to 64); choose MIN:MAX so that every count x 1 is among "
+      "those (e.g. --nnodes 2:2), or set train.total_batch_size to a multiple of device_batch_size 8 x "
+      "max_seq_len 256 x 6 = 12288";
+  for (const std::string& form : {"--recipe " + recipe, "--recipe=" + recipe}) {
+    const ProgramRun refused =
+        launch("--nnodes 2:3 -- train " + form + " --run-dir " + dir.string() + "/run");
+    EXPECT_EQ(refused.exit_code, 1) << refused.output;
+    EXPECT_NE(refused.output.find("nanoforge launch: error: " + refused_message), std::string::npos)
+        << refused.output;
+  }
+  // An override that makes it divide on 2 and 3 ranks passes the check (the agent then wants the secret).
+  const ProgramRun divides = launch("--nnodes 2:3 -- train --recipe " + recipe + " --run-dir " +
+                                    dir.string() + "/run train.total_batch_size=12288");
+  EXPECT_EQ(divides.exit_code, 1) << divides.output;
+  EXPECT_EQ(divides.output.find("does not divide"), std::string::npos) << divides.output;
+  EXPECT_NE(divides.output.find("NANOFORGE_RENDEZVOUS_SECRET"), std::string::npos) << divides.output;
+  // train.total_batch_size -1: the power law's batch on the recipe's tokenizer, 2^k tokens, never on 3 ranks.
+  const ProgramRun power_law = launch("--nnodes 2:3 -- train --recipe " + recipe + " --run-dir " +
+                                      dir.string() + "/run train.total_batch_size=-1 data.tokenizer=" +
+                                      nanoforge::test::source_path("tests/data/tokenizer/golden"));
+  EXPECT_EQ(power_law.exit_code, 1) << power_law.output;
+  EXPECT_NE(power_law.output.find("train.total_batch_size -1 (nanochat's power law: "), std::string::npos)
+      << power_law.output;
+  EXPECT_NE(power_law.output.find("does not divide on 3 machines (world size 3)"), std::string::npos)
+      << power_law.output;
+  // A head agent starts no rank: no recipe is read.
+  const ProgramRun head = launch("--nnodes 2:3 --nproc-per-node 0 -- train --recipe " + recipe);
+  EXPECT_EQ(head.output.find("does not divide"), std::string::npos) << head.output;
+  EXPECT_NE(head.output.find("NANOFORGE_RENDEZVOUS_SECRET"), std::string::npos) << head.output;
+  // A recipe that does not load: the launch fails with train's own error.
+  const std::string missing = (dir / "missing.toml").string();
+  const ProgramRun train = run("train --recipe " + missing + " --run-dir " + dir.string() + "/run");
+  const std::string train_error = train.output.substr(train.output.find("error: "));
+  const ProgramRun not_loaded =
+      launch("--nnodes 2:3 -- train --recipe " + missing + " --run-dir " + dir.string() + "/run");
+  EXPECT_EQ(not_loaded.exit_code, 1) << not_loaded.output;
+  EXPECT_NE(not_loaded.output.find("nanoforge launch: " + train_error), std::string::npos)
+      << not_loaded.output << "\ntrain: " << train.output;
+  EXPECT_NE(train_error.find(missing), std::string::npos) << train.output;
+}
+
 // The probe's `--recipe DIR` read as an empty recipe.
 TEST(Cli, ARecipeThatIsADirectoryIsNamed) {
   const ProgramRun result = run("train --recipe /tmp --run-dir /tmp/nanoforge_never");
