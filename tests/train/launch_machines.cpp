@@ -23,7 +23,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr double kTimeoutSeconds = 2;  // dist.timeout_seconds of these runs
+// dist.timeout_seconds of these runs: long enough for a rank that waits on a peer still starting up on a
+// loaded 2-core machine (2 s was not, in a by-hand run beside a build); a killed peer is found at once (its
+// sockets close), a frozen one by the agents' 10 s silence limit.
+constexpr double kTimeoutSeconds = 30;
 constexpr const char* kSecret = "NANOFORGE_RENDEZVOUS_SECRET=launch-test-secret-0123456789";
 
 // Whether a step was logged after the run's `count`-th re-formation: the new round trained.

@@ -117,13 +117,17 @@ TEST(LaunchAgents, MachineKilledMidStepTheSurvivorsFinishTheRunAsAResumeByHandWo
   }
 }
 
-// A frozen machine (SIGSTOP: a hang, a kernel stuck): its connection stays open, the survivors' ranks fail
-// their collectives at the timeout (exit 75), and their agents re-form without it.
+// A frozen machine (SIGSTOP: a hang, a machine without power): its connection stays open and silent, the
+// survivors' ranks wait in their collective (dist.timeout_seconds is longer), the host ends the round after
+// the agents' 10 s silence limit, and the survivors' agents kill their stuck ranks after --stop-grace and
+// re-form without it.
 TEST(LaunchAgents, MachineFrozenMidStepTheSurvivorsFinishTheRunAsAResumeByHandWould) {
   const std::string dir = temp_dir("launch_machine_frozen");
   const std::string recipe = write_recipe(dir);
-  const LaunchRun launch = run_three_machines(
-      recipe, dir + "/run", {.launch_flags = kElasticFlags, .victim = 2, .signal = SIGSTOP});
+  std::vector<std::string> flags = kElasticFlags;
+  flags.push_back("--stop-grace=1");
+  const LaunchRun launch =
+      run_three_machines(recipe, dir + "/run", {.launch_flags = flags, .victim = 2, .signal = SIGSTOP});
   expect_finished_as_by_hand(recipe, dir + "/run", launch);
 }
 
