@@ -44,6 +44,7 @@ constexpr uint8_t kJoin = 'J';  // a machine waits to join: stop the ranks with 
 constexpr uint32_t kNoPreviousRank = 0xFFFFFFFF;
 constexpr auto kTick = std::chrono::milliseconds(100);
 constexpr auto kConnectRetry = std::chrono::milliseconds(200);  // while no host listens (yet, or again)
+constexpr double kRefusalReportSeconds = 10;
 
 double seconds_since(Clock::time_point then) {
   return std::chrono::duration<double>(Clock::now() - then).count();
@@ -291,8 +292,7 @@ class Host final : public AgentRendezvousHost {
     absl::StatusOr<RendezvousHello> hello = body.ok() ? parse_hello_body(*body) : body.status();
     absl::Status valid = hello.ok() ? authenticate_hello(*hello, options_.key, *challenge) : hello.status();
     if (!valid.ok()) {
-      std::fprintf(stderr, "nanoforge launch: rendezvous host: refused a connection from %s: %s\n",
-                   peer.c_str(), std::string(valid.message()).c_str());
+      report_refusal(address_without_port(peer), valid.message());
       return false;
     }
     Agent agent;
@@ -305,6 +305,18 @@ class Host final : public AgentRendezvousHost {
     awaited_.erase(agent.previous_node_rank);  // a survivor is back: its old connection is done
     pending_.push_back(std::move(agent));
     return true;
+  }
+
+  // A refused agent retries every 200 ms until its join timeout: the first refusal from an address is
+  // reported, then one line per kRefusalReportSeconds with the number refused meanwhile.
+  void report_refusal(const std::string& address, absl::string_view why) {
+    Refusals& refusals = refusals_[address];
+    ++refusals.count;
+    if (refusals.reported != Clock::time_point{} && seconds_since(refusals.reported) < kRefusalReportSeconds)
+      return;
+    std::fprintf(stderr, "nanoforge launch: rendezvous host: refused %d connection(s) from %s: %s\n",
+                 refusals.count, address.c_str(), std::string(why).c_str());
+    refusals = {.count = 0, .reported = Clock::now()};
   }
 
   void reply(Agent& agent, bool accepted, const std::string& text) {
@@ -369,6 +381,11 @@ class Host final : public AgentRendezvousHost {
   Socket listener_;
   std::vector<Agent> pending_, members_;
   std::map<int, Agent> awaited_;  // by their node rank in the round that ended
+  struct Refusals {
+    int count = 0;  // since the last report
+    Clock::time_point reported{};
+  };
+  std::map<std::string, Refusals> refusals_;  // by address
   int round_ = 0;
   bool collecting_ = true;
   bool reforming_ = false;  // collecting after a round, whose survivors are awaited_
@@ -413,17 +430,18 @@ absl::StatusOr<AgentLink> AgentLink::join(const AgentRendezvousOptions& options,
   }
   std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owned(addresses, &::freeaddrinfo);
   std::string last_error = "none";
+  const auto no_membership = [&] {
+    return absl::DeadlineExceededError(
+        fmt::format("no membership from {} within --join-timeout {} s (last error: {})", where,
+                    options.join_timeout_seconds, last_error));
+  };
   while (true) {
     absl::StatusOr<std::pair<Socket, RendezvousNonce>> connected =
         rendezvous_io::connect_and_get_challenge(addresses, options.hello_timeout_seconds, deadline,
                                                  &last_error, "the host's challenge", "--rdzv-endpoint");
     if (!connected.ok()) {
       if (!absl::IsAborted(connected.status())) return connected.status();
-      if (Clock::now() + kConnectRetry >= deadline) {
-        return absl::DeadlineExceededError(
-            fmt::format("could not reach {} within --join-timeout {} s (last error: {})", where,
-                        options.join_timeout_seconds, last_error));
-      }
+      if (Clock::now() + kConnectRetry >= deadline) return no_membership();
       std::this_thread::sleep_for(kConnectRetry);
       continue;
     }
@@ -439,13 +457,18 @@ absl::StatusOr<AgentLink> AgentLink::join(const AgentRendezvousOptions& options,
     absl::StatusOr<std::vector<uint8_t>> body = rendezvous_io::receive_message(
         socket.fd(), RendezvousMessage::kReply, deadline + std::chrono::seconds(5), "the host's membership");
     if (!body.ok()) {
-      if (absl::IsAborted(body.status()) && Clock::now() + kConnectRetry < deadline) {
-        std::this_thread::sleep_for(
-            kConnectRetry);  // the host went away before the round: a new one may come
-        continue;
+      if (!absl::IsAborted(body.status())) {
+        return absl::Status(body.status().code(),
+                            fmt::format("{}: {}", where, std::string(body.status().message())));
       }
-      return absl::Status(body.status().code(),
-                          fmt::format("{}: {}", where, std::string(body.status().message())));
+      // The host closed the connection on the hello: it refused the key, or it went away before the
+      // round (a new one may come).
+      last_error =
+          "the host closed the connection after this agent's hello: its key is not the host's (give every "
+          "machine the same NANOFORGE_RENDEZVOUS_SECRET), or the host stopped";
+      if (Clock::now() + kConnectRetry >= deadline) return no_membership();
+      std::this_thread::sleep_for(kConnectRetry);
+      continue;
     }
     NANOFORGE_ASSIGN_OR_RETURN(const RendezvousReply reply,
                                parse_reply_body(*body, options.key, challenge, nonce));
