@@ -1,8 +1,8 @@
 // The elastic launch agent, one per machine (`nanoforge launch`, like torchrun's): joins a membership round
 // with the other machines' agents (dist/agent_rendezvous.h), starts this machine's ranks with the
-// torchrun-style environment the trainer reads, watches them and the other agents, and on a failure stops
-// its ranks and joins the next round, whose ranks resume from the run's last checkpoint at the new world
-// size. docs/launch.md gives the protocol and its limits.
+// torchrun-style environment the trainer reads, watches them and the other agents, and on a failure (or a
+// machine asking to join) stops its ranks and joins the next round, whose ranks resume from the run's last
+// checkpoint at the new world size. docs/launch.md gives the protocol and its limits.
 #pragma once
 
 #include <absl/status/status.h>
@@ -15,8 +15,8 @@ namespace nanoforge {
 struct LaunchOptions {
   int min_nodes = 1;  // --nnodes MIN:MAX
   int max_nodes = 1;
-  int nproc_per_node = 1;
-  std::string rdzv_host;  // --rdzv-endpoint HOST:PORT; the ranks' rank 0 listens on PORT + 1
+  int nproc_per_node = 1;  // 0: a head agent, which only serves the rendezvous
+  std::string rdzv_host;   // --rdzv-endpoint HOST:PORT; the ranks' rank 0 listens on PORT + 1
   int rdzv_port = 0;
   int max_restarts = 3;
   double join_timeout_seconds = 600;
