@@ -50,17 +50,6 @@ bool is_launcher_variable(const std::string& entry) {
   return false;
 }
 
-// The value of --run-dir in the ranks' command ("--run-dir X", "--run-dir=X", or with an underscore).
-std::string run_dir_of(const std::vector<std::string>& command) {
-  for (size_t i = 0; i < command.size(); ++i) {
-    for (const std::string flag : {"--run-dir", "--run_dir"}) {
-      if (command[i] == flag && i + 1 < command.size()) return command[i + 1];
-      if (command[i].rfind(flag + "=", 0) == 0) return command[i].substr(flag.size() + 1);
-    }
-  }
-  return "";
-}
-
 // The run's latest checkpoint's name ("step_000004"), or "" when it has none yet.
 std::string latest_checkpoint(const std::string& run_dir) {
   if (run_dir.empty()) return "";
@@ -394,7 +383,6 @@ absl::Status run_launch_agent(const LaunchOptions& options) {
                                     .silence_seconds = options.agent_silence_seconds,
                                     .key = agents_rendezvous_key(job_key)};
   if (options.nproc_per_node == 0) return run_rendezvous_only(options, rendezvous);
-  const std::string run_dir = run_dir_of(options.command);
   std::unique_ptr<AgentRendezvousHost> host;
   std::optional<AgentLink> link;  // the last round's, open until the next round takes this agent in
   int previous_node_rank = -1, previous_nnodes = 0, previous_world_size = 0, restarts = 0;
@@ -413,7 +401,7 @@ absl::Status run_launch_agent(const LaunchOptions& options) {
     }
     link = std::move(*joined);
     const AgentMembership& membership = link->membership();
-    const std::string checkpoint = latest_checkpoint(run_dir);
+    const std::string checkpoint = latest_checkpoint(options.run_dir);
     const std::optional<LaunchReformation> reformation = announce_round(
         options, membership, checkpoint, last_end, restarts, previous_world_size, previous_nnodes);
     previous_node_rank = membership.node_rank;

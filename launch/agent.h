@@ -24,6 +24,7 @@ struct LaunchOptions {
   double agent_silence_seconds = 10;  // an agent not heard from for this long is lost
   std::string program;                // what the ranks run: this program
   std::vector<std::string> command;   // its arguments, from after `--` ("train", "--recipe", ...)
+  std::string run_dir;                // the command's --run-dir: where the agent finds checkpoints/latest
 };
 
 // "MIN:MAX" or "N" into options.min_nodes/max_nodes; HOST:PORT into rdzv_host/rdzv_port. Errors say what

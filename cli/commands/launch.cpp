@@ -56,7 +56,7 @@ int64_t common_multiple(const LaunchOptions& options) {
 // the recipe and its overrides from the command after `--`, loaded and checked as `nanoforge train` does.
 absl::Status check_world_sizes(const LaunchOptions& options) {
   const std::string recipe_path = flag_value(options.command, "recipe");
-  if (recipe_path.empty() || flag_value(options.command, "run_dir").empty()) {
+  if (recipe_path.empty() || options.run_dir.empty()) {
     return absl::InvalidArgumentError(
         "the ranks' command: --recipe and --run-dir are both required (see nanoforge train --help)");
   }
@@ -121,6 +121,7 @@ absl::Status run_launch_command(const std::vector<std::string>& command) {
   options.join_timeout_seconds = absl::GetFlag(FLAGS_join_timeout);
   options.stop_grace_seconds = absl::GetFlag(FLAGS_stop_grace);
   options.command = command;
+  options.run_dir = flag_value(command, "run_dir");
   if (options.nproc_per_node > 0) NANOFORGE_RETURN_IF_ERROR(check_world_sizes(options));
   char program[PATH_MAX] = {};
   const ssize_t length = ::readlink("/proc/self/exe", program, sizeof(program) - 1);
