@@ -30,6 +30,22 @@ namespace {
 using namespace test;
 using Clock = std::chrono::steady_clock;
 
+// The run equals, bit for bit, the one a person makes by hand on `world_sizes` ranks in turn, each segment
+// but the last up to the step the run's next re-formation resumed from (metrics.jsonl's records, in order).
+void expect_as_by_hand(const std::string& recipe, const std::string& run,
+                       const std::vector<int>& world_sizes) {
+  const std::vector<std::string> records = reformation_records(run);
+  ASSERT_EQ(records.size() + 1, world_sizes.size()) << read_bytes(run + "/metrics.jsonl");
+  std::vector<std::pair<int, int64_t>> segments;
+  for (size_t i = 0; i < world_sizes.size(); ++i) {
+    segments.emplace_back(world_sizes[i],
+                          i < records.size() ? static_cast<int64_t>(number_after(records[i], "step")) : -1);
+  }
+  const RunResult& by_hand = run_by_hand(recipe, segments);
+  EXPECT_EQ(by_hand.losses, losses_by_step(run));
+  EXPECT_TRUE(by_hand.weights == final_weights(run)) << "the final weights differ from the run by hand";
+}
+
 // The survivors (every machine but the victim) finished all kSteps steps with exit 0 after one re-formation
 // on 2 machines, and the run equals, bit for bit, the run a person makes by hand from the checkpoint it
 // resumed from: both are 2 ranks resuming the same 3-rank checkpoint, and the emulated NCCL reduces in a
@@ -59,8 +75,7 @@ int64_t expect_finished_as_by_hand(const std::string& recipe, const std::string&
   std::printf("re-formed on 2 machines, resumed from step %lld\n", static_cast<long long>(resumed_step));
   EXPECT_NE(survivors_output.find(fmt::format("done: step {} of {}", kSteps, kSteps)), std::string::npos)
       << describe(launch);
-  const std::map<int64_t, std::string> losses = losses_by_step(run);
-  EXPECT_EQ(losses.size(), static_cast<size_t>(kSteps)) << describe(launch);
+  EXPECT_EQ(losses_by_step(run).size(), static_cast<size_t>(kSteps)) << describe(launch);
   // The re-formation, in metrics.jsonl at the step resumed from and on rank 0's console.
   const std::vector<std::string> records = reformation_records(run);
   if (records.size() != 1u) {
@@ -78,9 +93,7 @@ int64_t expect_finished_as_by_hand(const std::string& recipe, const std::string&
             std::string::npos)
       << describe(launch);
 
-  const RunResult& by_hand = run_by_hand(recipe, {{3, resumed_step}, {2, -1}});
-  EXPECT_EQ(by_hand.losses, losses);
-  EXPECT_TRUE(by_hand.weights == final_weights(run)) << "the final weights differ from the run by hand";
+  expect_as_by_hand(recipe, run, {3, 2});
   return resumed_step;
 }
 
@@ -187,13 +200,8 @@ TEST(LaunchAgents, MachineThatComesBackIsTakenInAtTheNextStepAndTheRunFinishesAs
       << describe(launch);
   EXPECT_NE(launch.machines[3].output().find("round 3: 3 node(s), this machine node 2"), std::string::npos)
       << describe(launch);
-  const std::map<int64_t, std::string> losses = losses_by_step(run);
-  ASSERT_EQ(losses.size(), static_cast<size_t>(kSteps)) << describe(launch);
-  const RunResult& by_hand = run_by_hand(recipe, {{3, static_cast<int64_t>(number_after(records[0], "step"))},
-                                                  {2, static_cast<int64_t>(number_after(records[1], "step"))},
-                                                  {3, -1}});
-  EXPECT_EQ(by_hand.losses, losses);
-  EXPECT_TRUE(by_hand.weights == final_weights(run)) << "the final weights differ from the run by hand";
+  ASSERT_EQ(losses_by_step(run).size(), static_cast<size_t>(kSteps)) << describe(launch);
+  expect_as_by_hand(recipe, run, {3, 2, 3});
 }
 
 // MIN = 3: after the loss the survivors wait --join-timeout for a third machine, then both exit 1 with the
@@ -325,14 +333,8 @@ TEST(LaunchAgents, TwoFailuresInARowTheLastMachineFinishesAsByHand) {
   ASSERT_EQ(records.size(), 2u) << read_bytes(run + "/metrics.jsonl");
   EXPECT_NE(records[1].find("\"previous_world_size\": 2, \"world_size\": 1"), std::string::npos)
       << records[1];
-  const std::map<int64_t, std::string> losses = losses_by_step(run);
-  ASSERT_EQ(losses.size(), static_cast<size_t>(kSteps)) << describe(machines);
-
-  const RunResult& by_hand = run_by_hand(recipe, {{3, static_cast<int64_t>(number_after(records[0], "step"))},
-                                                  {2, static_cast<int64_t>(number_after(records[1], "step"))},
-                                                  {1, -1}});
-  EXPECT_EQ(by_hand.losses, losses);
-  EXPECT_TRUE(by_hand.weights == final_weights(run)) << "the final weights differ from the run by hand";
+  ASSERT_EQ(losses_by_step(run).size(), static_cast<size_t>(kSteps)) << describe(machines);
+  expect_as_by_hand(recipe, run, {3, 2, 1});
 }
 
 }  // namespace
