@@ -4,13 +4,17 @@
 
 #include <absl/strings/str_split.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <random>
 #include <regex>
 #include <thread>
 
@@ -99,6 +103,28 @@ std::vector<std::string> train_command(const std::string& recipe, const std::str
   return {"train", "--recipe", recipe, "--run-dir", run};
 }
 
+std::string free_endpoint() {
+  constexpr int kLowest = 20000, kHighest = 32000;  // below Linux's default ephemeral range, 32768-60999
+  std::mt19937 random(std::random_device{}());
+  std::uniform_int_distribution<int> pick(kLowest, kHighest);
+  auto bindable = [](int port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_ANY);
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+    ::close(fd);
+    return bound;
+  };
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int port = pick(random);
+    if (bindable(port) && bindable(port + 1)) return "127.0.0.1:" + std::to_string(port);
+  }
+  ADD_FAILURE() << "no two free ports next to each other in [" << kLowest << ", " << kHighest << "]";
+  return "127.0.0.1:" + std::to_string(kLowest);
+}
+
 std::string describe(const std::vector<Machine>& machines) {
   std::string text;
   for (size_t i = 0; i < machines.size(); ++i) {
@@ -133,7 +159,7 @@ int victim_node_rank(const std::vector<Machine>& machines, int victim) {
 }
 
 LaunchRun run_three_machines(const std::string& recipe, const std::string& run, const Scenario& scenario) {
-  const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  const std::string endpoint = free_endpoint();
   auto launch = [&](const std::string& nproc) {
     std::vector<std::string> arguments = {gpu_nanoforge_binary(), "launch", "--nproc-per-node=" + nproc,
                                           "--rdzv-endpoint=" + endpoint};

@@ -37,6 +37,11 @@ struct Machine {
   std::string output() const;
 };
 
+// "127.0.0.1:P" for --rdzv-endpoint, with P and P + 1 (rank 0's MASTER_PORT) free, below the ephemeral
+// port range: a port after one that bind(0) handed out is what Linux gives outgoing connections next (the
+// agents' own), so P + 1 of an ephemeral P could be taken before rank 0 listens on it.
+std::string free_endpoint();
+
 std::string describe(const std::vector<Machine>& machines);
 std::string latest_checkpoint_name(const std::string& run);
 std::vector<std::string> reformation_records(const std::string& run);  // metrics.jsonl's, in order

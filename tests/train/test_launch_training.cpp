@@ -283,7 +283,7 @@ TEST(LaunchAgents, TwoFailuresInARowTheLastMachineFinishesAsByHand) {
   const std::string dir = temp_dir("launch_two_failures");
   const std::string recipe = write_recipe(dir);
   const std::string run = dir + "/run";
-  const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  const std::string endpoint = free_endpoint();
   std::vector<std::string> arguments = {gpu_nanoforge_binary(),
                                         "launch",
                                         "--nproc-per-node=1",
